@@ -1,0 +1,127 @@
+# sjkvarn — plain build: `make` builds, `make test` tests. No configure step.
+#
+#   make                 libsjkvarn.a, libsjkvarn.so, libsjkhost.a, ./sjkvarn   (in $(BUILD))
+#   make test            build everything with -Werror and run the whole suite
+#   make asan / ubsan    the suite under AddressSanitizer / UndefinedBehaviorSanitizer
+#   make valgrind        the suite under valgrind memcheck
+#   make install PREFIX=/usr/local
+#
+# Source layout (dependencies point one way: common <- codec <- cache <- attention;
+# host depends on the library; tools depend on both):
+#   src/common  src/codec  src/cache  src/attention  src/arch   -> libsjkvarn
+#   host/src                                                      -> libsjkhost
+#   tools/*.c                                                     -> sjkvarn (CLI)
+#   tests/test_*.c                                                -> one binary each
+# Files named *_avx2.c / *_avx512.c are compiled for that instruction set only and
+# are reached through run-time dispatch (src/common/cpu.h).
+
+CC      ?= cc
+OPT     ?= -O2
+BUILD   ?= build
+PREFIX  ?= /usr/local
+SAN     ?=
+WERROR  ?=
+
+VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
+CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost/src -D_GNU_SOURCE
+CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
+LDLIBS_ALL   := -lm -lpthread $(LDLIBS)
+
+ifneq ($(SAN),)
+CFLAGS_ALL += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS    += -fsanitize=$(SAN)
+endif
+
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c
+
+LIB_SRC  := $(sort $(shell find src -name '*.c'))
+HOST_SRC := $(sort $(wildcard host/src/*.c))
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_HELPER_SRC := $(sort $(wildcard tests/support/*.c))
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+
+LIB_A   := $(BUILD)/libsjkvarn.a
+LIB_SO  := $(BUILD)/libsjkvarn.so
+HOST_A  := $(BUILD)/libsjkhost.a
+CLI     := $(BUILD)/sjkvarn
+
+.PHONY: all test check asan ubsan valgrind install clean tests examples
+all: $(LIB_A) $(LIB_SO) $(HOST_A) $(CLI)
+	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
+
+$(BUILD)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(AVX512_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libsjkvarn.so $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(HOST_A): $(HOST_OBJ)
+	@rm -f $@
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(CLI): $(TOOL_OBJ) $(HOST_A) $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+
+$(BUILD)/examples/%: examples/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) -Iinclude $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+
+tests: $(TEST_BIN) $(EXAMPLE_BIN) $(CLI)
+examples: $(EXAMPLE_BIN)
+
+# The suite: every tests/test_* binary, run by tests/run_tests.sh, which ends with
+# "N passed, N failed".
+test: export WERROR := -Werror
+test:
+	@$(MAKE) --no-print-directory WERROR=-Werror all tests
+	@BUILD=$(BUILD) SJK_TEST_WRAP="$(SJK_TEST_WRAP)" sh tests/run_tests.sh
+check: test
+
+asan:
+	@$(MAKE) --no-print-directory test BUILD=build/asan SAN=address,leak OPT=-O1
+ubsan:
+	@$(MAKE) --no-print-directory test BUILD=build/ubsan SAN=undefined OPT=-O1
+valgrind:
+	@$(MAKE) --no-print-directory test BUILD=build/valgrind OPT=-O1 \
+	  SJK_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+
+install: $(LIB_A) $(LIB_SO)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/sjkvarn.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' sjkvarn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sjkvarn.pc
+
+clean:
+	rm -rf build sjkvarn
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,97 @@
+/* harness.h — the test harness: one binary per tests/test_*.c, one function per test.
+ *
+ *   TEST(test_ring_wraparound) { CHECK(x == 1); CHECK_NEAR(a, b, 1e-6); }
+ *   int main(void) { RUN(test_ring_wraparound); return test_summary(); }
+ *
+ * A test fails if any CHECK fails; SKIP("why") marks it skipped (the runner counts
+ * skips as failures when SJK_REQUIRE_ALL=1, which CI sets, so a missing prerequisite is
+ * never reported as a pass). Each binary prints "N passed, N failed, N skipped" last;
+ * tests/run_tests.sh adds them up. */
+#ifndef SJK_TEST_HARNESS_H
+#define SJK_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_cur_failed, t_cur_skipped, t_n_pass, t_n_fail, t_n_skip;
+static const char *t_cur_name;
+
+#define TEST(name) static void name(void)
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            if (t_cur_failed < 10)                                                   \
+                fprintf(stderr, "  %s:%d: %s: CHECK(%s) failed\n", __FILE__, __LINE__, \
+                        t_cur_name, #cond);                                          \
+            t_cur_failed++;                                                          \
+        }                                                                            \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                            \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            if (t_cur_failed < 10) {                                                 \
+                fprintf(stderr, "  %s:%d: %s: CHECK(%s) failed: ", __FILE__, __LINE__, \
+                        t_cur_name, #cond);                                          \
+                fprintf(stderr, __VA_ARGS__);                                        \
+                fputc('\n', stderr);                                                 \
+            }                                                                        \
+            t_cur_failed++;                                                          \
+        }                                                                            \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                        \
+    do {                                                                             \
+        double t_a_ = (double)(a), t_b_ = (double)(b);                               \
+        CHECKF(fabs(t_a_ - t_b_) <= (tol), "%s = %.9g, %s = %.9g, tol %g", #a, t_a_, \
+               #b, t_b_, (double)(tol));                                             \
+    } while (0)
+
+#define SKIP(...)                                                                    \
+    do {                                                                             \
+        fprintf(stderr, "  SKIP %s: ", t_cur_name);                                  \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fputc('\n', stderr);                                                         \
+        t_cur_skipped = 1;                                                           \
+        return;                                                                      \
+    } while (0)
+
+static inline void test_run_one(const char *name, void (*fn)(void))
+{
+    t_cur_name = name;
+    t_cur_failed = 0;
+    t_cur_skipped = 0;
+    fn();
+    if (t_cur_skipped && !t_cur_failed) {
+        t_n_skip++;
+        printf("SKIP %s\n", name);
+    } else if (t_cur_failed) {
+        t_n_fail++;
+        printf("FAIL %s (%d checks)\n", name, t_cur_failed);
+    } else {
+        t_n_pass++;
+        printf("ok   %s\n", name);
+    }
+    fflush(stdout);
+}
+#define RUN(name) test_run_one(#name, name)
+
+static inline int test_summary(void)
+{
+    printf("%d passed, %d failed, %d skipped\n", t_n_pass, t_n_fail, t_n_skip);
+    return t_n_fail ? 1 : 0;
+}
+
+/* Path of a file under tests/data, resolved against SJK_TEST_DATA or the source tree. */
+static inline const char *test_data_path(const char *name)
+{
+    static char buf[4096];
+    const char *dir = getenv("SJK_TEST_DATA");
+    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "tests/data", name);
+    return buf;
+}
+
+#endif

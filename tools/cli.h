@@ -1,0 +1,17 @@
+/* cli.h — the sjkvarn command-line tool: one file per subcommand (tools/cmd_*.c), each
+ * exporting an entry point listed in the table of tools/sjkvarn.c. Diagnostics go to
+ * stderr, results to stdout; entry points return the process exit status. */
+#ifndef SJK_CLI_H
+#define SJK_CLI_H
+
+typedef int (*sjk_cli_fn)(int argc, char **argv);
+
+typedef struct sjk_cli_cmd {
+    const char *name;    /* "bench", "run", ... */
+    const char *summary; /* one line for `sjkvarn help` */
+    sjk_cli_fn fn;       /* argv[0] is the subcommand name */
+} sjk_cli_cmd;
+
+int sjk_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,37 @@
+/* sjkvarn.c — the CLI entry point: dispatches `sjkvarn <command> ...`. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sjkvarn.h"
+
+static const sjk_cli_cmd commands[] = {
+    {"bench", "benchmarks: `bench codec` (formats and record bodies)", sjk_cmd_bench},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "sjkvarn %s — SJ-KVaRN KV-cache codec\n\nusage: sjkvarn <command> [options]\n\ncommands:\n",
+            sjk_version());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-8s %s\n", "version", "print the version");
+    fprintf(f, "\n`sjkvarn <command> --help` describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+        printf("sjkvarn %s\n", sjk_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sjkvarn: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
