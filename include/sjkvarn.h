@@ -178,6 +178,23 @@ sjk_record_params sjk_record_params_default(void);
 /* SJK_OK, or SJK_ERR_PARAM with *bad_field (if non-NULL) set to the field's name. */
 sjk_status sjk_record_params_validate(const sjk_record_params *p, const char **bad_field);
 
+/* Bytes of one record (0 for invalid params). 35,072 at D = 256, 4/4. */
+size_t sjk_record_nbytes(const sjk_record_params *p);
+/* Scratch bytes sjk_record_encode needs (callers allocate once and reuse). */
+size_t sjk_record_scratch_nbytes(const sjk_record_params *p);
+
+/* Seals one group: k and v are [SJK_GROUP][head_dim] rotated rows (token-major). Balances,
+ * quantizes and writes one record into dst. Never allocates; uses only scratch.
+ * Non-finite inputs are replaced as docs/FORMAT.md says; no NaN is ever stored.
+ * Thread-safe for distinct dst/scratch. */
+sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
+                             const float *k, const float *v,
+                             void *scratch, size_t scratch_nbytes);
+
+/* Decodes one record into k and v, each [SJK_GROUP][head_dim] (rotated basis). */
+sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
+                             const void *src, size_t src_nbytes);
+
 #ifdef __cplusplus
 }
 #endif
