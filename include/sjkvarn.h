@@ -88,7 +88,12 @@ sjk_status sjk_hadamard(float *x, size_t n, size_t block);
  * f16, bf16) are byte-identical to llama.cpp's reference quantizers. The TurboQuant
  * formats (tq6_0, tq5_0, turbo4, turbo3) apply their own signed 128-point rotation inside
  * the format; SJK_FMT_TQ6_0_STAGE is tq6_0 without that rotation (the SJ-KVaRN staging
- * ring, whose input is already in the Hadamard basis).
+ * ring, whose input is already in the Hadamard basis). Decoding a TurboQuant row undoes
+ * the format's rotation, so decode(encode(x)) approximates x in the caller's basis.
+ * Block sizes: 1 value (f32, f16, bf16), 32 (q*), 128 (tq*, turbo*).
+ * Quantized formats never store NaN or Inf: a block holding NaN/Inf, or values beyond the
+ * format's fp16-scale range, is encoded from a copy with NaN -> 0 and values clamped
+ * (docs/FORMAT.md "## Value formats"); f32/f16/bf16 store IEEE values as they are.
  * ---------------------------------------------------------------------------------- */
 typedef enum sjk_format {
     SJK_FMT_F32 = 0,
@@ -130,6 +135,15 @@ sjk_status sjk_format_encode_row(sjk_format f, void *dst, size_t dst_cap,
                                  const float *src, size_t n);
 sjk_status sjk_format_decode_row(sjk_format f, float *dst, size_t n,
                                  const void *src, size_t src_nbytes);
+/* Optional llama.cpp-style Hadamard rotation in front of a ggml format (upstream
+ * llama.cpp's default "attention rotation"): the block size to pass to sjk_hadamard() for
+ * the K rows (and the query) when is_v == 0, or for the V rows (and the attention output)
+ * when is_v != 0; 0 means "no rotation" (f32/f16/bf16, the TurboQuant formats, or a head
+ * size that is not a multiple of 64). K: the largest power of two >= 64 dividing head_dim
+ * (128 for 128, 256 for 256, 512 for 512); V: 64. The caller rotates before encoding and
+ * un-rotates the attention output with the V block; the format bytes are then exactly
+ * what a rotated llama.cpp cache stores. Thread-safe, never allocates. */
+size_t sjk_format_rotation_block(sjk_format f, size_t head_dim, int is_v);
 
 /* ------------------------------------------------------------------------------------
  * Balancing (log-domain Sinkhorn-style), per 128-token tile
@@ -194,6 +208,180 @@ sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_c
 /* Decodes one record into k and v, each [SJK_GROUP][head_dim] (rotated basis). */
 sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
                              const void *src, size_t src_nbytes);
+
+/* ------------------------------------------------------------------------------------
+ * Cache
+ *
+ * A cache holds the K/V history of n_seqs independent sequences for every attention layer
+ * of a model, n_kv_heads KV heads of head_dim values each, up to max_pos positions per
+ * sequence. Everything it will ever need (regions, scratch, seal workers) is allocated
+ * once, by sjk_cache_create; sjk_cache_estimate returns that exact byte count first.
+ * Append, seal, attend and truncate never allocate.
+ *
+ * Rows in, rows out. Callers append the model's own K and V rows (post-RoPE, NOT
+ * rotated) and pass their own query rows (post-RoPE, not rotated) to attend; the cache
+ * rotates rows into the Hadamard basis itself and rotates the attention output back, so
+ * out = softmax(scale · q·Kᵀ) · V in the model's basis. (The rotation is orthonormal, so
+ * scores are unchanged by it; only quantization error differs.)
+ *
+ * Regions of one (sequence, layer, KV head) in a compressed ("sj" / "kvarn") layer:
+ *
+ *   position 0        sink            B (body end)                 N (length)
+ *   |----- sink -----|------- body: sealed records -------|--- staging ring ---|
+ *     fp16, rotated     one record per 128-token group      rotated rows in the
+ *     (default 128)     (immutable once sealed)             staging format
+ *
+ * Policy (SPEC §2.5): the tail N − B grows until it reaches tail_max; then every full
+ * group older than the newest tail_min positions is sealed in one batch (inside the
+ * append that reached tail_max). tail_max = 0 is a fixed tail: a group is sealed as soon
+ * as it is older than the newest tail_min positions. sjk_cache_seal_idle seals back to
+ * tail_min at any time. The ring holds ceil(max tail / 128) · 128 rows, so no unsealed
+ * row is ever overwritten. A seal encodes the staged rows as attention saw them (read
+ * back from the staging format). Uniform layers ("f16", "q8_0/q4_0", ...) store every
+ * position as one row of their K and V formats, optionally rotated, and never seal.
+ *
+ * Threads: a handle is not thread-safe; one call at a time per handle. The handle owns a
+ * small pool of n_threads − 1 worker threads (created by sjk_cache_create, joined by
+ * sjk_cache_free) that seals run across (layer, head, group) tiles and attention across
+ * heads and position ranges. Distinct handles are independent.
+ * ---------------------------------------------------------------------------------- */
+typedef struct sjk_cache sjk_cache;
+
+typedef enum sjk_cache_kind {
+    SJK_KIND_UNIFORM = 0, /* every position one row of k_format / v_format */
+    SJK_KIND_SJ,          /* SJ-KVaRN: sink + sealed records + staging ring, adaptive tail */
+    SJK_KIND_KVARN        /* KVarN paper-faithful: reference balancing, scalar body, fp16 tail */
+} sjk_cache_kind;
+
+/* How one layer stores its K/V. Build one with sjk_layer_config_default() or
+ * sjk_cache_config_parse(); fields a kind does not use are ignored. */
+typedef struct sjk_layer_config {
+    uint8_t kind;       /* sjk_cache_kind */
+    uint8_t k_format;   /* UNIFORM: sjk_format of K rows (any format of sjk_format_get) */
+    uint8_t v_format;   /* UNIFORM: sjk_format of V rows */
+    uint8_t rotate;     /* UNIFORM: 1 = store Hadamard-rotated rows (SJ/KVARN always do) */
+    uint8_t bits_k;     /* SJ/KVARN: body bits of K, 2..4 */
+    uint8_t bits_v;     /* SJ/KVARN: body bits of V, 2..4 */
+    uint8_t body;       /* SJ/KVARN: sjk_body (KVARN: scalar only) */
+    uint8_t balance;    /* SJ/KVARN: sjk_balance_mode (SJ default SJK_BALANCE_SJ,
+                           KVARN SJK_BALANCE_REFERENCE) */
+    uint8_t staging;    /* SJ/KVARN: ring format: SJK_FMT_TQ6_0_STAGE (SJ default),
+                           SJK_FMT_Q8_0 or SJK_FMT_F16 (KVARN) */
+    uint8_t reserved[3];
+    uint32_t sink;      /* SJ/KVARN: fp16 sink positions, a multiple of 128 (default 128) */
+    uint32_t tail_min;  /* SJ/KVARN: newest positions never sealed (SJ 4096, KVARN 0) */
+    uint32_t tail_max;  /* SJ/KVARN: tail length that triggers a batched seal; 0 = fixed
+                           tail (SJ 8192, KVARN 0). Nonzero requires >= tail_min + 128. */
+    uint32_t rot_block; /* rotation block: 0 = default (head_dim, or 256 for D = 512) */
+} sjk_layer_config;
+
+/* The default layer: SJ 4/4, scalar body, tq6_0 staging, sink 128, tail 4096/8192. */
+sjk_layer_config sjk_layer_config_default(void);
+
+typedef struct sjk_cache_params {
+    uint32_t n_layers;      /* attention layers held by this cache, >= 1 */
+    uint32_t n_kv_heads;    /* KV heads per layer, >= 1 */
+    uint32_t n_q_heads;     /* query heads per layer, a multiple of n_kv_heads (GQA) */
+    uint32_t head_dim;      /* D: 64, 128, 256 or 512 */
+    uint32_t max_pos;       /* positions per sequence, >= 1 */
+    uint32_t n_seqs;        /* independent sequences, >= 1 */
+    uint32_t max_q_rows;    /* most query rows per attend call (prefill chunk), >= 1 */
+    uint32_t n_threads;     /* threads for seal and attention incl. the caller, 1..64 */
+    const sjk_layer_config *layers; /* [n_layers] per-layer configurations, or NULL:
+                                       every layer uses `layer`. Copied by create. */
+    sjk_layer_config layer;
+} sjk_cache_params;
+
+/* Defaults: 1 layer, 1 KV head, 1 query head, D = 256, max_pos 32768, 1 sequence,
+ * max_q_rows 512, 1 thread, layers NULL, layer = sjk_layer_config_default(). */
+sjk_cache_params sjk_cache_params_default(void);
+
+/* SJK_OK, or SJK_ERR_PARAM with *bad_field (if non-NULL) naming the field (static
+ * string, e.g. "head_dim", "layers[3].tail_max"). */
+sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad_field);
+
+/* Parses one configuration string into out[0..n_layers) (see README, "KV configuration
+ * strings"): `f16`, `q8_0`, `q8_0/q4_0`, `q4_0:rot`, `sj`, `sj:4/4`, `sj:3/3t`,
+ * `sj:3/2t:tail=2048`, `sj:3/3t:edge=4/4`, `kvarn:4/4`, `kvarn:4/4:tail=1024`, ...
+ * On error returns SJK_ERR_PARAM and writes a message naming the bad part into err
+ * (NUL-terminated, truncated to err_cap; err may be NULL). Thread-safe; never allocates. */
+sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_config *out,
+                                  char *err, size_t err_cap);
+
+/* Writes a canonical configuration string for one layer ("sj:3/3t", "q8_0/q4_0:rot",
+ * "kvarn:4/4:tail=1024", ...) into dst. SJK_ERR_BUFFER if dst_cap is too small. */
+sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst_cap);
+
+/* Exact bytes sjk_cache_create will allocate for p (one allocation, plus the pool's
+ * thread stacks which the OS provides). Never allocates. */
+sjk_status sjk_cache_estimate(const sjk_cache_params *p, size_t *nbytes);
+
+/* Creates a cache; *out receives the handle (NULL on error). Allocates once, starts
+ * n_threads − 1 workers. SJK_ERR_PARAM (validate), SJK_ERR_NOMEM, SJK_ERR_UNSUPPORTED
+ * (a format or body this build lacks). */
+sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out);
+/* Joins the workers and frees everything. NULL is a no-op. */
+void sjk_cache_free(sjk_cache *c);
+
+/* Appends n_pos positions to layer `layer` of sequence `seq`.
+ *   k, v: [n_pos][n_kv_heads][head_dim] fp32, the model's post-RoPE rows, NOT rotated.
+ * Positions are numbered per (seq, layer) from 0; each layer is appended separately, in
+ * any interleaving. May seal (policy above). SJK_ERR_RANGE past max_pos (nothing is
+ * appended then). Non-finite values are stored as the formats define. Never allocates. */
+sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer,
+                            const float *k, const float *v, size_t n_pos);
+
+/* Attention of n_rows query rows against layer `layer` of sequence `seq`.
+ *   q:   [n_rows][n_q_heads][head_dim] fp32, post-RoPE, NOT rotated
+ *   out: [n_rows][n_q_heads][head_dim] fp32, in the model's basis
+ * Row i is the query at position N − n_rows + i (N = current length), and sees positions
+ * 0 … N − n_rows + i (causal). n_rows = 1 is decode; more is prefill (append the rows'
+ * K/V first). Query head h reads KV head h / (n_q_heads / n_kv_heads). Scores are
+ * scale · q·k (pass 1/sqrt(head_dim) for standard attention). SJK_ERR_RANGE if n_rows
+ * is 0, exceeds max_q_rows or the length. fp32 throughout; never allocates. */
+sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const float *q,
+                            size_t n_rows, float scale, float *out);
+
+/* Seals by policy, for every layer of `seq`: the same seal append performs on reaching
+ * tail_max (a no-op otherwise). */
+sjk_status sjk_cache_seal(sjk_cache *c, uint32_t seq);
+/* Idle seal: seals every full group older than the newest tail_min positions, for every
+ * layer of `seq`, in one multi-threaded batch. */
+sjk_status sjk_cache_seal_idle(sjk_cache *c, uint32_t seq);
+
+/* Removes positions >= pos of every layer of `seq` (pos may exceed the length: no-op).
+ * Positions in the sink or the staging ring are simply dropped. Sealed records are
+ * immutable: if pos falls inside the body (pos < B of a layer), the records from the one
+ * containing pos onward are dropped, every layer is cut back to the earliest such group
+ * start, *resume_pos receives that position and SJK_ERR_REPROCESS is returned: the
+ * caller must re-append positions resume_pos … pos − 1 (the cache is consistent, with
+ * length resume_pos). Otherwise SJK_OK and *resume_pos = pos clamped to the length. */
+sjk_status sjk_cache_truncate(sjk_cache *c, uint32_t seq, uint32_t pos, uint32_t *resume_pos);
+
+/* Current length of (seq, layer), and its body end B (sealed positions end; for uniform
+ * layers B = 0). */
+sjk_status sjk_cache_length(const sjk_cache *c, uint32_t seq, uint32_t layer,
+                            uint32_t *n_pos, uint32_t *body_end);
+
+typedef struct sjk_cache_memory {
+    size_t total_nbytes;    /* the one allocation (== sjk_cache_estimate) */
+    size_t sink_nbytes;     /* fp16 sink rows, all sequences, layers, heads */
+    size_t body_nbytes;     /* sealed-record slots */
+    size_t ring_nbytes;     /* staging ring rows */
+    size_t uniform_nbytes;  /* rows of uniform layers */
+    size_t scratch_nbytes;  /* seal and attention scratch, pool, bookkeeping */
+    size_t occupied_nbytes; /* bytes holding live K/V now (sink/ring counted by length) */
+    double occupied_bits_per_value; /* occupied_nbytes * 8 / (positions * 2 * heads * D) */
+    double allocated_bits_per_value;/* K/V region bytes * 8 / (max_pos * n_seqs * ...) */
+} sjk_cache_memory;
+
+/* Memory report (current occupancy counts every sequence and layer). */
+sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
+
+/* Checks every internal invariant (regions partition [0, N), body and ring bounds, ring
+ * capacity, record headers readable, no NaN in sealed scales). SJK_OK or SJK_ERR_CORRUPT
+ * with a description in msg (may be NULL). Read-only; for tests and debugging. */
+sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap);
 
 #ifdef __cplusplus
 }

@@ -13,5 +13,6 @@ typedef struct sjk_cli_cmd {
 } sjk_cli_cmd;
 
 int sjk_cmd_bench(int argc, char **argv);
+int sjk_cmd_train(int argc, char **argv);
 
 #endif

@@ -7,6 +7,7 @@
 
 static const sjk_cli_cmd commands[] = {
     {"bench", "benchmarks: `bench codec` (formats and record bodies)", sjk_cmd_bench},
+    {"train-codebook", "train the trellis codebooks (writes src/codec/trellis_codebooks.c)", sjk_cmd_train},
 };
 
 static void usage(FILE *f)

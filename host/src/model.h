@@ -1,0 +1,63 @@
+/* model.h — the loaded model (weights are views into the mapped GGUF) and the session
+ * internals shared by model.c, forward.c and kv.c. */
+#ifndef SJKH_MODEL_H
+#define SJKH_MODEL_H
+
+#include "kv.h"
+#include "pool.h"
+#include "sjkhost.h"
+
+typedef struct sjkh_layer_w {
+    const sjkh_tensor *wq, *wk, *wv, *wo;       /* [n_embd -> n_head*hd], [-> n_kv*hd] x2, [n_head*hd -> n_embd] */
+    const sjkh_tensor *w_gate, *w_up, *w_down;  /* [n_embd -> n_ff] x2, [n_ff -> n_embd] */
+    float *attn_norm;       /* [n_embd] */
+    float *ffn_norm;        /* [n_embd] */
+    float *q_norm, *k_norm; /* gemma3: [hd] */
+    float *post_attn_norm;  /* gemma3: [n_embd] */
+    float *post_ffw_norm;   /* gemma3: [n_embd] */
+    int global;             /* full attention (cache grows with the context) */
+    float rope_base;
+} sjkh_layer_w;
+
+struct sjkh_model {
+    sjkh_gguf *g;
+    sjkh_model_info info;
+    char arch_name[16];
+    const sjkh_tensor *tok_embd;  /* [n_vocab][n_embd] */
+    const sjkh_tensor *output;    /* [n_vocab][n_embd]: tok_embd when tied */
+    float *output_norm;           /* [n_embd] */
+    sjkh_layer_w *layers;         /* [n_layers] */
+    float *norm_arena;            /* all f32 norm vectors */
+    int rope_neox;                /* 1: pairs (i, i + hd/2) (gemma3); 0: (2i, 2i+1) (llama) */
+    float embd_scale;             /* gemma3: sqrt(n_embd); llama: 1 */
+    float attn_scale;             /* 1/sqrt(hd) */
+    int gelu;                     /* 1: GELU-tanh gate (gemma3); 0: SiLU (llama) */
+};
+
+struct sjkh_session {
+    const sjkh_model *m;
+    sjkh_session_params p;
+    char kv_str[128];
+    sjkh_pool *pool;
+    sjkh_kv *kv;
+    uint32_t n_past;
+    uint32_t B;                   /* n_batch */
+    /* activations for one chunk of B tokens */
+    float *x;      /* [B][n_embd] residual stream */
+    float *xb;     /* [B][n_embd] normed input of a sub-block */
+    float *xb2;    /* [B][n_embd] sub-block output */
+    float *q;      /* [B][n_head][hd] */
+    float *k;      /* [B][n_kv][hd] */
+    float *v;      /* [B][n_kv][hd] */
+    float *att;    /* [B][n_head][hd] attention output */
+    float *hb;     /* [B][n_ff] gate */
+    float *hb2;    /* [B][n_ff] up */
+    float *rope_cos, *rope_sin; /* [2][B][hd/2]: local base, global base */
+    uint8_t *xq;   /* [B][max row in dot type] quantized activations */
+    size_t xq_row_nbytes;
+    uint32_t xq_type;            /* dot type currently in xq (for reuse) */
+    const float *xq_src;
+    size_t xq_n_in;
+};
+
+#endif

@@ -1,0 +1,113 @@
+/* quants.h — ggml weight block formats, dequantization, activation quantization and the
+ * dot-product kernels the matmuls are built from.
+ *
+ * Numerics follow llama.cpp's CPU backend: a weight row is never expanded to f32 for a
+ * matmul; instead the activation row is quantized once to the weight type's "dot type"
+ * (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, F32 for float
+ * weights) and dotted with integer arithmetic per block. Each kernel has a scalar `_ref`
+ * twin (quants.c); the AVX2 versions (quants_avx2.c) give the same integer sums and so
+ * agree with the reference to float rounding (tests/test_host_quants.c: relative 1e-5). */
+#ifndef SJKH_QUANTS_H
+#define SJKH_QUANTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sjkhost.h"
+
+#define QK 32    /* legacy block */
+#define QK_K 256 /* K-quant super-block */
+
+typedef struct { uint16_t d; uint8_t qs[16]; } blk_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[16]; } blk_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } blk_q5_1;
+typedef struct { uint16_t d; int8_t qs[32]; } blk_q8_0;
+typedef struct { uint16_t d, s; int8_t qs[32]; } blk_q8_1; /* s = d * sum(qs) */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } blk_q4_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } blk_q5_K;
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } blk_q6_K;
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } blk_q8_K; /* activations only */
+
+_Static_assert(sizeof(blk_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(blk_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(blk_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(blk_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(blk_q8_0) == 34, "q8_0 block");
+_Static_assert(sizeof(blk_q8_1) == 36, "q8_1 block");
+_Static_assert(sizeof(blk_q4_K) == 144, "q4_K block");
+_Static_assert(sizeof(blk_q5_K) == 176, "q5_K block");
+_Static_assert(sizeof(blk_q6_K) == 210, "q6_K block");
+_Static_assert(sizeof(blk_q8_K) == 292, "q8_K block");
+
+/* Dot of one weight row (n values of its type) with one activation row already quantized
+ * to the matching dot type. */
+typedef float (*sjkh_vec_dot_fn)(size_t n, const void *w, const void *x);
+/* Quantizes n activations (a multiple of the dot type's block) into dst. */
+typedef void (*sjkh_quantize_fn)(const float *x, void *dst, size_t n);
+
+/* Per weight type: everything a matmul needs. */
+typedef struct sjkh_qtraits {
+    uint32_t dot_type;          /* SJKH_TYPE_Q8_0, _Q8_1, _Q8_K or _F32 */
+    sjkh_quantize_fn quantize;  /* activation -> dot_type (NULL for F32: use as is) */
+    sjkh_vec_dot_fn vec_dot;    /* fastest available */
+    sjkh_vec_dot_fn vec_dot_ref;/* scalar reference */
+} sjkh_qtraits;
+
+/* Traits for a compute weight type, or NULL. The fast path is chosen once per process
+ * from sjk_cpu_features(). Thread-safe. */
+const sjkh_qtraits *sjkh_qtraits_get(uint32_t type);
+
+/* Bytes of n activations in the dot type (n a multiple of its block). */
+size_t sjkh_dot_row_nbytes(uint32_t dot_type, size_t n);
+
+/* Dequantizes n values (a multiple of the block size) of a compute type. Scalar reference. */
+void sjkh_dequant_row(uint32_t type, const void *src, float *dst, size_t n);
+
+/* Scalar references, exposed for the tests and the SIMD files. */
+void sjkh_quantize_q8_0_ref(const float *x, void *dst, size_t n);
+void sjkh_quantize_q8_1_ref(const float *x, void *dst, size_t n);
+void sjkh_quantize_q8_K_ref(const float *x, void *dst, size_t n);
+/* Weight quantizers (ggml's reference rounding), for tests and synthetic models. */
+void sjkh_quantize_row_ref(uint32_t type, const float *x, void *dst, size_t n);
+
+float sjkh_vec_dot_q4_0_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q4_1_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_0_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_1_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q8_0_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q4_K_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_K_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q6_K_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_f32_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_f16_ref(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_bf16_ref(size_t n, const void *w, const void *x);
+
+/* AVX2/FMA versions (quants_avx2.c); only call when sjk_cpu_features() has SJK_CPU_AVX2. */
+void sjkh_quantize_q8_0_avx2(const float *x, void *dst, size_t n);
+void sjkh_quantize_q8_1_avx2(const float *x, void *dst, size_t n);
+float sjkh_vec_dot_q4_0_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q4_1_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_0_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_1_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q8_0_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q4_K_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_K_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q6_K_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_f32_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_f16_avx2(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_bf16_avx2(size_t n, const void *w, const void *x);
+
+/* Decodes the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+static inline void sjkh_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+#endif

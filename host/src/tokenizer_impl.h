@@ -1,0 +1,105 @@
+/* tokenizer_impl.h — what tokenizer.c, tokenizer_spm.c and tokenizer_bpe.c share.
+ *
+ * Memory of a tokenizer (all owned, allocated once at create):
+ *
+ *   arena    [token texts ... | merge texts ...]          bytes, no NULs needed
+ *   tok_off  [n_tokens] u64   tok_len [n_tokens] u32      where each token text lives
+ *   scores   [n_tokens] f32   types   [n_tokens] u8
+ *   tok_hash [tok_hash_mask + 1] i32  open addressing (linear probing) over token
+ *            texts, -1 = empty; when two tokens share a text the higher id wins, as in
+ *            llama.cpp's text-to-id map
+ *   merge_off/merge_len/merge_split [n_merges]  merge text and the length of its left part
+ *   merge_hash [merge_hash_mask + 1] i32  merge ranks keyed by (left, right) text
+ *   special  [n_special] i32  CONTROL/USER_DEFINED/UNKNOWN ids, longest text first
+ */
+#ifndef SJKH_TOKENIZER_IMPL_H
+#define SJKH_TOKENIZER_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sjkhost.h"
+
+struct sjkh_tokenizer {
+    sjkh_tokenizer_kind kind;
+    sjkh_bpe_pre pre;
+    uint32_t n_tokens;
+    char *arena;
+    uint64_t *tok_off;
+    uint32_t *tok_len;
+    float *scores;
+    uint8_t *types;
+    int32_t *tok_hash;
+    size_t tok_hash_mask;
+
+    uint32_t n_merges;
+    uint64_t *merge_off;
+    uint32_t *merge_len;
+    uint32_t *merge_split;
+    int32_t *merge_hash;
+    size_t merge_hash_mask;
+
+    int32_t *special;
+    uint32_t n_special;
+
+    int32_t bos_id, eos_id, eot_id, unk_id, pad_id;
+    int add_bos, add_eos, add_space_prefix;
+    int32_t byte_token[256]; /* SPM: <0xXX> (or the 1-byte text); BPE: the 1-byte text; -1 */
+    uint8_t *eog;            /* [n_tokens] 1 = end of generation */
+
+    sjkh_chat_style chat_style;
+    char *chat_default_system; /* ChatML default system text, NUL-terminated, or NULL */
+};
+
+/* A growable id vector for one encode call. */
+typedef struct sjkh_idvec {
+    int32_t *v;
+    size_t n, cap;
+} sjkh_idvec;
+
+sjk_status sjkh_idvec_push(sjkh_idvec *iv, int32_t id);
+
+static inline const char *sjkh_tok_text(const sjkh_tokenizer *t, int32_t id)
+{
+    return t->arena + t->tok_off[id];
+}
+
+/* FNV-1a over bytes, continued from h (start with SJKH_HASH_INIT). */
+#define SJKH_HASH_INIT 1469598103934665603ull
+static inline uint64_t sjkh_hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+static inline uint64_t sjkh_hash_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Id of the token with exactly this text, or -1. */
+int32_t sjkh_tok_lookup(const sjkh_tokenizer *t, const char *s, size_t n);
+
+/* Rank of the merge (left, right), or -1. */
+int32_t sjkh_merge_rank(const sjkh_tokenizer *t, const char *l, size_t ln, const char *r,
+                        size_t rn);
+
+/* Tokenize one raw fragment (no special tokens inside), appending to out. */
+sjk_status sjkh_spm_encode_fragment(const sjkh_tokenizer *t, const char *text, size_t n,
+                                    int prefix_space, sjkh_idvec *out);
+sjk_status sjkh_bpe_encode_fragment(const sjkh_tokenizer *t, const char *text, size_t n,
+                                    sjkh_idvec *out);
+
+/* The GPT-2 byte <-> code point mapping (bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF map to
+ * themselves; the other 68 to U+0100.. in byte order). */
+uint32_t sjkh_bpe_byte_to_cp(uint8_t b);
+/* Inverse: the byte, or -1 for a code point outside the mapping. */
+int sjkh_bpe_cp_to_byte(uint32_t cp);
+
+#endif

@@ -1,0 +1,211 @@
+/* format_kernels_avx2.c — AVX2 + FMA + F16C versions of the cache kernels of
+ * src/codec/format_kernels.h. Compiled with -mavx2 -mfma -mf16c only; reached through
+ * sjk_fmt_kernels_get() when sjk_cpu_features() reports SJK_CPU_AVX2. Decoders are
+ * bit-identical to the references; dot and axpy use FMA and a different summation order
+ * (tolerances in format_kernels.h). */
+#include "codec/format_kernels.h"
+
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "codec/format.h"
+#include "common/fp16.h"
+#include "common/util.h"
+
+static inline float hsum256(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float blk_scale(const uint8_t *x) { return sjk_fp16_to_f32(sjk_rd_u16le(x)); }
+
+/* 32 int8 codes of a q8_0 block as 4 x 8 floats. */
+static inline void q8_codes(__m256 out[4], const uint8_t *qs)
+{
+    for (int k = 0; k < 4; k++) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(qs + 8 * k));
+        out[k] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    }
+}
+
+/* 32 codes (q - 8) of a q4_0 block, element order, as 4 x 8 floats. */
+static inline void q4_codes(__m256 out[4], const uint8_t *qs)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), eight);                    /* elements 0..15 */
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), eight); /* 16..31 */
+    out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+    out[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    out[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+}
+
+/* 128 six-bit codes of a tq6_0 block. */
+static inline void tq6_codes(int32_t c[SJK_TQ_BLOCK], const uint8_t *blk)
+{
+    const uint8_t *qs = blk + 2, *qh = blk + 66;
+    for (int k = 0; k < 32; k++) {
+        const unsigned h = qh[k];
+        const unsigned b0 = qs[2 * k], b1 = qs[2 * k + 1];
+        c[4 * k + 0] = (int32_t)((b0 & 15u) | ((h & 3u) << 4));
+        c[4 * k + 1] = (int32_t)((b0 >> 4) | (((h >> 2) & 3u) << 4));
+        c[4 * k + 2] = (int32_t)((b1 & 15u) | (((h >> 4) & 3u) << 4));
+        c[4 * k + 3] = (int32_t)((b1 >> 4) | ((h >> 6) << 4));
+    }
+}
+
+/* ---- f16 ------------------------------------------------------------------------------ */
+
+static void decode_f16_avx2(float *dst, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + 2 * i))));
+    for (; i < n; i++) dst[i] = sjk_fp16_to_f32(sjk_rd_u16le(x + 2 * i));
+}
+
+static float dot_f16_avx2(const float *q, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + 2 * i)));
+        __m256 v1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + 2 * i + 16)));
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), v0, acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), v1, acc1);
+    }
+    float s = hsum256(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += q[i] * sjk_fp16_to_f32(sjk_rd_u16le(x + 2 * i));
+    return s;
+}
+
+static void axpy_f16_avx2(float *y, float a, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    const __m256 va = _mm256_set1_ps(a);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + 2 * i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, v, _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; i++) y[i] += a * sjk_fp16_to_f32(sjk_rd_u16le(x + 2 * i));
+}
+
+/* ---- q8_0 / q4_0 ------------------------------------------------------------------------ */
+
+#define BLOCK_KERNELS(fmt, NB, CODES, QOFF)                                                   \
+    static void decode_##fmt##_avx2(float *dst, const void *src, size_t n)                    \
+    {                                                                                         \
+        const uint8_t *x = src;                                                               \
+        for (size_t b = 0; b < n / SJK_QK; b++, x += NB, dst += SJK_QK) {                     \
+            const __m256 d = _mm256_set1_ps(blk_scale(x));                                    \
+            __m256 c[4];                                                                      \
+            CODES(c, x + QOFF);                                                               \
+            for (int k = 0; k < 4; k++) _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(c[k], d)); \
+        }                                                                                     \
+    }                                                                                         \
+    static float dot_##fmt##_avx2(const float *q, const void *src, size_t n)                  \
+    {                                                                                         \
+        const uint8_t *x = src;                                                               \
+        __m256 acc = _mm256_setzero_ps();                                                     \
+        for (size_t b = 0; b < n / SJK_QK; b++, x += NB, q += SJK_QK) {                       \
+            __m256 c[4];                                                                      \
+            CODES(c, x + QOFF);                                                               \
+            __m256 t = _mm256_mul_ps(_mm256_loadu_ps(q), c[0]);                               \
+            t = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8), c[1], t);                             \
+            t = _mm256_fmadd_ps(_mm256_loadu_ps(q + 16), c[2], t);                            \
+            t = _mm256_fmadd_ps(_mm256_loadu_ps(q + 24), c[3], t);                            \
+            acc = _mm256_fmadd_ps(t, _mm256_set1_ps(blk_scale(x)), acc);                      \
+        }                                                                                     \
+        return hsum256(acc);                                                                  \
+    }                                                                                         \
+    static void axpy_##fmt##_avx2(float *y, float a, const void *src, size_t n)               \
+    {                                                                                         \
+        const uint8_t *x = src;                                                               \
+        for (size_t b = 0; b < n / SJK_QK; b++, x += NB, y += SJK_QK) {                       \
+            const __m256 s = _mm256_set1_ps(a * blk_scale(x));                                \
+            __m256 c[4];                                                                      \
+            CODES(c, x + QOFF);                                                               \
+            for (int k = 0; k < 4; k++)                                                       \
+                _mm256_storeu_ps(y + 8 * k, _mm256_fmadd_ps(c[k], s, _mm256_loadu_ps(y + 8 * k))); \
+        }                                                                                     \
+    }
+
+BLOCK_KERNELS(q8_0, SJK_Q8_0_NBYTES, q8_codes, 2)
+BLOCK_KERNELS(q4_0, SJK_Q4_0_NBYTES, q4_codes, 2)
+
+/* ---- tq6_0_stage (rotated basis) --------------------------------------------------------- */
+
+static void decode_tq6_0_stage_avx2(float *dst, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    int32_t c[SJK_TQ_BLOCK];
+    for (size_t b = 0; b < n / SJK_TQ_BLOCK; b++, x += SJK_TQ6_0_NBYTES, dst += SJK_TQ_BLOCK) {
+        const __m256 nv = _mm256_set1_ps(blk_scale(x));
+        tq6_codes(c, x);
+        for (int k = 0; k < SJK_TQ_BLOCK; k += 8) {
+            __m256i idx = _mm256_loadu_si256((const __m256i *)(const void *)(c + k));
+            __m256 v = _mm256_i32gather_ps(sjk_tq6_centroids, idx, 4);
+            _mm256_storeu_ps(dst + k, _mm256_mul_ps(v, nv));
+        }
+    }
+}
+
+static float dot_tq6_0_stage_avx2(const float *q, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    int32_t c[SJK_TQ_BLOCK];
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < n / SJK_TQ_BLOCK; b++, x += SJK_TQ6_0_NBYTES, q += SJK_TQ_BLOCK) {
+        tq6_codes(c, x);
+        __m256 t = _mm256_setzero_ps();
+        for (int k = 0; k < SJK_TQ_BLOCK; k += 8) {
+            __m256i idx = _mm256_loadu_si256((const __m256i *)(const void *)(c + k));
+            t = _mm256_fmadd_ps(_mm256_loadu_ps(q + k), _mm256_i32gather_ps(sjk_tq6_centroids, idx, 4), t);
+        }
+        acc = _mm256_fmadd_ps(t, _mm256_set1_ps(blk_scale(x)), acc);
+    }
+    return hsum256(acc);
+}
+
+static void axpy_tq6_0_stage_avx2(float *y, float a, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    int32_t c[SJK_TQ_BLOCK];
+    for (size_t b = 0; b < n / SJK_TQ_BLOCK; b++, x += SJK_TQ6_0_NBYTES, y += SJK_TQ_BLOCK) {
+        const __m256 s = _mm256_set1_ps(a * blk_scale(x));
+        tq6_codes(c, x);
+        for (int k = 0; k < SJK_TQ_BLOCK; k += 8) {
+            __m256i idx = _mm256_loadu_si256((const __m256i *)(const void *)(c + k));
+            __m256 v = _mm256_i32gather_ps(sjk_tq6_centroids, idx, 4);
+            _mm256_storeu_ps(y + k, _mm256_fmadd_ps(v, s, _mm256_loadu_ps(y + k)));
+        }
+    }
+}
+
+void sjk_fmt_kernels_init_avx2(sjk_fmt_kernels *k)
+{
+    k->name = "avx2";
+    k->decode_f16 = decode_f16_avx2;
+    k->decode_q8_0 = decode_q8_0_avx2;
+    k->decode_q4_0 = decode_q4_0_avx2;
+    k->decode_tq6_0_stage = decode_tq6_0_stage_avx2;
+    k->dot_f16 = dot_f16_avx2;
+    k->dot_q8_0 = dot_q8_0_avx2;
+    k->dot_q4_0 = dot_q4_0_avx2;
+    k->dot_tq6_0_stage = dot_tq6_0_stage_avx2;
+    k->axpy_f16 = axpy_f16_avx2;
+    k->axpy_q8_0 = axpy_q8_0_avx2;
+    k->axpy_q4_0 = axpy_q4_0_avx2;
+    k->axpy_tq6_0_stage = axpy_tq6_0_stage_avx2;
+}
+#else
+void sjk_fmt_kernels_init_avx2(sjk_fmt_kernels *k) { (void)k; }
+#endif

@@ -1,0 +1,221 @@
+/* attend.c — sjk_cache_attend: one online-softmax pass over sink + body + ring.
+ *
+ * Work is cut into units of (KV head, position split). Positions are visited in chunks
+ * of 128 aligned to the regions (the sink and every group are 128-aligned), so chunk c
+ * covers positions [128c, 128c + 128) and lives wholly in one region:
+ *
+ *   chunk:   0 .. sink/128 − 1     sink/128 .. B/128 − 1      B/128 .. ceil(N/128) − 1
+ *            fp16 sink rows        record (c − sink/128)      ring rows (contiguous slots)
+ *
+ * Each unit keeps, for all query rows of its head, a partial state (m, l, acc) in
+ * c->part; the caller's thread merges the splits (log-sum-exp weights), divides by the
+ * softmax sum and rotates the result back. Queries that share a KV head (GQA) and the
+ * rows of a prefill are processed together, so each key is read once per unit.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention/attn_kernels.h"
+#include "cache/cache_internal.h"
+#include "codec/format.h"
+#include "codec/hadamard.h"
+#include "common/util.h"
+
+#define ROW_BLOCK 64 /* query rows handed to a kernel at once */
+
+size_t sjk_attn_scratch_nbytes(size_t D)
+{
+    size_t n = 2 * (size_t)SJK_GROUP * D * sizeof(float)   /* fp32 K, V chunk */
+             + 2 * (size_t)SJK_GROUP * D                    /* K, V codes */
+             + (3 * D + 3 * (size_t)SJK_GROUP) * sizeof(float) /* scales */
+             + SJK_ATTN_WORK_FLOATS(D) * sizeof(float) + 8 * SJK_CACHE_ALIGN;
+    return n;
+}
+
+typedef struct attn_job {
+    const sjk_cache *c;
+    const sjk_cache_layer *L;
+    const sjk_attn_kernels *k;
+    uint32_t seq, n, b, n_rows, n_chunks, splits;
+    size_t R; /* query rows per KV head: n_rows * gq */
+} attn_job;
+
+static inline float *align_f(uint8_t **p, size_t n_floats)
+{
+    uintptr_t a = ((uintptr_t)*p + SJK_CACHE_ALIGN - 1) & ~(uintptr_t)(SJK_CACHE_ALIGN - 1);
+    float *f = (float *)a;
+    *p = (uint8_t *)(f + n_floats);
+    return f;
+}
+
+static void unit_run(void *arg, uint32_t u, uint32_t worker)
+{
+    const attn_job *j = arg;
+    const sjk_cache *c = j->c;
+    const sjk_cache_layer *L = j->L;
+    const sjk_attn_kernels *k = j->k;
+    const size_t D = c->D, G = SJK_GROUP, R = j->R, gq = c->gq;
+    const uint32_t head = u / j->splits, split = u % j->splits;
+    const uint32_t c0 = (uint32_t)((uint64_t)j->n_chunks * split / j->splits);
+    const uint32_t c1 = (uint32_t)((uint64_t)j->n_chunks * (split + 1) / j->splits);
+
+    float *part = c->part + (size_t)u * R * (D + 2);
+    float *m = part, *l = m + R, *acc = l + R;
+    for (size_t r = 0; r < R; r++) { m[r] = -INFINITY; l[r] = 0; }
+    memset(acc, 0, R * D * sizeof *acc);
+    const float *q = c->q_rot + (size_t)head * R * D;
+
+    uint8_t *scr = sjk_cache_thread_scratch(c, worker);
+    float *kf = align_f(&scr, G * D), *vf = align_f(&scr, G * D);
+    uint8_t *kc = (uint8_t *)align_f(&scr, G * D / 4), *vc = (uint8_t *)align_f(&scr, G * D / 4);
+    float *sc = align_f(&scr, 3 * D + 3 * G);
+    float *work = align_f(&scr, SJK_ATTN_WORK_FLOATS(D));
+    const uint8_t *hb = sjk_cache_head(c, L, j->seq, head);
+    const uint32_t first_q = j->n - j->n_rows; /* position of query row 0 */
+
+    for (uint32_t ch = c0; ch < c1; ch++) {
+        const uint32_t p0 = ch * (uint32_t)G;
+        const uint32_t len = SJK_MIN((uint32_t)G, j->n - p0);
+        /* What this chunk is, decoded as little as possible. */
+        const uint16_t *K16 = NULL, *V16 = NULL;
+        const float *K32 = NULL, *V32 = NULL;
+        sjk_attn_rec rec;
+        int is_rec = 0;
+        if (!L->compressed) {
+            const uint8_t *kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
+            const uint8_t *vr = hb + L->off_ring_v + (size_t)p0 * L->v_row_nbytes;
+            if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
+                K16 = (const uint16_t *)(const void *)kr;
+                V16 = (const uint16_t *)(const void *)vr;
+            } else {
+                sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
+                sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
+                K32 = kf;
+                V32 = vf;
+            }
+        } else if (p0 < L->sink) {
+            K16 = (const uint16_t *)(const void *)(hb + L->off_sink_k) + (size_t)p0 * D;
+            V16 = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p0 * D;
+        } else if (p0 < j->b) {
+            const uint8_t *rp = hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes;
+            const sjk_record_layout *RL = &L->rl;
+            if (L->rp.body == SJK_BODY_SCALAR) {
+                for (size_t d = 0; d < D; d++)
+                    k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
+                for (size_t t = 0; t < G; t++)
+                    k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
+                float *ks = sc, *kz = ks + D, *kt = kz + D, *vch = kt + G, *vs = vch + D, *vz = vs + G;
+                for (size_t d = 0; d < D; d++) {
+                    ks[d] = sjk_record_f16_at(rp, RL->off_kscale, d);
+                    kz[d] = sjk_record_f16_at(rp, RL->off_kzero, d);
+                    vch[d] = sjk_record_f16_at(rp, RL->off_vch, d);
+                }
+                for (size_t t = 0; t < G; t++) {
+                    kt[t] = sjk_record_f16_at(rp, RL->off_ktok, t);
+                    vs[t] = sjk_record_f16_at(rp, RL->off_vscale, t);
+                    vz[t] = sjk_record_f16_at(rp, RL->off_vzero, t);
+                }
+                rec.kc = kc; rec.vc = vc;
+                rec.kscale = ks; rec.kzero = kz; rec.ktok = kt;
+                rec.vch = vch; rec.vscale = vs; rec.vzero = vz;
+                is_rec = 1;
+            } else {
+                /* Trellis bodies: decode the record (one table lookup per value). */
+                sjk_record_decode(&L->rp, kf, vf, rp, L->rec_nbytes);
+                K32 = kf;
+                V32 = vf;
+            }
+        } else {
+            size_t slot = (size_t)(p0 - L->sink) % L->ring_cap;
+            const uint8_t *kr = hb + L->off_ring_k + slot * L->k_row_nbytes;
+            const uint8_t *vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
+            if (L->k_fmt == SJK_FMT_F16) {
+                K16 = (const uint16_t *)(const void *)kr;
+                V16 = (const uint16_t *)(const void *)vr;
+            } else {
+                sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
+                sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
+                K32 = kf;
+                V32 = vf;
+            }
+        }
+        for (size_t r0 = 0; r0 < R; r0 += ROW_BLOCK) {
+            size_t rn = SJK_MIN((size_t)ROW_BLOCK, R - r0);
+            uint32_t nvis[ROW_BLOCK];
+            int any = 0;
+            for (size_t r = 0; r < rn; r++) {
+                uint32_t lim = first_q + (uint32_t)((r0 + r) / gq) + 1; /* visible positions */
+                uint32_t nv = lim <= p0 ? 0 : SJK_MIN(len, lim - p0);
+                nvis[r] = nv;
+                any |= nv != 0;
+            }
+            if (!any) continue;
+            const float *qb = q + r0 * D;
+            float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
+            if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
+            else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
+        }
+    }
+}
+
+sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const float *q,
+                            size_t n_rows, float scale, float *out)
+{
+    if (!c || seq >= c->p.n_seqs || layer >= c->p.n_layers || !q || !out) return SJK_ERR_PARAM;
+    const sjk_cache_layer *L = &c->layers[layer];
+    const sjk_seq_layer *sl = sjk_cache_state(c, seq, layer);
+    if (n_rows == 0 || n_rows > c->p.max_q_rows || n_rows > sl->n) return SJK_ERR_RANGE;
+    const size_t D = c->D, H = c->p.n_kv_heads, Hq = c->p.n_q_heads, gq = c->gq;
+    const size_t R = n_rows * gq;
+
+    /* Pack and rotate the queries: q_rot[h][i * gq + j] = H · (scale · q[i][h*gq + j]). */
+    for (size_t h = 0; h < H; h++)
+        for (size_t i = 0; i < n_rows; i++)
+            for (size_t jq = 0; jq < gq; jq++) {
+                const float *src = q + (i * Hq + h * gq + jq) * D;
+                float *dst = c->q_rot + (h * R + i * gq + jq) * D;
+                for (size_t d = 0; d < D; d++) dst[d] = src[d] * scale;
+                if (L->rot_k) sjk_hadamard(dst, D, L->rot_k);
+            }
+
+    attn_job j;
+    j.c = c;
+    j.L = L;
+    j.k = c->kern;
+    j.seq = seq;
+    j.n = sl->n;
+    j.b = sl->b;
+    j.n_rows = (uint32_t)n_rows;
+    j.R = R;
+    j.n_chunks = (sl->n + SJK_GROUP - 1) / SJK_GROUP;
+    j.splits = SJK_MIN(c->n_splits, j.n_chunks);
+    if (j.splits == 0) j.splits = 1;
+    sjk_pool_run(&c->pool, unit_run, &j, (uint32_t)(H * j.splits));
+
+    /* Merge the splits of each head, normalise, rotate back. */
+    for (size_t h = 0; h < H; h++)
+        for (size_t r = 0; r < R; r++) {
+            size_t i = r / gq, jq = r % gq;
+            float *dst = out + (i * Hq + h * gq + jq) * D;
+            float M = -INFINITY;
+            for (uint32_t s = 0; s < j.splits; s++) {
+                const float *part = c->part + (h * j.splits + s) * R * (D + 2);
+                if (part[r] > M) M = part[r];
+            }
+            float lsum = 0;
+            for (size_t d = 0; d < D; d++) dst[d] = 0;
+            for (uint32_t s = 0; s < j.splits; s++) {
+                const float *part = c->part + (h * j.splits + s) * R * (D + 2);
+                if (part[r] == -INFINITY) continue;
+                float w = expf(part[r] - M);
+                lsum += w * part[R + r];
+                const float *a = part + 2 * R + r * D;
+                for (size_t d = 0; d < D; d++) dst[d] += w * a[d];
+            }
+            float inv = lsum > 0 ? 1.0f / lsum : 0.0f;
+            for (size_t d = 0; d < D; d++) dst[d] *= inv;
+            if (L->rot_v) sjk_hadamard(dst, D, L->rot_v);
+        }
+    return SJK_OK;
+}

@@ -1,0 +1,64 @@
+/* attn_kernels.h — the inner loops of attention: one chunk of at most 128 keys against R
+ * query rows of one KV head, folded into running online-softmax states.
+ *
+ * State of query row r (fp32):  m[r] running max score, l[r] running sum of exp(s − m),
+ * acc[r][D] running sum of exp(s − m) · v (rotated basis). Queries arrive pre-multiplied
+ * by the softmax scale. nvis[r] (0..n) is how many keys of the chunk row r may see
+ * (causal mask); rows with nvis 0 are untouched.
+ *
+ * Record chunks fold the scales (SPEC §2.6) instead of materialising K/V:
+ *   s[t]   = Ktok[t] · (Σ_d (q[d]·Kscale[d]) · qK[d][t] + Σ_d q[d]·Kzero[d])
+ *   acc[d] = acc[d]·f + Vch[d] · (Σ_t (p[t]·Vscale[t]) · qV[t][d] + Σ_t p[t]·Vzero[t])
+ * Every SIMD table is checked against the scalar reference (tests: 1e-5 relative to the
+ * output's magnitude; the paths differ only in summation order and FMA contraction).
+ */
+#ifndef SJK_ATTN_KERNELS_H
+#define SJK_ATTN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/record.h"
+
+#define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
+
+/* Unpacked record, in the scratch of one worker: codes as bytes, scales as fp32. */
+typedef struct sjk_attn_rec {
+    const uint8_t *kc;   /* [D][128] K codes, channel-major (as stored) */
+    const uint8_t *vc;   /* [128][D] V codes, token-major */
+    const float *kscale, *kzero, *ktok, *vch, *vscale, *vzero; /* [D] [D] [128] [D] [128] [128] */
+} sjk_attn_rec;
+
+typedef struct sjk_attn_kernels {
+    const char *name; /* "ref", "avx2", "avx512" */
+    /* fp32 keys/values: K, V [n][D] */
+    void (*chunk_f32)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                      const float *K, const float *V, size_t n,
+                      float *m, float *l, float *acc, float *work);
+    /* fp16 keys/values: K, V [n][D] */
+    void (*chunk_f16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                      const uint16_t *K, const uint16_t *V, size_t n,
+                      float *m, float *l, float *acc, float *work);
+    /* One unpacked record (n = 128 keys). */
+    void (*chunk_rec)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                      const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
+    /* Unpacks a payload row of n codes (n a multiple of 64) into bytes. */
+    void (*unpack_row)(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+} sjk_attn_kernels;
+
+/* Floats of `work` the chunk kernels need for head dim D. */
+#define SJK_ATTN_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8))
+
+const sjk_attn_kernels *sjk_attn_kernels_get(void);  /* fastest allowed, chosen once */
+const sjk_attn_kernels *sjk_attn_kernels_ref(void);
+const sjk_attn_kernels *sjk_attn_kernels_avx2(void);   /* NULL if the CPU lacks it */
+const sjk_attn_kernels *sjk_attn_kernels_avx512(void); /* NULL if the CPU lacks it */
+
+extern const sjk_attn_kernels sjk_attn_kernels_table_ref;
+extern const sjk_attn_kernels sjk_attn_kernels_table_avx2;
+extern const sjk_attn_kernels sjk_attn_kernels_table_avx512;
+
+/* Reference unpack (also used by the SIMD tables for 3-bit rows). */
+void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+
+#endif

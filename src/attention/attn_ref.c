@@ -1,0 +1,148 @@
+/* attn_ref.c — the portable scalar reference of the attention chunk kernels
+ * (attn_kernels.h), and the run-time choice among the kernel tables. */
+#include <math.h>
+#include <pthread.h>
+
+#include "attention/attn_kernels.h"
+#include "common/cpu.h"
+#include "common/fp16.h"
+
+/* Online-softmax update of one row from scores s[0..nv): returns the factor that scales
+ * the old state and leaves p[t] = exp(s[t] − m_new) in s. */
+static float softmax_update(float *s, size_t nv, float *m, float *l)
+{
+    float mx = s[0];
+    for (size_t t = 1; t < nv; t++) mx = s[t] > mx ? s[t] : mx;
+    float m_new = *m > mx ? *m : mx;
+    float f = *m == -INFINITY ? 0.0f : expf(*m - m_new);
+    float sum = 0;
+    for (size_t t = 0; t < nv; t++) {
+        s[t] = expf(s[t] - m_new);
+        sum += s[t];
+    }
+    *l = *l * f + sum;
+    *m = m_new;
+    return f;
+}
+
+static void chunk_f32_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const float *K, const float *V, size_t n,
+                          float *m, float *l, float *acc, float *work)
+{
+    float *s = work;
+    (void)n;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        for (size_t t = 0; t < nv; t++) {
+            float d = 0;
+            for (size_t i = 0; i < D; i++) d += qr[i] * K[t * D + i];
+            s[t] = d;
+        }
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t t = 0; t < nv; t++)
+            for (size_t i = 0; i < D; i++) a[i] += s[t] * V[t * D + i];
+    }
+}
+
+static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const uint16_t *K, const uint16_t *V, size_t n,
+                          float *m, float *l, float *acc, float *work)
+{
+    float *s = work;
+    (void)n;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        for (size_t t = 0; t < nv; t++) {
+            float d = 0;
+            for (size_t i = 0; i < D; i++) d += qr[i] * sjk_fp16_to_f32(K[t * D + i]);
+            s[t] = d;
+        }
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t t = 0; t < nv; t++)
+            for (size_t i = 0; i < D; i++) a[i] += s[t] * sjk_fp16_to_f32(V[t * D + i]);
+    }
+}
+
+static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP;
+    float *s = work, *qs = work + G, *racc = qs + D;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        float cz = 0;
+        for (size_t d = 0; d < D; d++) {
+            qs[d] = qr[d] * rc->kscale[d];
+            cz += qr[d] * rc->kzero[d];
+        }
+        for (size_t t = 0; t < nv; t++) s[t] = 0;
+        for (size_t d = 0; d < D; d++)
+            for (size_t t = 0; t < nv; t++) s[t] += qs[d] * (float)rc->kc[d * G + t];
+        for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float z = 0;
+        for (size_t t = 0; t < nv; t++) {
+            z += s[t] * rc->vzero[t];
+            s[t] *= rc->vscale[t];
+        }
+        for (size_t d = 0; d < D; d++) racc[d] = 0;
+        for (size_t t = 0; t < nv; t++)
+            for (size_t d = 0; d < D; d++) racc[d] += s[t] * (float)rc->vc[t * D + d];
+        float *a = acc + r * D;
+        for (size_t d = 0; d < D; d++) a[d] = a[d] * f + rc->vch[d] * (racc[d] + z);
+    }
+}
+
+void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
+{
+    for (size_t i = 0; i < n; i++) codes[i] = (uint8_t)sjk_payload_get(row, n, bits, i);
+}
+
+const sjk_attn_kernels sjk_attn_kernels_table_ref = {
+    "ref", chunk_f32_ref, chunk_f16_ref, chunk_rec_ref, sjk_attn_unpack_row_ref,
+};
+
+const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
+
+const sjk_attn_kernels *sjk_attn_kernels_avx2(void)
+{
+#if defined(__x86_64__)
+    return (sjk_cpu_features() & SJK_CPU_AVX2) ? &sjk_attn_kernels_table_avx2 : NULL;
+#else
+    return NULL;
+#endif
+}
+
+const sjk_attn_kernels *sjk_attn_kernels_avx512(void)
+{
+    /* The AVX2 kernels are memory- and FMA-bound at these shapes; no separate AVX-512
+     * table yet (see docs/BENCHMARKS.md, "Attention"). */
+    return NULL;
+}
+
+static const sjk_attn_kernels *g_kernels; /* written once under g_once */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+    const sjk_attn_kernels *k = sjk_attn_kernels_avx512();
+    if (!k) k = sjk_attn_kernels_avx2();
+    if (!k) k = &sjk_attn_kernels_table_ref;
+    g_kernels = k;
+}
+
+const sjk_attn_kernels *sjk_attn_kernels_get(void)
+{
+    pthread_once(&g_once, choose);
+    return g_kernels;
+}

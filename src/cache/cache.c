@@ -1,0 +1,637 @@
+/* cache.c — create/free, append, seal policy, truncate, memory report and the invariant
+ * checker of the KV cache (include/sjkvarn.h, "Cache"; layout in cache_internal.h).
+ *
+ * Sizing happens once: plan() walks the same layout for sjk_cache_estimate and
+ * sjk_cache_create, so the estimate is the allocation by construction. Append, seal and
+ * truncate only move bytes inside that block.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention/attn_kernels.h"
+#include "cache/cache_internal.h"
+#include "codec/format.h"
+#include "codec/hadamard.h"
+#include "common/fp16.h"
+#include "common/util.h"
+
+sjk_cache_params sjk_cache_params_default(void)
+{
+    sjk_cache_params p;
+    memset(&p, 0, sizeof p);
+    p.n_layers = 1;
+    p.n_kv_heads = 1;
+    p.n_q_heads = 1;
+    p.head_dim = 256;
+    p.max_pos = 32768;
+    p.n_seqs = 1;
+    p.max_q_rows = 512;
+    p.n_threads = 1;
+    p.layers = NULL;
+    p.layer = sjk_layer_config_default();
+    return p;
+}
+
+static const sjk_layer_config *layer_cfg(const sjk_cache_params *p, uint32_t l)
+{
+    return p->layers ? &p->layers[l] : &p->layer;
+}
+
+/* Staging format actually used: tq6_0 needs 128-value blocks, so D = 64 stages in q8_0. */
+static uint8_t staging_format(const sjk_layer_config *c, uint32_t D)
+{
+    if (c->staging == SJK_FMT_TQ6_0_STAGE && D % 128) return SJK_FMT_Q8_0;
+    return c->staging;
+}
+
+/* Rotation block of K (is_v = 0) or V rows. SJ/KVARN: rot_block or the default (D, two
+ * 256 halves at D = 512). Uniform with rotation: rot_block, else llama.cpp's choice for
+ * the format (sjk_format_rotation_block), else as SJ. */
+static uint32_t rot_block_of(const sjk_layer_config *c, uint32_t D, int is_v)
+{
+    if (c->kind == SJK_KIND_UNIFORM && !c->rotate) return 0;
+    if (c->rot_block) return c->rot_block;
+    if (c->kind == SJK_KIND_UNIFORM) {
+        size_t b = sjk_format_rotation_block((sjk_format)(is_v ? c->v_format : c->k_format), D, is_v);
+        if (b) return (uint32_t)b;
+    }
+    return D > 256 ? 256 : D;
+}
+
+static const char *validate_layer(const sjk_layer_config *c, uint32_t D)
+{
+    if (c->kind > SJK_KIND_KVARN) return "kind";
+    if (c->rot_block && (c->rot_block < 2 || !sjk_is_pow2(c->rot_block) || c->rot_block > D))
+        return "rot_block";
+    if (c->kind == SJK_KIND_UNIFORM) {
+        if (c->k_format >= SJK_FMT_COUNT || c->k_format == SJK_FMT_TQ6_0_STAGE ||
+            sjk_format_row_nbytes((sjk_format)c->k_format, D) == 0)
+            return "k_format";
+        if (c->v_format >= SJK_FMT_COUNT || c->v_format == SJK_FMT_TQ6_0_STAGE ||
+            sjk_format_row_nbytes((sjk_format)c->v_format, D) == 0)
+            return "v_format";
+        return NULL;
+    }
+    sjk_record_params rp = {D, c->bits_k, c->bits_v, c->body, c->balance};
+    const char *bad = NULL;
+    if (sjk_record_params_validate(&rp, &bad) != SJK_OK) {
+        if (bad && !strcmp(bad, "bits_k")) return "bits_k";
+        if (bad && !strcmp(bad, "bits_v")) return "bits_v";
+        if (bad && !strcmp(bad, "body")) return "body";
+        if (bad && !strcmp(bad, "balance")) return "balance";
+        return "head_dim";
+    }
+    if (c->kind == SJK_KIND_KVARN && c->body != SJK_BODY_SCALAR) return "body";
+    if (c->staging != SJK_FMT_TQ6_0_STAGE && c->staging != SJK_FMT_Q8_0 && c->staging != SJK_FMT_F16)
+        return "staging";
+    if (c->sink % SJK_GROUP) return "sink";
+    if (c->tail_max && c->tail_max < c->tail_min + (uint64_t)SJK_GROUP) return "tail_max";
+    if (c->tail_min > (1u << 30) || c->tail_max > (1u << 30)) return "tail_min";
+    return NULL;
+}
+
+sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad_field)
+{
+    static const char *const layer_names[] = {
+        "layers[].kind", "layers[].rot_block", "layers[].k_format", "layers[].v_format",
+        "layers[].bits_k", "layers[].bits_v", "layers[].body", "layers[].balance",
+        "layers[].staging", "layers[].sink", "layers[].tail_max", "layers[].tail_min",
+        "layers[].head_dim"};
+    const char *bad = NULL;
+    if (!p) bad = "params";
+    else if (p->n_layers == 0 || p->n_layers > 4096) bad = "n_layers";
+    else if (p->n_kv_heads == 0 || p->n_kv_heads > 1024) bad = "n_kv_heads";
+    else if (p->n_q_heads == 0 || p->n_q_heads % p->n_kv_heads || p->n_q_heads / p->n_kv_heads > 64)
+        bad = "n_q_heads";
+    else if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256 && p->head_dim != 512)
+        bad = "head_dim";
+    else if (p->max_pos == 0 || p->max_pos > (1u << 30)) bad = "max_pos";
+    else if (p->n_seqs == 0 || p->n_seqs > 65536) bad = "n_seqs";
+    else if (p->max_q_rows == 0 || p->max_q_rows > 65536) bad = "max_q_rows";
+    else if (p->n_threads == 0 || p->n_threads > 64) bad = "n_threads";
+    else {
+        for (uint32_t l = 0; l < p->n_layers && !bad; l++) {
+            const char *lb = validate_layer(layer_cfg(p, l), p->head_dim);
+            if (lb) {
+                bad = lb; /* map to a static "layers[].x" / "layer.x" string */
+                for (size_t i = 0; i < SJK_ARRAY_LEN(layer_names); i++)
+                    if (!strcmp(layer_names[i] + 9, lb)) bad = p->layers ? layer_names[i] : layer_names[i] + 9;
+            }
+        }
+    }
+    if (bad_field) *bad_field = bad;
+    return bad ? SJK_ERR_PARAM : SJK_OK;
+}
+
+/* Adds an aligned region of n bytes to the running size; returns its offset. */
+static int take(size_t *off, size_t n, size_t *at)
+{
+    size_t a;
+    if (!sjk_align_up_ok(*off, SJK_CACHE_ALIGN, &a)) return 0;
+    *at = a;
+    return sjk_add_ok(a, n, off);
+}
+
+static int mul3(size_t a, size_t b, size_t c, size_t *out)
+{
+    size_t t;
+    return sjk_mul_ok(a, b, &t) && sjk_mul_ok(t, c, out);
+}
+
+/* Resolves one layer's geometry (no pointers). 0 on overflow. */
+static int plan_layer(const sjk_cache_params *p, uint32_t l, sjk_cache_layer *L)
+{
+    const sjk_layer_config *c = layer_cfg(p, l);
+    const uint32_t D = p->head_dim;
+    memset(L, 0, sizeof *L);
+    L->cfg = *c;
+    L->compressed = c->kind != SJK_KIND_UNIFORM;
+    L->rot_k = rot_block_of(c, D, 0);
+    L->rot_v = rot_block_of(c, D, 1);
+    size_t off = 0;
+    if (!L->compressed) {
+        L->k_fmt = c->k_format;
+        L->v_fmt = c->v_format;
+        L->k_row_nbytes = sjk_format_row_nbytes((sjk_format)L->k_fmt, D);
+        L->v_row_nbytes = sjk_format_row_nbytes((sjk_format)L->v_fmt, D);
+        size_t nk, nv;
+        if (!sjk_mul_ok(p->max_pos, L->k_row_nbytes, &nk) || !sjk_mul_ok(p->max_pos, L->v_row_nbytes, &nv))
+            return 0;
+        if (!take(&off, nk, &L->off_ring_k) || !take(&off, nv, &L->off_ring_v)) return 0;
+    } else {
+        L->k_fmt = L->v_fmt = staging_format(c, D);
+        L->k_row_nbytes = L->v_row_nbytes = sjk_format_row_nbytes((sjk_format)L->k_fmt, D);
+        L->rp.head_dim = D;
+        L->rp.bits_k = c->bits_k;
+        L->rp.bits_v = c->bits_v;
+        L->rp.body = c->body;
+        L->rp.balance = c->balance;
+        sjk_record_layout_init(&L->rl, D, c->bits_k, c->bits_v);
+        L->rec_nbytes = L->rl.nbytes;
+        L->sink = c->sink < p->max_pos ? c->sink : p->max_pos;
+        uint32_t after = p->max_pos - L->sink;
+        L->n_rec = after / SJK_GROUP;
+        uint64_t tail = c->tail_max ? c->tail_max : (uint64_t)c->tail_min + SJK_GROUP;
+        uint64_t cap = (tail + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;
+        uint64_t cap_max = ((uint64_t)after + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;
+        L->ring_cap = (uint32_t)(cap < cap_max ? cap : cap_max);
+        size_t ns, nr, nrk;
+        if (!mul3(L->sink, D, 2, &ns) || !sjk_mul_ok(L->n_rec, L->rec_nbytes, &nr) ||
+            !sjk_mul_ok(L->ring_cap, L->k_row_nbytes, &nrk))
+            return 0;
+        if (!take(&off, ns, &L->off_sink_k) || !take(&off, ns, &L->off_sink_v) ||
+            !take(&off, nr, &L->off_body) || !take(&off, nrk, &L->off_ring_k) ||
+            !take(&off, nrk, &L->off_ring_v))
+            return 0;
+    }
+    return sjk_align_up_ok(off, SJK_CACHE_ALIGN, &L->head_nbytes);
+}
+
+/* Walks the whole block. With c == NULL only *total is computed. */
+static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, size_t *total)
+{
+    const uint32_t D = p->head_dim, T = p->n_threads;
+    const size_t gq = p->n_q_heads / p->n_kv_heads;
+    size_t off = 0, at, n, n2;
+    size_t region[4] = {0, 0, 0, 0};
+    if (!take(&off, sizeof(sjk_cache), &at)) return SJK_ERR_NOMEM;
+    size_t off_layers, off_state, off_workers, off_scratch, off_q, off_part;
+    if (!sjk_mul_ok(p->n_layers, sizeof(sjk_cache_layer), &n) || !take(&off, n, &off_layers))
+        return SJK_ERR_NOMEM;
+    if (!mul3(p->n_seqs, p->n_layers, sizeof(sjk_seq_layer), &n) || !take(&off, n, &off_state))
+        return SJK_ERR_NOMEM;
+    if (!sjk_mul_ok(T, sizeof(sjk_pool_worker), &n) || !take(&off, n, &off_workers))
+        return SJK_ERR_NOMEM;
+
+    /* Per-thread scratch: the largest of append (2 rows), seal tile, attention chunk. */
+    size_t rec_scratch = 0;
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        const sjk_layer_config *lc = layer_cfg(p, l);
+        if (lc->kind == SJK_KIND_UNIFORM) continue;
+        sjk_record_params rp = {D, lc->bits_k, lc->bits_v, lc->body, lc->balance};
+        size_t s = sjk_record_scratch_nbytes(&rp);
+        if (s > rec_scratch) rec_scratch = s;
+    }
+    size_t tile = (size_t)2 * SJK_GROUP * D * sizeof(float);
+    size_t seal_off, scr;
+    if (!sjk_align_up_ok(tile, SJK_CACHE_ALIGN, &seal_off) || !sjk_add_ok(seal_off, rec_scratch, &scr))
+        return SJK_ERR_NOMEM;
+    size_t attn = sjk_attn_scratch_nbytes(D);
+    if (attn > scr) scr = attn;
+    if (!sjk_align_up_ok(scr, SJK_CACHE_ALIGN, &scr)) return SJK_ERR_NOMEM;
+    if (!sjk_mul_ok(scr, T, &n) || !take(&off, n, &off_scratch)) return SJK_ERR_NOMEM;
+
+    /* Attention: packed rotated queries, then the per-unit partial states. */
+    uint32_t splits = T; /* position splits per KV head: enough to keep T threads busy */
+    if (p->n_kv_heads >= T) splits = 1;
+    else splits = (T + p->n_kv_heads - 1) / p->n_kv_heads;
+    size_t rows = (size_t)p->max_q_rows * gq;
+    if (!mul3(p->n_kv_heads, rows, D, &n) || !sjk_mul_ok(n, sizeof(float), &n) || !take(&off, n, &off_q))
+        return SJK_ERR_NOMEM;
+    if (!mul3(p->n_kv_heads, splits, rows, &n) || !sjk_mul_ok(n, (size_t)D + 2, &n2) ||
+        !sjk_mul_ok(n2, sizeof(float), &n2) || !take(&off, n2, &off_part))
+        return SJK_ERR_NOMEM;
+
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        sjk_cache_layer L;
+        if (!plan_layer(p, l, &L)) return SJK_ERR_NOMEM;
+        size_t nb, at_l;
+        if (!mul3(p->n_seqs, p->n_kv_heads, L.head_nbytes, &nb) || !take(&off, nb, &at_l))
+            return SJK_ERR_NOMEM;
+        size_t heads = (size_t)p->n_seqs * p->n_kv_heads;
+        if (L.compressed) {
+            region[0] += heads * (L.off_body - L.off_sink_k);
+            region[1] += heads * (L.off_ring_k - L.off_body);
+            region[2] += heads * (L.head_nbytes - L.off_ring_k);
+        } else {
+            region[3] += nb;
+        }
+        if (c) {
+            L.data = base + at_l;
+            c->layers = (sjk_cache_layer *)(void *)(base + off_layers);
+            c->layers[l] = L;
+        }
+    }
+    if (!sjk_align_up_ok(off, SJK_CACHE_ALIGN, &off)) return SJK_ERR_NOMEM;
+    *total = off;
+    if (c) {
+        c->layers = (sjk_cache_layer *)(void *)(base + off_layers);
+        c->state = (sjk_seq_layer *)(void *)(base + off_state);
+        c->workers = (sjk_pool_worker *)(void *)(base + off_workers);
+        c->scratch = base + off_scratch;
+        c->scratch_nbytes = scr;
+        c->seal_scratch_off = seal_off;
+        c->rec_scratch_nbytes = rec_scratch;
+        c->q_rot = (float *)(void *)(base + off_q);
+        c->part = (float *)(void *)(base + off_part);
+        c->n_splits = splits;
+        c->total_nbytes = off;
+        memcpy(c->region_nbytes, region, sizeof region);
+    }
+    return SJK_OK;
+}
+
+sjk_status sjk_cache_estimate(const sjk_cache_params *p, size_t *nbytes)
+{
+    if (!nbytes) return SJK_ERR_PARAM;
+    *nbytes = 0;
+    sjk_status st = sjk_cache_params_validate(p, NULL);
+    if (st != SJK_OK) return st;
+    return plan(p, NULL, NULL, nbytes);
+}
+
+sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
+{
+    if (!out) return SJK_ERR_PARAM;
+    *out = NULL;
+    sjk_status st = sjk_cache_params_validate(p, NULL);
+    if (st != SJK_OK) return st;
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        const sjk_layer_config *lc = layer_cfg(p, l);
+        if (lc->kind != SJK_KIND_UNIFORM) {
+            sjk_record_params rp = {p->head_dim, lc->bits_k, lc->bits_v, lc->body, lc->balance};
+            if (sjk_record_nbytes(&rp) == 0) return SJK_ERR_UNSUPPORTED;
+        }
+    }
+    size_t total;
+    if ((st = plan(p, NULL, NULL, &total)) != SJK_OK) return st;
+    uint8_t *base = aligned_alloc(SJK_CACHE_ALIGN, total);
+    if (!base) return SJK_ERR_NOMEM;
+    memset(base, 0, total);
+    sjk_cache *c = (sjk_cache *)(void *)base;
+    c->p = *p;
+    c->p.layers = NULL;
+    c->D = p->head_dim;
+    c->gq = p->n_q_heads / p->n_kv_heads;
+    if ((st = plan(p, c, base, &total)) != SJK_OK) { free(base); return st; }
+    for (uint32_t s = 0; s < p->n_seqs; s++)
+        for (uint32_t l = 0; l < p->n_layers; l++) {
+            sjk_seq_layer *sl = sjk_cache_state(c, s, l);
+            sl->n = 0;
+            sl->b = c->layers[l].compressed ? c->layers[l].sink : 0;
+        }
+    c->kern = sjk_attn_kernels_get();
+    /* Probe each body once (a zero group sealed into scratch): a body this build cannot
+     * encode fails here, not at the first seal. */
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        const sjk_cache_layer *L = &c->layers[l];
+        if (!L->compressed) continue;
+        float *k = (float *)(void *)c->scratch, *v = k + (size_t)SJK_GROUP * c->D;
+        memset(k, 0, 2 * (size_t)SJK_GROUP * c->D * sizeof *k);
+        if (L->n_rec == 0) continue;
+        uint8_t *rec = sjk_cache_head(c, L, 0, 0) + L->off_body;
+        st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, c->scratch + c->seal_scratch_off,
+                               c->rec_scratch_nbytes);
+        memset(rec, 0, L->rec_nbytes);
+        if (st != SJK_OK) { free(base); return st == SJK_ERR_PARAM ? SJK_ERR_UNSUPPORTED : st; }
+    }
+    if (sjk_pool_init(&c->pool, p->n_threads, c->workers)) { free(base); return SJK_ERR_NOMEM; }
+    *out = c;
+    return SJK_OK;
+}
+
+void sjk_cache_free(sjk_cache *c)
+{
+    if (!c) return;
+    sjk_pool_destroy(&c->pool);
+    free(c);
+}
+
+/* ---- rows ---------------------------------------------------------------------- */
+
+/* fp16 for sink and f16 staging rows: NaN -> 0, ±Inf and overflow saturate to ±65504. */
+static void store_f16_row(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = sjk_record_f16(src[i]);
+}
+
+static void encode_row(uint8_t fmt, void *dst, const float *src, size_t n)
+{
+    if (fmt == SJK_FMT_F16) { store_f16_row(dst, src, n); return; }
+    sjk_format_get((sjk_format)fmt)->encode(dst, src, n);
+}
+
+static void decode_row(uint8_t fmt, float *dst, const void *src, size_t n)
+{
+    sjk_format_get((sjk_format)fmt)->decode(dst, src, n);
+}
+
+/* Ring row pointer of position p (p >= sink). */
+static inline uint8_t *ring_row(const sjk_cache_layer *L, uint8_t *head, int is_v, uint32_t p)
+{
+    size_t slot = (size_t)(p - L->sink) % L->ring_cap;
+    return head + (is_v ? L->off_ring_v : L->off_ring_k) + slot * L->k_row_nbytes;
+}
+
+/* ---- seal ---------------------------------------------------------------------- */
+
+typedef struct seal_job {
+    sjk_cache *c;
+    uint32_t seq;
+    uint32_t layer_lo, layer_hi;       /* layers [lo, hi) */
+    uint32_t g0[64], g1[64];           /* per layer (relative to lo): groups [g0, g1) */
+    uint32_t tiles_before[65];         /* prefix sum of tiles per layer */
+    atomic_int status;
+} seal_job;
+
+static void seal_tile(void *arg, uint32_t item, uint32_t worker)
+{
+    seal_job *j = arg;
+    sjk_cache *c = j->c;
+    uint32_t li = 0;
+    while (item >= j->tiles_before[li + 1]) li++;
+    uint32_t rel = item - j->tiles_before[li];
+    uint32_t ng = j->g1[li] - j->g0[li];
+    uint32_t head = rel / ng, g = j->g0[li] + rel % ng;
+    const sjk_cache_layer *L = &c->layers[j->layer_lo + li];
+    const uint32_t D = c->D;
+    uint8_t *scr = sjk_cache_thread_scratch(c, worker);
+    float *k = (float *)(void *)scr, *v = k + (size_t)SJK_GROUP * D;
+    uint8_t *hb = sjk_cache_head(c, L, j->seq, head);
+    uint32_t p0 = L->sink + g * SJK_GROUP;
+    for (uint32_t t = 0; t < SJK_GROUP; t++) {
+        decode_row(L->k_fmt, k + (size_t)t * D, ring_row(L, hb, 0, p0 + t), D);
+        decode_row(L->v_fmt, v + (size_t)t * D, ring_row(L, hb, 1, p0 + t), D);
+    }
+    uint8_t *rec = hb + L->off_body + (size_t)g * L->rec_nbytes;
+    sjk_status st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, scr + c->seal_scratch_off,
+                                      c->rec_scratch_nbytes);
+    if (st != SJK_OK) {
+        int expect = SJK_OK;
+        atomic_compare_exchange_strong(&j->status, &expect, (int)st);
+    }
+}
+
+/* Seals, for layers [lo, hi) of seq, every full group older than the newest keep[l]
+ * positions (keep = NULL: each layer's policy — only layers whose tail reached the
+ * trigger). Layers are processed in batches of 64 to bound the job descriptor. */
+static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t hi, int idle)
+{
+    for (uint32_t b0 = lo; b0 < hi; b0 += 64) {
+        uint32_t b1 = SJK_MIN(hi, b0 + 64);
+        seal_job j;
+        j.c = c;
+        j.seq = seq;
+        j.layer_lo = b0;
+        j.layer_hi = b1;
+        atomic_init(&j.status, SJK_OK);
+        j.tiles_before[0] = 0;
+        for (uint32_t l = b0; l < b1; l++) {
+            const sjk_cache_layer *L = &c->layers[l];
+            sjk_seq_layer *sl = sjk_cache_state(c, seq, l);
+            uint32_t i = l - b0, g0 = 0, g1 = 0;
+            if (L->compressed && sl->n > sl->b) {
+                uint32_t tail = sl->n - sl->b, tmin = L->cfg.tail_min, tmax = L->cfg.tail_max;
+                int trigger = idle || (tmax ? tail >= tmax : tail >= tmin + SJK_GROUP);
+                if (trigger && sl->n >= L->sink + tmin) {
+                    uint32_t end = L->sink + (sl->n - tmin - L->sink) / SJK_GROUP * SJK_GROUP;
+                    if (end > sl->b) {
+                        g0 = (sl->b - L->sink) / SJK_GROUP;
+                        g1 = (end - L->sink) / SJK_GROUP;
+                    }
+                }
+            }
+            j.g0[i] = g0;
+            j.g1[i] = g1;
+            j.tiles_before[i + 1] = j.tiles_before[i] + (g1 - g0) * c->p.n_kv_heads;
+        }
+        uint32_t n_tiles = j.tiles_before[b1 - b0];
+        if (!n_tiles) continue;
+        sjk_pool_run(&c->pool, seal_tile, &j, n_tiles);
+        sjk_status st = (sjk_status)atomic_load(&j.status);
+        if (st != SJK_OK) return st;
+        for (uint32_t l = b0; l < b1; l++) {
+            uint32_t i = l - b0;
+            if (j.g1[i] > j.g0[i]) sjk_cache_state(c, seq, l)->b = c->layers[l].sink + j.g1[i] * SJK_GROUP;
+        }
+    }
+    return SJK_OK;
+}
+
+sjk_status sjk_cache_seal(sjk_cache *c, uint32_t seq)
+{
+    if (!c || seq >= c->p.n_seqs) return SJK_ERR_PARAM;
+    return seal_layers(c, seq, 0, c->p.n_layers, 0);
+}
+
+sjk_status sjk_cache_seal_idle(sjk_cache *c, uint32_t seq)
+{
+    if (!c || seq >= c->p.n_seqs) return SJK_ERR_PARAM;
+    return seal_layers(c, seq, 0, c->p.n_layers, 1);
+}
+
+/* ---- append -------------------------------------------------------------------- */
+
+sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const float *k,
+                            const float *v, size_t n_pos)
+{
+    if (!c || seq >= c->p.n_seqs || layer >= c->p.n_layers || (n_pos && (!k || !v)))
+        return SJK_ERR_PARAM;
+    const sjk_cache_layer *L = &c->layers[layer];
+    sjk_seq_layer *sl = sjk_cache_state(c, seq, layer);
+    if (n_pos > (size_t)c->p.max_pos - sl->n) return SJK_ERR_RANGE;
+    const uint32_t D = c->D, H = c->p.n_kv_heads;
+    float *kr = (float *)(void *)sjk_cache_thread_scratch(c, 0), *vr = kr + D;
+    for (size_t i = 0; i < n_pos; i++) {
+        uint32_t pos = sl->n;
+        for (uint32_t h = 0; h < H; h++) {
+            const float *ks = k + (i * H + h) * D, *vs = v + (i * H + h) * D;
+            if (L->rot_k) {
+                memcpy(kr, ks, D * sizeof *kr);
+                sjk_hadamard(kr, D, L->rot_k);
+                ks = kr;
+            }
+            if (L->rot_v) {
+                memcpy(vr, vs, D * sizeof *vr);
+                sjk_hadamard(vr, D, L->rot_v);
+                vs = vr;
+            }
+            uint8_t *hb = sjk_cache_head(c, L, seq, h);
+            if (!L->compressed) {
+                encode_row(L->k_fmt, hb + L->off_ring_k + (size_t)pos * L->k_row_nbytes, ks, D);
+                encode_row(L->v_fmt, hb + L->off_ring_v + (size_t)pos * L->v_row_nbytes, vs, D);
+            } else if (pos < L->sink) {
+                store_f16_row((uint16_t *)(void *)(hb + L->off_sink_k) + (size_t)pos * D, ks, D);
+                store_f16_row((uint16_t *)(void *)(hb + L->off_sink_v) + (size_t)pos * D, vs, D);
+            } else {
+                encode_row(L->k_fmt, ring_row(L, hb, 0, pos), ks, D);
+                encode_row(L->v_fmt, ring_row(L, hb, 1, pos), vs, D);
+            }
+        }
+        sl->n = pos + 1;
+        if (L->compressed && sl->n > sl->b) {
+            uint32_t tail = sl->n - sl->b;
+            uint32_t trig = L->cfg.tail_max ? L->cfg.tail_max : L->cfg.tail_min + SJK_GROUP;
+            if (tail >= trig) {
+                sjk_status st = seal_layers(c, seq, layer, layer + 1, 0);
+                if (st != SJK_OK) return st;
+            }
+        }
+    }
+    return SJK_OK;
+}
+
+/* ---- truncate ------------------------------------------------------------------ */
+
+sjk_status sjk_cache_truncate(sjk_cache *c, uint32_t seq, uint32_t pos, uint32_t *resume_pos)
+{
+    if (!c || seq >= c->p.n_seqs) return SJK_ERR_PARAM;
+    uint32_t resume = pos, longest = 0;
+    for (uint32_t l = 0; l < c->p.n_layers; l++) longest = SJK_MAX(longest, sjk_cache_state(c, seq, l)->n);
+    if (resume > longest) resume = longest;
+    /* Fixed point: a layer whose body holds `resume` must restart at that group's start,
+     * which may in turn reach into another layer's body. */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (uint32_t l = 0; l < c->p.n_layers; l++) {
+            const sjk_cache_layer *L = &c->layers[l];
+            const sjk_seq_layer *sl = sjk_cache_state(c, seq, l);
+            if (!L->compressed || resume >= sl->b || resume < L->sink || resume >= sl->n) continue;
+            uint32_t start = L->sink + (resume - L->sink) / SJK_GROUP * SJK_GROUP;
+            if (start < resume) { resume = start; changed = 1; }
+        }
+    }
+    for (uint32_t l = 0; l < c->p.n_layers; l++) {
+        const sjk_cache_layer *L = &c->layers[l];
+        sjk_seq_layer *sl = sjk_cache_state(c, seq, l);
+        if (sl->n > resume) sl->n = resume;
+        if (L->compressed && sl->b > L->sink && sl->b > sl->n) {
+            /* resume is a group start of this layer here (fixed point above) */
+            sl->b = sl->n < L->sink ? L->sink : L->sink + (sl->n - L->sink) / SJK_GROUP * SJK_GROUP;
+        }
+    }
+    if (resume_pos) *resume_pos = resume;
+    return resume < pos && resume < longest ? SJK_ERR_REPROCESS : SJK_OK;
+}
+
+sjk_status sjk_cache_length(const sjk_cache *c, uint32_t seq, uint32_t layer, uint32_t *n_pos,
+                            uint32_t *body_end)
+{
+    if (!c || seq >= c->p.n_seqs || layer >= c->p.n_layers) return SJK_ERR_PARAM;
+    const sjk_seq_layer *sl = sjk_cache_state(c, seq, layer);
+    if (n_pos) *n_pos = sl->n;
+    if (body_end) *body_end = sl->b;
+    return SJK_OK;
+}
+
+/* ---- memory and invariants ----------------------------------------------------- */
+
+sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m)
+{
+    if (!c || !m) return SJK_ERR_PARAM;
+    memset(m, 0, sizeof *m);
+    m->total_nbytes = c->total_nbytes;
+    m->sink_nbytes = c->region_nbytes[0];
+    m->body_nbytes = c->region_nbytes[1];
+    m->ring_nbytes = c->region_nbytes[2];
+    m->uniform_nbytes = c->region_nbytes[3];
+    size_t kv = m->sink_nbytes + m->body_nbytes + m->ring_nbytes + m->uniform_nbytes;
+    m->scratch_nbytes = c->total_nbytes - kv;
+    const size_t H = c->p.n_kv_heads, D = c->D;
+    double occ = 0, values = 0;
+    for (uint32_t s = 0; s < c->p.n_seqs; s++)
+        for (uint32_t l = 0; l < c->p.n_layers; l++) {
+            const sjk_cache_layer *L = &c->layers[l];
+            const sjk_seq_layer *sl = sjk_cache_state(c, s, l);
+            double per_head;
+            if (!L->compressed) {
+                per_head = (double)sl->n * (double)(L->k_row_nbytes + L->v_row_nbytes);
+            } else {
+                uint32_t ns = SJK_MIN(sl->n, L->sink);
+                uint32_t nrec = (sl->b - L->sink) / SJK_GROUP;
+                uint32_t nring = sl->n > sl->b ? sl->n - sl->b : 0;
+                per_head = (double)ns * D * 4 + (double)nrec * (double)L->rec_nbytes +
+                           (double)nring * 2.0 * (double)L->k_row_nbytes;
+            }
+            occ += per_head * (double)H;
+            values += (double)sl->n * (double)H * (double)D * 2;
+        }
+    m->occupied_nbytes = (size_t)occ;
+    m->occupied_bits_per_value = values > 0 ? occ * 8 / values : 0;
+    double cap = (double)c->p.max_pos * c->p.n_seqs * c->p.n_layers * (double)H * (double)D * 2;
+    m->allocated_bits_per_value = (double)kv * 8 / cap;
+    return SJK_OK;
+}
+
+#define FAIL(...) do { if (msg && msg_cap) snprintf(msg, msg_cap, __VA_ARGS__); return SJK_ERR_CORRUPT; } while (0)
+
+sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap)
+{
+    if (msg && msg_cap) msg[0] = 0;
+    if (!c) return SJK_ERR_PARAM;
+    for (uint32_t s = 0; s < c->p.n_seqs; s++)
+        for (uint32_t l = 0; l < c->p.n_layers; l++) {
+            const sjk_cache_layer *L = &c->layers[l];
+            const sjk_seq_layer *sl = sjk_cache_state(c, s, l);
+            if (sl->n > c->p.max_pos) FAIL("seq %u layer %u: length %u > max_pos", s, l, sl->n);
+            if (!L->compressed) {
+                if (sl->b != 0) FAIL("seq %u layer %u: uniform layer with body end %u", s, l, sl->b);
+                continue;
+            }
+            if (sl->b < L->sink || (sl->b - L->sink) % SJK_GROUP)
+                FAIL("seq %u layer %u: body end %u not sink + k*128", s, l, sl->b);
+            if (sl->b > L->sink && sl->b > sl->n)
+                FAIL("seq %u layer %u: body end %u beyond length %u", s, l, sl->b, sl->n);
+            if ((sl->b - L->sink) / SJK_GROUP > L->n_rec)
+                FAIL("seq %u layer %u: %u records > %u slots", s, l, (sl->b - L->sink) / SJK_GROUP, L->n_rec);
+            uint32_t tail = sl->n > sl->b ? sl->n - sl->b : 0;
+            if (tail > L->ring_cap) FAIL("seq %u layer %u: tail %u > ring %u", s, l, tail, L->ring_cap);
+            uint32_t trig = L->cfg.tail_max ? L->cfg.tail_max : L->cfg.tail_min + SJK_GROUP;
+            if (tail >= trig) FAIL("seq %u layer %u: tail %u reached the seal trigger %u unsealed", s, l, tail, trig);
+            uint32_t nrec = (sl->b - L->sink) / SJK_GROUP;
+            for (uint32_t h = 0; h < c->p.n_kv_heads; h++) {
+                const uint8_t *hb = sjk_cache_head(c, L, s, h);
+                for (uint32_t g = 0; g < nrec; g++) {
+                    const uint8_t *rec = hb + L->off_body + (size_t)g * L->rec_nbytes;
+                    for (size_t off = L->rl.off_kscale; off < L->rl.nbytes; off += 2) {
+                        uint16_t x = sjk_rd_u16le(rec + off);
+                        if ((x & 0x7C00u) == 0x7C00u)
+                            FAIL("seq %u layer %u head %u record %u: non-finite scale at byte %zu", s, l, h, g, off);
+                    }
+                }
+            }
+        }
+    return SJK_OK;
+}

@@ -1,0 +1,98 @@
+/* cache_internal.h — the cache handle, shared by src/cache (regions, policy) and
+ * src/attention (reads). Everything below lives in the one block sjk_cache_create
+ * allocates:
+ *
+ *   +------------------+  sjk_cache (this struct)
+ *   | layers[L]        |  sjk_cache_layer: resolved configuration and offsets
+ *   | state[S][L]      |  sjk_seq_layer: length N and body end B of each (seq, layer)
+ *   | workers[T-1]     |  pool worker slots
+ *   | scratch[T]       |  per-thread scratch (seal tiles, attention chunks)
+ *   | attend buffers   |  rotated queries, per-unit partial softmax states
+ *   | layer data ...   |  per layer: [n_seqs][n_kv_heads] head blocks (below)
+ *   +------------------+
+ *
+ * One head block of a compressed (sj / kvarn) layer, for one (seq, KV head):
+ *
+ *   | sink K [sink][D] fp16 | sink V [sink][D] fp16 | records [n_rec][rec_nbytes] |
+ *   | ring K [ring_cap][row] | ring V [ring_cap][row] |      (row = staging row bytes)
+ *
+ * of a uniform layer:  | K [max_pos][k_row] | V [max_pos][v_row] |
+ *
+ * Position p of a compressed layer: p < sink -> sink row p; p < B -> record
+ * (p − sink) / 128, token (p − sink) % 128; else ring slot (p − sink) % ring_cap.
+ * ring_cap is a multiple of 128, so a group occupies contiguous slots.
+ */
+#ifndef SJK_CACHE_INTERNAL_H
+#define SJK_CACHE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/pool.h"
+#include "codec/record.h"
+#include "sjkvarn.h"
+
+#define SJK_CACHE_ALIGN 64
+
+typedef struct sjk_cache_layer {
+    sjk_layer_config cfg;
+    int compressed;           /* sj or kvarn */
+    uint32_t rot_k, rot_v;    /* rotation blocks of K (and the query) and of V (and the
+                                 output); 0 = stored unrotated */
+    uint8_t k_fmt, v_fmt;     /* row formats: uniform K/V, or the staging format */
+    size_t k_row_nbytes;      /* one stored K row (uniform or staging) */
+    size_t v_row_nbytes;
+    sjk_record_params rp;     /* compressed: record parameters */
+    sjk_record_layout rl;     /* compressed: record layout */
+    size_t rec_nbytes;
+    uint32_t sink;            /* sink rows allocated (cfg.sink clamped to max_pos) */
+    uint32_t n_rec;           /* record slots per head */
+    uint32_t ring_cap;        /* ring rows per head (multiple of 128, or 0) */
+    size_t off_sink_k, off_sink_v, off_body, off_ring_k, off_ring_v; /* in a head block */
+    size_t head_nbytes;       /* one head block */
+    uint8_t *data;            /* [n_seqs][n_kv_heads] head blocks */
+} sjk_cache_layer;
+
+typedef struct sjk_seq_layer {
+    uint32_t n;               /* length N */
+    uint32_t b;               /* body end B (compressed: sink + 128 * sealed groups) */
+} sjk_seq_layer;
+
+struct sjk_cache {
+    sjk_cache_params p;       /* copy; p.layers points at nothing (use layers[]) */
+    uint32_t D, gq;           /* head dim, query heads per KV head */
+    sjk_cache_layer *layers;  /* [n_layers] */
+    sjk_seq_layer *state;     /* [n_seqs][n_layers] */
+    sjk_pool pool;
+    sjk_pool_worker *workers; /* [n_threads - 1] */
+    uint8_t *scratch;         /* [n_threads][scratch_nbytes] */
+    size_t scratch_nbytes;
+    size_t seal_scratch_off;  /* record encode scratch inside a thread's scratch */
+    size_t rec_scratch_nbytes;
+    /* attention */
+    float *q_rot;             /* [n_kv_heads][max_q_rows * gq][D] packed rotated queries */
+    float *part;              /* [n_kv_heads * n_splits][max_q_rows * gq][D + 2] */
+    uint32_t n_splits;        /* position splits per KV head */
+    const struct sjk_attn_kernels *kern; /* attention kernels (tests may swap in another) */
+    size_t total_nbytes;
+    size_t region_nbytes[4];  /* sink, body, ring, uniform */
+};
+
+static inline uint8_t *sjk_cache_head(const sjk_cache *c, const sjk_cache_layer *L,
+                                      uint32_t seq, uint32_t head)
+{
+    return L->data + ((size_t)seq * c->p.n_kv_heads + head) * L->head_nbytes;
+}
+static inline sjk_seq_layer *sjk_cache_state(const sjk_cache *c, uint32_t seq, uint32_t layer)
+{
+    return &c->state[(size_t)seq * c->p.n_layers + layer];
+}
+static inline uint8_t *sjk_cache_thread_scratch(const sjk_cache *c, uint32_t worker)
+{
+    return c->scratch + (size_t)worker * c->scratch_nbytes;
+}
+
+/* Attention scratch bytes per thread for head dim D (src/attention). */
+size_t sjk_attn_scratch_nbytes(size_t D);
+
+#endif

@@ -1,0 +1,289 @@
+/* config_parse.c — the one string syntax for cache configurations (README, "KV
+ * configuration strings"), shared by the CLI, the host and the benchmarks.
+ *
+ *   config  := spec (":" option)*
+ *   spec    := FORMAT | FORMAT "/" FORMAT          uniform K/V row formats ("q8_0/q4_0")
+ *            | "sj" [":" BITS] | "kvarn" [":" BITS]
+ *   BITS    := K "/" V ["t"]                        "4/4", "3/3t" (t = trellis body)
+ *   option  := "tail=" N        fixed tail of N positions (kvarn: extra fp16 exact tail)
+ *            | "tail_min=" N | "tail_max=" N        adaptive tail bounds (tail_max 0 = fixed)
+ *            | "stage=" FORMAT  staging ring format: tq6_0 | q8_0 | f16
+ *            | "sink=" N        fp16 sink positions (multiple of 128)
+ *            | "balance=" sj|reference|off
+ *            | "rot" | "rot=" 0|1                   uniform: store rotated rows
+ *            | "rot_block=" N                       rotation block (power of two)
+ *            | "edge=" BITS     tiered layers: bits of the first/last layers
+ *            | "edges=" N       layers at each end that use the edge tier (default 1)
+ *
+ * `edge=4/4` makes the first and last `edges` layers the same kind with those bits and a
+ * scalar body (a trailing "t" selects trellis); everything else in the string applies to
+ * both tiers. Errors name the offending part: "config 'sj:5/4': bits '5/4' ..." */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sjkvarn.h"
+
+sjk_layer_config sjk_layer_config_default(void)
+{
+    sjk_layer_config c;
+    memset(&c, 0, sizeof c);
+    c.kind = SJK_KIND_SJ;
+    c.k_format = SJK_FMT_F16;
+    c.v_format = SJK_FMT_F16;
+    c.bits_k = 4;
+    c.bits_v = 4;
+    c.body = SJK_BODY_SCALAR;
+    c.balance = SJK_BALANCE_SJ;
+    c.staging = SJK_FMT_TQ6_0_STAGE;
+    c.sink = 128;
+    c.tail_min = 4096;
+    c.tail_max = 8192;
+    return c;
+}
+
+static void set_err(char *err, size_t cap, const char *str, const char *fmt, const char *part)
+{
+    if (!err || !cap) return;
+    char what[160];
+    snprintf(what, sizeof what, fmt, part);
+    snprintf(err, cap, "config '%s': %s", str, what);
+}
+
+/* Copies the next ':'-separated token of *s into tok (cap bytes). 0 if it does not fit. */
+static int next_token(const char **s, char *tok, size_t cap)
+{
+    const char *e = strchr(*s, ':');
+    size_t n = e ? (size_t)(e - *s) : strlen(*s);
+    if (n + 1 > cap) return 0;
+    memcpy(tok, *s, n);
+    tok[n] = 0;
+    *s = e ? e + 1 : *s + n;
+    return 1;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+    if (!*s) return 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || v > 0xFFFFFFFFull || s[0] == '-' || s[0] == '+') return 0;
+    *out = (uint32_t)v;
+    return 1;
+}
+
+/* "4/4", "3/3t", "3/2t" -> bits and body. */
+static int parse_bits(const char *s, uint8_t *bk, uint8_t *bv, uint8_t *body)
+{
+    if (strlen(s) < 3 || s[1] != '/') return 0;
+    if (s[0] < '2' || s[0] > '4' || s[2] < '2' || s[2] > '4') return 0;
+    if (s[3] && !(s[3] == 't' && !s[4])) return 0;
+    *bk = (uint8_t)(s[0] - '0');
+    *bv = (uint8_t)(s[2] - '0');
+    *body = s[3] == 't' ? SJK_BODY_TRELLIS : SJK_BODY_SCALAR;
+    return 1;
+}
+
+static int parse_format(const char *s, uint8_t *out)
+{
+    sjk_format f;
+    if (!strcmp(s, "tq6_0s") || !strcmp(s, "tq6_0_stage")) { *out = SJK_FMT_TQ6_0_STAGE; return 1; }
+    /* Name table lives with the formats; fall back to the names this file knows. */
+    static const struct { const char *n; sjk_format f; } known[] = {
+        {"f32", SJK_FMT_F32}, {"f16", SJK_FMT_F16}, {"bf16", SJK_FMT_BF16}, {"q8_0", SJK_FMT_Q8_0},
+        {"q5_1", SJK_FMT_Q5_1}, {"q5_0", SJK_FMT_Q5_0}, {"q4_1", SJK_FMT_Q4_1}, {"q4_0", SJK_FMT_Q4_0},
+        {"tq6_0", SJK_FMT_TQ6_0}, {"tq5_0", SJK_FMT_TQ5_0}, {"turbo4", SJK_FMT_TURBO4},
+        {"turbo3", SJK_FMT_TURBO3},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (!strcmp(s, known[i].n)) { f = known[i].f; *out = (uint8_t)f; return 1; }
+    return 0;
+}
+
+sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_config *out,
+                                  char *err, size_t err_cap)
+{
+    if (err && err_cap) err[0] = 0;
+    if (!str || !out || n_layers == 0) {
+        if (err && err_cap) snprintf(err, err_cap, "config: missing string, output or layers");
+        return SJK_ERR_PARAM;
+    }
+    sjk_layer_config c = sjk_layer_config_default();
+    char tok[64];
+    const char *s = str;
+    if (!next_token(&s, tok, sizeof tok) || !tok[0]) {
+        set_err(err, err_cap, str, "empty or overlong kind '%s'", tok);
+        return SJK_ERR_PARAM;
+    }
+    int compressed = 0;
+    if (!strcmp(tok, "sj") || !strcmp(tok, "kvarn")) {
+        compressed = 1;
+        if (!strcmp(tok, "kvarn")) {
+            c.kind = SJK_KIND_KVARN;
+            c.balance = SJK_BALANCE_REFERENCE;
+            c.staging = SJK_FMT_F16;
+            c.tail_min = 0;
+            c.tail_max = 0;
+        }
+        /* Optional bits token. */
+        const char *save = s;
+        char bt[64];
+        if (*s && next_token(&s, bt, sizeof bt) && strchr(bt, '/') && !strchr(bt, '=')) {
+            if (!parse_bits(bt, &c.bits_k, &c.bits_v, &c.body)) {
+                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..4 and an optional 't'", bt);
+                return SJK_ERR_PARAM;
+            }
+        } else {
+            s = save;
+        }
+    } else {
+        char *slash = strchr(tok, '/');
+        char kf[32], vf[32];
+        if (slash) {
+            size_t n = (size_t)(slash - tok);
+            if (n >= sizeof kf || strlen(slash + 1) >= sizeof vf) {
+                set_err(err, err_cap, str, "format pair '%s' too long", tok);
+                return SJK_ERR_PARAM;
+            }
+            memcpy(kf, tok, n); kf[n] = 0;
+            strcpy(vf, slash + 1);
+        } else {
+            if (strlen(tok) >= sizeof kf) { set_err(err, err_cap, str, "unknown kind '%s'", tok); return SJK_ERR_PARAM; }
+            strcpy(kf, tok);
+            strcpy(vf, tok);
+        }
+        c.kind = SJK_KIND_UNIFORM;
+        if (!parse_format(kf, &c.k_format) || c.k_format == SJK_FMT_TQ6_0_STAGE) {
+            set_err(err, err_cap, str, "unknown kind or K format '%s' (sj, kvarn, f16, q8_0, q4_0, ...)", kf);
+            return SJK_ERR_PARAM;
+        }
+        if (!parse_format(vf, &c.v_format) || c.v_format == SJK_FMT_TQ6_0_STAGE) {
+            set_err(err, err_cap, str, "unknown V format '%s'", vf);
+            return SJK_ERR_PARAM;
+        }
+    }
+
+    int have_edge = 0, tail_fixed = 0;
+    uint8_t ebk = 0, ebv = 0, ebody = 0;
+    uint32_t edges = 1;
+    while (*s) {
+        if (!next_token(&s, tok, sizeof tok)) {
+            set_err(err, err_cap, str, "option too long near '%.40s'", s);
+            return SJK_ERR_PARAM;
+        }
+        char *eq = strchr(tok, '=');
+        const char *val = eq ? eq + 1 : "";
+        if (eq) *eq = 0;
+        int ok = 1, needs_compressed = 1;
+        if (!strcmp(tok, "tail")) {
+            ok = parse_u32(val, &c.tail_min);
+            c.tail_max = 0;
+            tail_fixed = 1;
+        } else if (!strcmp(tok, "tail_min")) {
+            ok = parse_u32(val, &c.tail_min);
+        } else if (!strcmp(tok, "tail_max")) {
+            ok = parse_u32(val, &c.tail_max);
+        } else if (!strcmp(tok, "stage")) {
+            ok = parse_format(val, &c.staging);
+            if (ok && c.staging == SJK_FMT_TQ6_0) c.staging = SJK_FMT_TQ6_0_STAGE;
+            ok = ok && (c.staging == SJK_FMT_TQ6_0_STAGE || c.staging == SJK_FMT_Q8_0 ||
+                        c.staging == SJK_FMT_F16);
+        } else if (!strcmp(tok, "sink")) {
+            ok = parse_u32(val, &c.sink) && c.sink % SJK_GROUP == 0;
+        } else if (!strcmp(tok, "balance")) {
+            if (!strcmp(val, "sj")) c.balance = SJK_BALANCE_SJ;
+            else if (!strcmp(val, "reference")) c.balance = SJK_BALANCE_REFERENCE;
+            else if (!strcmp(val, "off")) c.balance = SJK_BALANCE_OFF;
+            else ok = 0;
+        } else if (!strcmp(tok, "rot")) {
+            needs_compressed = 0;
+            if (!eq || !strcmp(val, "1")) c.rotate = 1;
+            else if (!strcmp(val, "0")) c.rotate = 0;
+            else ok = 0;
+        } else if (!strcmp(tok, "rot_block")) {
+            needs_compressed = 0;
+            ok = parse_u32(val, &c.rot_block) && c.rot_block >= 2 && (c.rot_block & (c.rot_block - 1)) == 0;
+        } else if (!strcmp(tok, "edge")) {
+            ok = parse_bits(val, &ebk, &ebv, &ebody);
+            have_edge = 1;
+        } else if (!strcmp(tok, "edges")) {
+            ok = parse_u32(val, &edges) && edges >= 1;
+        } else {
+            if (eq) *eq = '=';
+            set_err(err, err_cap, str, "unknown option '%s' (tail, tail_min, tail_max, stage, sink, balance, rot, rot_block, edge, edges)", tok);
+            return SJK_ERR_PARAM;
+        }
+        if (eq) *eq = '=';
+        if (needs_compressed && !compressed) {
+            set_err(err, err_cap, str, "option '%s' needs an sj or kvarn configuration", tok);
+            return SJK_ERR_PARAM;
+        }
+        if (!ok || (eq == NULL && needs_compressed)) {
+            set_err(err, err_cap, str, "bad value in option '%s'", tok);
+            return SJK_ERR_PARAM;
+        }
+    }
+    if (c.kind == SJK_KIND_KVARN && (c.body != SJK_BODY_SCALAR || ebody != SJK_BODY_SCALAR)) {
+        set_err(err, err_cap, str, "%s: kvarn is paper-faithful and has scalar bodies only (drop the 't')", "bits");
+        return SJK_ERR_PARAM;
+    }
+    if (compressed && c.tail_max != 0 && c.tail_max < c.tail_min + SJK_GROUP) {
+        set_err(err, err_cap, str, "%s must be 0 (fixed tail) or at least tail_min + 128", "tail_max");
+        return SJK_ERR_PARAM;
+    }
+    (void)tail_fixed;
+    for (uint32_t l = 0; l < n_layers; l++) out[l] = c;
+    if (have_edge) {
+        for (uint32_t i = 0; i < edges && i < n_layers; i++) {
+            uint32_t idx[2] = {i, n_layers - 1 - i};
+            for (int j = 0; j < 2; j++) {
+                out[idx[j]].bits_k = ebk;
+                out[idx[j]].bits_v = ebv;
+                out[idx[j]].body = ebody;
+            }
+        }
+    }
+    return SJK_OK;
+}
+
+static const char *format_name(uint8_t f)
+{
+    if (f == SJK_FMT_TQ6_0_STAGE) return "tq6_0";
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1",
+                                        "q4_0", "tq6_0", "tq5_0", "turbo4", "turbo3"};
+    return f < sizeof names / sizeof names[0] ? names[f] : "?";
+}
+
+sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst_cap)
+{
+    if (!c || !dst || !dst_cap) return SJK_ERR_PARAM;
+    char buf[160];
+    int n;
+    if (c->kind == SJK_KIND_UNIFORM) {
+        if (c->k_format == c->v_format) n = snprintf(buf, sizeof buf, "%s", format_name(c->k_format));
+        else n = snprintf(buf, sizeof buf, "%s/%s", format_name(c->k_format), format_name(c->v_format));
+        if (c->rotate) n += snprintf(buf + n, sizeof buf - (size_t)n, ":rot");
+    } else {
+        sjk_layer_config d = sjk_layer_config_default();
+        int kv = c->kind == SJK_KIND_KVARN;
+        n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v,
+                     c->body == SJK_BODY_TRELLIS ? "t" : "");
+        uint32_t dmin = kv ? 0 : d.tail_min, dmax = kv ? 0 : d.tail_max;
+        if (c->tail_max == 0 && (c->tail_min != dmin || dmax != 0))
+            n += snprintf(buf + n, sizeof buf - (size_t)n, ":tail=%u", c->tail_min);
+        else if (c->tail_max != 0 && (c->tail_min != dmin || c->tail_max != dmax))
+            n += snprintf(buf + n, sizeof buf - (size_t)n, ":tail_min=%u:tail_max=%u", c->tail_min, c->tail_max);
+        uint8_t dst_stage = kv ? SJK_FMT_F16 : SJK_FMT_TQ6_0_STAGE;
+        if (c->staging != dst_stage) n += snprintf(buf + n, sizeof buf - (size_t)n, ":stage=%s", format_name(c->staging));
+        if (c->sink != 128) n += snprintf(buf + n, sizeof buf - (size_t)n, ":sink=%u", c->sink);
+        uint8_t dbal = kv ? SJK_BALANCE_REFERENCE : SJK_BALANCE_SJ;
+        if (c->balance != dbal) {
+            static const char *const bn[] = {"sj", "reference", "off"};
+            n += snprintf(buf + n, sizeof buf - (size_t)n, ":balance=%s", c->balance < 3 ? bn[c->balance] : "?");
+        }
+    }
+    if (c->rot_block) n += snprintf(buf + n, sizeof buf - (size_t)n, ":rot_block=%u", c->rot_block);
+    if (n < 0 || (size_t)n + 1 > dst_cap) return SJK_ERR_BUFFER;
+    memcpy(dst, buf, (size_t)n + 1);
+    return SJK_OK;
+}

@@ -1,0 +1,184 @@
+/* balance.c — log-domain Sinkhorn-style balancing of one tile (SPEC §2.2, kvarn.md §3).
+ *
+ * Why it is cheap. The current tile is never materialised: cur[i][j] = M[i][j] * er[i] *
+ * ec[j] with er = exp(-a_row), ec = exp(-a_col). A column's std is ec[j] times the std of
+ * M[:, j] * er (one sweep over M gives it for all columns), and a row's std is er[i] times
+ * the std of M[i, :] * ec. After a row update the new row stds are known without a sweep
+ * (er changed by a known factor), and the column sweep that measures the imbalance after
+ * pass p is the same sweep that drives the column update of pass p + 1. So a pass costs
+ * two sweeps over the tile plus R + C logs and exps.
+ *
+ * Each sweep is one pass with a shift (the first element of each row or column), which
+ * keeps the E[x^2] - mean^2 cancellation small; the sums run in a fixed order on every
+ * SIMD path (codec_kernels.h), so the scales, and the record bytes, are bit-identical on
+ * every dispatch path.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codec/balance.h"
+
+sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
+{
+    sjk_balance_rule r;
+    memset(&r, 0, sizeof r);
+    switch (mode) {
+    case SJK_BALANCE_REFERENCE:
+        /* kvarn.md §3: 8 passes, std in [1e-3, 1e3], cumulative log-scale in [-0.3, 10],
+         * keep the best iterate (<=, identity first). */
+        r.n_iter = 8;
+        r.std_lo = 1e-3f;
+        r.std_hi = 1e3f;
+        r.log_lo = -0.3f;
+        r.log_hi = 10.0f;
+        r.keep_best = 1;
+        break;
+    case SJK_BALANCE_SJ:
+        /* Chosen by `sjkvarn bench balance` (docs/BALANCING.md): 16 passes, a symmetric
+         * clamp wide enough never to stall (|log-scale| <= 30 keeps every product of the
+         * two scales and a tile value finite in fp32), constant rows/columns left alone,
+         * keep the final iterate (with no stalling clamp it is the best one to within
+         * noise, and it needs one sweep less), and the scales split evenly. */
+        r.n_iter = 16;
+        r.std_lo = 1e-30f;
+        r.std_hi = 1e30f;
+        r.log_lo = -30.0f;
+        r.log_hi = 30.0f;
+        r.keep_best = 0;
+        r.skip_constant = 1;
+        r.split = 1;
+        break;
+    case SJK_BALANCE_OFF:
+    default:
+        break;
+    }
+    return r;
+}
+
+size_t sjk_balance_scratch_floats(size_t R, size_t C) { return 6 * R + 6 * C; }
+
+/* Unbiased std of n values from their shifted sum and sum of squares. */
+static inline float std_from(float sum, float sq, size_t n)
+{
+    double m = (double)sum;
+    double v = ((double)sq - m * m / (double)n) / (double)(n - 1);
+    return v > 0 ? (float)sqrt(v) : 0.0f;
+}
+
+static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+static float ratio_of(const float *s, size_t n)
+{
+    float mx = s[0], mn = s[0];
+    for (size_t i = 1; i < n; i++) {
+        mx = s[i] > mx ? s[i] : mx;
+        mn = s[i] < mn ? s[i] : mn;
+    }
+    return mx / (mn > 1e-8f ? mn : 1e-8f);
+}
+
+/* Column stds of the current tile into cstd[C] (sum/sq: scratch of C floats each). */
+static void col_stds(const sjk_codec_kernels *kern, const float *M, size_t R, size_t C,
+                     const float *er, const float *ec, float *sum, float *sq, float *cstd)
+{
+    kern->col_sweep(M, R, C, er, sum, sq);
+    for (size_t j = 0; j < C; j++) cstd[j] = ec[j] * std_from(sum[j], sq[j], R);
+}
+
+/* Row stds of M * ec (without the row factor) into rraw[R]. */
+static void row_stds_raw(const sjk_codec_kernels *kern, const float *M, size_t R, size_t C,
+                         const float *ec, float *sum, float *sq, float *rraw)
+{
+    kern->row_sweep(M, R, C, ec, sum, sq);
+    for (size_t i = 0; i < R; i++) rraw[i] = std_from(sum[i], sq[i], C);
+}
+
+float sjk_balance_imbalance(const float *M, size_t R, size_t C, const float *inv_row,
+                            const float *inv_col, const sjk_codec_kernels *kern, float *scratch)
+{
+    if (!kern) kern = sjk_codec_kernels_get();
+    float *sum = scratch, *sq = sum + (R > C ? R : C), *st = sq + (R > C ? R : C);
+    col_stds(kern, M, R, C, inv_row, inv_col, sum, sq, st);
+    float imb = ratio_of(st, C);
+    row_stds_raw(kern, M, R, C, inv_col, sum, sq, st);
+    for (size_t i = 0; i < R; i++) st[i] *= inv_row[i];
+    return imb + ratio_of(st, R);
+}
+
+void sjk_balance_run(const float *M, size_t R, size_t C, const sjk_balance_rule *rule,
+                     const sjk_codec_kernels *kern, float *s_row, float *s_col,
+                     float *inv_row, float *inv_col, float *scratch, sjk_balance_info *info)
+{
+    if (!kern) kern = sjk_codec_kernels_get();
+    /* scratch: a_r[R] a_c[C] best_r[R] best_c[C] rstd[R] cstd[C] sum[max] sq[max] */
+    const size_t RC = R > C ? R : C;
+    float *a_r = scratch, *a_c = a_r + R, *best_r = a_c + C, *best_c = best_r + R;
+    float *rstd = best_c + C, *cstd = rstd + R, *sum = cstd + C, *sq = sum + RC;
+    float best_imb = 0.0f;
+    unsigned best_pass = 0;
+
+    for (size_t i = 0; i < R; i++) a_r[i] = 0.0f, inv_row[i] = 1.0f;
+    for (size_t j = 0; j < C; j++) a_c[j] = 0.0f, inv_col[j] = 1.0f;
+
+    const unsigned n = rule ? rule->n_iter : 0;
+    if (info) info->imbalance_initial = sjk_balance_imbalance(M, R, C, inv_row, inv_col, kern, sum);
+    if (n > 0) col_stds(kern, M, R, C, inv_row, inv_col, sum, sq, cstd);
+    if (n > 0 && rule->keep_best) {
+        row_stds_raw(kern, M, R, C, inv_col, sum, sq, rstd);
+        best_imb = ratio_of(cstd, C) + ratio_of(rstd, R);
+        memset(best_r, 0, R * sizeof *best_r);
+        memset(best_c, 0, C * sizeof *best_c);
+    }
+    for (unsigned it = 1; it <= n; it++) {
+        /* 1-2: column update from the current column stds, then recompute ec */
+        for (size_t j = 0; j < C; j++) {
+            if (rule->skip_constant && cstd[j] == 0.0f) continue;
+            float s = clampf(cstd[j], rule->std_lo, rule->std_hi);
+            a_c[j] = clampf(a_c[j] + logf(s), rule->log_lo, rule->log_hi);
+            inv_col[j] = expf(-a_c[j]);
+        }
+        /* 3-4: row update; the row stds after it follow without a sweep */
+        row_stds_raw(kern, M, R, C, inv_col, sum, sq, rstd);
+        for (size_t i = 0; i < R; i++) {
+            float raw = rstd[i];
+            float t = inv_row[i] * raw;
+            if (!(rule->skip_constant && t == 0.0f)) {
+                float s = clampf(t, rule->std_lo, rule->std_hi);
+                a_r[i] = clampf(a_r[i] + logf(s), rule->log_lo, rule->log_hi);
+                inv_row[i] = expf(-a_r[i]);
+            }
+            rstd[i] = inv_row[i] * raw;
+        }
+        /* 5: column stds of the new tile: the imbalance now, the column update next pass */
+        if (rule->keep_best || it < n) col_stds(kern, M, R, C, inv_row, inv_col, sum, sq, cstd);
+        if (rule->keep_best) {
+            float imb = ratio_of(cstd, C) + ratio_of(rstd, R);
+            if (imb <= best_imb) {
+                best_imb = imb;
+                best_pass = it;
+                memcpy(best_r, a_r, R * sizeof *a_r);
+                memcpy(best_c, a_c, C * sizeof *a_c);
+            }
+        }
+    }
+    if (n > 0 && rule->keep_best) {
+        memcpy(a_r, best_r, R * sizeof *a_r);
+        memcpy(a_c, best_c, C * sizeof *a_c);
+    } else {
+        best_pass = n;
+    }
+    if (n > 0 && rule->split) {
+        double mr = 0, mc = 0;
+        for (size_t i = 0; i < R; i++) mr += a_r[i];
+        for (size_t j = 0; j < C; j++) mc += a_c[j];
+        float h = (float)((mc / (double)C - mr / (double)R) * 0.5);
+        for (size_t i = 0; i < R; i++) a_r[i] += h;
+        for (size_t j = 0; j < C; j++) a_c[j] -= h;
+    }
+    for (size_t i = 0; i < R; i++) s_row[i] = expf(a_r[i]), inv_row[i] = expf(-a_r[i]);
+    for (size_t j = 0; j < C; j++) s_col[j] = expf(a_c[j]), inv_col[j] = expf(-a_c[j]);
+    if (info) {
+        info->best_pass = best_pass;
+        info->imbalance = sjk_balance_imbalance(M, R, C, inv_row, inv_col, kern, sum);
+    }
+}

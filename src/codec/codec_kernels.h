@@ -1,0 +1,56 @@
+/* codec_kernels.h — the inner loops of the seal (balancing sweeps, row quantization) and
+ * of record decode, with one scalar reference and SIMD twins in src/arch/.
+ *
+ * Determinism contract: the sweeps and the quantizer are BIT-EXACT across paths. Every
+ * path performs the same IEEE operations in the same order (no FMA contraction, fixed
+ * per-lane accumulation order and a fixed reduction tree), so a record has the same bytes
+ * whichever path sealed it. The decoders are bit-exact too (mul then add, no FMA).
+ *
+ * Canonical orders (the scalar reference spells them out):
+ *  - column sweep: each column j accumulates rows i = 0, 1, ..., R-1 in order;
+ *  - row sweep: 16 partial sums, partial l takes columns j = l, l+16, l+32, ... in order;
+ *    then p[l] += p[l+8] (l < 8), p[l] += p[l+4] (l < 4), p[l] += p[l+2] (l < 2), p[0] += p[1].
+ * Row and column counts are multiples of 16 (D in {64..512}, G = 128).
+ */
+#ifndef SJK_CODEC_KERNELS_H
+#define SJK_CODEC_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sjk_codec_kernels {
+    const char *name; /* "ref", "avx2", "avx512" */
+    /* Column statistics of X = diag(rs) M, M [R][C] row-major. With the shift K_j = X_0j:
+     * sum[j] = sum_i (X_ij - K_j), sq[j] = sum_i (X_ij - K_j)^2. */
+    void (*col_sweep)(const float *M, size_t R, size_t C, const float *rs, float *sum, float *sq);
+    /* Row statistics of X = M diag(cs). With K_i = X_i0: sum[i], sq[i] as above. */
+    void (*row_sweep)(const float *M, size_t R, size_t C, const float *cs, float *sum, float *sq);
+    /* b[j] = (m[j] * ic[j]) * ir: one balanced row. */
+    void (*scale_row)(const float *m, size_t n, float ir, const float *ic, float *b);
+    /* Scalar body, fused with scale_row: b as above; lo = min b, step = max((max b - lo) /
+     * qmax, 1e-10); codes[j] = clamp(rint((b[j] - lo) / step), 0, qmax) (ties to even). */
+    void (*rtn_row)(const float *m, size_t n, float ir, const float *ic, unsigned qmax,
+                    uint8_t *codes, float *lo, float *step);
+    /* Record decode of K: rows d0..d0+15 of the K payload (each `row_nbytes` apart, 128
+     * tokens, `bits` per code, docs/FORMAT.md order) into k[t][d0 + c] for all 128 tokens,
+     * k having row stride D. scale/zero: the 16 channels' fp32 Kscale/Kzero; tok: Ktok[128]. */
+    void (*decode_k16)(float *k, size_t D, const uint8_t *payload, size_t row_nbytes,
+                       unsigned bits, const float *scale, const float *zero, const float *tok);
+    /* Record decode of one V row of n codes: v[d] = (q[d] * scale + zero) * ch[d]. */
+    void (*decode_v_row)(float *v, size_t n, const uint8_t *row, unsigned bits, float scale,
+                         float zero, const float *ch);
+} sjk_codec_kernels;
+
+/* The fastest path the CPU allows (after SJK_CPU_DISABLE); chosen once, thread-safe. */
+const sjk_codec_kernels *sjk_codec_kernels_get(void);
+/* A specific path, or NULL where this build or CPU lacks it (tests compare paths). */
+const sjk_codec_kernels *sjk_codec_kernels_ref(void);
+const sjk_codec_kernels *sjk_codec_kernels_avx2(void);
+const sjk_codec_kernels *sjk_codec_kernels_avx512(void);
+
+/* The tables themselves (defined in src/arch/ when the compiler targets x86-64). */
+extern const sjk_codec_kernels sjk_codec_kernels_table_ref;
+extern const sjk_codec_kernels sjk_codec_kernels_table_avx2;
+extern const sjk_codec_kernels sjk_codec_kernels_table_avx512;
+
+#endif

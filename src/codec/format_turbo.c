@@ -1,0 +1,249 @@
+/* format_turbo.c — the TurboQuant-family value formats of llamAmpere: tq6_0, tq5_0,
+ * turbo4, turbo3, and tq6_0_stage (the SJ-KVaRN staging ring). Definitions:
+ * ../shared/reference/formats-and-trellis.md §2.2-§2.5; tables in format_turbo_tables.c.
+ *
+ * One 128-value block, the same pipeline for every type:
+ *
+ *   n  = sqrt(sum x_i^2)            fp32, sequential sum
+ *   u  = x / n                      (u = 0 if n <= 1e-10)
+ *   r  = RHT(u)                     signed WHT128: D2 H D1 u / sqrt(128); skipped by
+ *                                   tq6_0_stage, whose input is already rotated
+ *   q  = #{ midpoints m_k <= r_i }  (a value on a midpoint goes to the upper cell)
+ *   rho = sqrt(sum c[q_i]^2)        fp32
+ *   norm = fp16(n / rho)            (n if rho <= 1e-10): ||decode|| = ||x|| up to fp16
+ *
+ * Decode: r^_i = c[q_i] * norm, then the inverse RHT (not for tq6_0_stage). Attention
+ * reads the rotated values directly (sjk_turbo_decode_rotated) with a rotated query.
+ *
+ * Byte layouts (per 128 values, element j = 0..127, norm = fp16 LE at [0..1]):
+ *
+ *   tq6_0   98 B  [2..65]  qs: low 4 bits of code, low nibble if j even, high if odd
+ *                 [66..97] qh: high 2 bits at bits 2*(j%4) of qh[j/4]
+ *   tq5_0   82 B  [2..65]  qs: magnitude m (nibbles as above)
+ *                 [66..81] qh: sign (1 = negative) at bit j%8 of qh[j/8];
+ *                          code = 15 - m if negative, else 16 + m
+ *   turbo4  66 B  [2..65]  qs: 4-bit code (nibbles as above)
+ *   turbo3  50 B  [2..33]  qs: low 2 bits of code at bits 2*(j%4) of qs[j/4]
+ *                 [34..49] signs: bit 2 of code (1 <=> positive) at bit j%8 of signs[j/8]
+ *
+ * Non-finite input: a block holding NaN or a value with |x| > 65504 is encoded from a
+ * copy with NaN -> 0 and values clamped to ±65504; a stored norm that would overflow
+ * fp16 saturates at 65504. Encoding uses only scalar code, so it is identical on every
+ * dispatch path.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codec/format.h"
+#include "codec/format_kernels.h"
+#include "codec/hadamard.h"
+#include "common/fp16.h"
+#include "common/util.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define TQ SJK_TQ_BLOCK
+#define TQ_LIMIT 65504.0f
+
+typedef struct tq_type {
+    int bits;               /* code bits: 6, 5, 4, 3 */
+    const float *centroids; /* [1 << bits], ascending */
+    const float *midpoints; /* [(1 << bits) - 1] */
+    size_t nbytes;          /* block bytes */
+    void (*pack)(uint8_t *blk, const uint8_t *codes);
+    void (*unpack)(uint8_t *codes, const uint8_t *blk);
+} tq_type;
+
+/* ---- rotation ----------------------------------------------------------------------- */
+
+static void apply_signs(float *x, const uint32_t s[4])
+{
+    for (int e = 0; e < TQ; e++)
+        if ((s[e >> 5] >> (e & 31)) & 1u) x[e] = -x[e];
+}
+
+/* The reference (scalar) Hadamard keeps encoding identical on every dispatch path. */
+void sjk_rht128_forward(float *x)
+{
+    apply_signs(x, sjk_rht_signs1);
+    sjk_hadamard_block_ref(x, TQ);
+    apply_signs(x, sjk_rht_signs2);
+}
+
+void sjk_rht128_inverse(float *x)
+{
+    apply_signs(x, sjk_rht_signs2);
+    sjk_hadamard_block_ref(x, TQ);
+    apply_signs(x, sjk_rht_signs1);
+}
+
+/* ---- packing ------------------------------------------------------------------------ */
+
+static void pack_tq6(uint8_t *blk, const uint8_t *c)
+{
+    uint8_t *qs = blk + 2, *qh = blk + 66;
+    memset(qs, 0, 96);
+    for (int j = 0; j < TQ; j++) {
+        qs[j / 2] |= (uint8_t)((c[j] & 0x0Fu) << (4 * (j & 1)));
+        qh[j / 4] |= (uint8_t)((c[j] >> 4) << (2 * (j & 3)));
+    }
+}
+static void unpack_tq6(uint8_t *c, const uint8_t *blk)
+{
+    const uint8_t *qs = blk + 2, *qh = blk + 66;
+    for (int j = 0; j < TQ; j++)
+        c[j] = (uint8_t)(((qs[j / 2] >> (4 * (j & 1))) & 0x0Fu) | (((qh[j / 4] >> (2 * (j & 3))) & 3u) << 4));
+}
+
+static void pack_tq5(uint8_t *blk, const uint8_t *c)
+{
+    uint8_t *qs = blk + 2, *qh = blk + 66;
+    memset(qs, 0, 80);
+    for (int j = 0; j < TQ; j++) {
+        const unsigned neg = c[j] < 16;
+        const unsigned m = neg ? 15u - c[j] : c[j] - 16u;
+        qs[j / 2] |= (uint8_t)(m << (4 * (j & 1)));
+        qh[j / 8] |= (uint8_t)(neg << (j & 7));
+    }
+}
+static void unpack_tq5(uint8_t *c, const uint8_t *blk)
+{
+    const uint8_t *qs = blk + 2, *qh = blk + 66;
+    for (int j = 0; j < TQ; j++) {
+        const unsigned m = (qs[j / 2] >> (4 * (j & 1))) & 0x0Fu;
+        const unsigned neg = (qh[j / 8] >> (j & 7)) & 1u;
+        c[j] = (uint8_t)(neg ? 15u - m : 16u + m);
+    }
+}
+
+static void pack_turbo4(uint8_t *blk, const uint8_t *c)
+{
+    uint8_t *qs = blk + 2;
+    memset(qs, 0, 64);
+    for (int j = 0; j < TQ; j++) qs[j / 2] |= (uint8_t)(c[j] << (4 * (j & 1)));
+}
+static void unpack_turbo4(uint8_t *c, const uint8_t *blk)
+{
+    const uint8_t *qs = blk + 2;
+    for (int j = 0; j < TQ; j++) c[j] = (uint8_t)((qs[j / 2] >> (4 * (j & 1))) & 0x0Fu);
+}
+
+static void pack_turbo3(uint8_t *blk, const uint8_t *c)
+{
+    uint8_t *qs = blk + 2, *sg = blk + 34;
+    memset(qs, 0, 48);
+    for (int j = 0; j < TQ; j++) {
+        qs[j / 4] |= (uint8_t)((c[j] & 3u) << (2 * (j & 3)));
+        sg[j / 8] |= (uint8_t)((c[j] >> 2) << (j & 7));
+    }
+}
+static void unpack_turbo3(uint8_t *c, const uint8_t *blk)
+{
+    const uint8_t *qs = blk + 2, *sg = blk + 34;
+    for (int j = 0; j < TQ; j++)
+        c[j] = (uint8_t)(((qs[j / 4] >> (2 * (j & 3))) & 3u) | (((sg[j / 8] >> (j & 7)) & 1u) << 2));
+}
+
+static const tq_type T_TQ6 = { 6, sjk_tq6_centroids, sjk_tq6_midpoints, SJK_TQ6_0_NBYTES, pack_tq6, unpack_tq6 };
+static const tq_type T_TQ5 = { 5, sjk_tq5_centroids, sjk_tq5_midpoints, SJK_TQ5_0_NBYTES, pack_tq5, unpack_tq5 };
+static const tq_type T_TURBO4 = { 4, sjk_turbo4_centroids, sjk_turbo4_midpoints, SJK_TURBO4_NBYTES, pack_turbo4, unpack_turbo4 };
+static const tq_type T_TURBO3 = { 3, sjk_turbo3_centroids, sjk_turbo3_midpoints, SJK_TURBO3_NBYTES, pack_turbo3, unpack_turbo3 };
+
+/* ---- encode ------------------------------------------------------------------------- */
+
+/* code = number of midpoints <= r: a branchless binary search over the 2^bits - 1 sorted
+ * midpoints (NaN cannot reach here: inputs are sanitised). */
+static inline unsigned ladder(const float *mid, int bits, float r)
+{
+    unsigned c = 0;
+    for (unsigned step = 1u << (bits - 1); step; step >>= 1)
+        if (mid[c + step - 1] <= r) c += step;
+    return c;
+}
+
+static void encode_block(const tq_type *t, int rotate, uint8_t *blk, const float *x)
+{
+    float u[TQ];
+    uint8_t codes[TQ];
+    int bad = 0;
+    for (int i = 0; i < TQ; i++) bad |= !(fabsf(x[i]) <= TQ_LIMIT);
+    if (bad) {
+        for (int i = 0; i < TQ; i++) {
+            float v = x[i];
+            if (v != v) v = 0.0f;
+            u[i] = v > TQ_LIMIT ? TQ_LIMIT : (v < -TQ_LIMIT ? -TQ_LIMIT : v);
+        }
+    } else {
+        memcpy(u, x, sizeof u);
+    }
+    float acc = 0.0f;
+    for (int i = 0; i < TQ; i++) acc += u[i] * u[i];
+    const float n = sqrtf(acc);
+    if (n > 1e-10f) {
+        for (int i = 0; i < TQ; i++) u[i] = u[i] / n;
+    } else {
+        memset(u, 0, sizeof u);
+    }
+    if (rotate) sjk_rht128_forward(u);
+    float rho2 = 0.0f;
+    for (int i = 0; i < TQ; i++) {
+        codes[i] = (uint8_t)ladder(t->midpoints, t->bits, u[i]);
+        const float c = t->centroids[codes[i]];
+        rho2 += c * c;
+    }
+    const float rho = sqrtf(rho2);
+    const float norm = rho > 1e-10f ? n / rho : n;
+    uint16_t h = sjk_f32_to_fp16(norm);
+    if ((h & 0x7C00u) == 0x7C00u) h = 0x7BFFu; /* saturate at 65504 */
+    sjk_wr_u16le(blk, h);
+    t->pack(blk, codes);
+}
+
+static void encode_rows(const tq_type *t, int rotate, void *dst, const float *src, size_t n)
+{
+    uint8_t *y = dst;
+    for (size_t b = 0; b < n / TQ; b++, y += t->nbytes, src += TQ) encode_block(t, rotate, y, src);
+}
+
+/* ---- decode ------------------------------------------------------------------------- */
+
+static void decode_rows(const tq_type *t, int unrotate, float *dst, const void *src, size_t n)
+{
+    const uint8_t *x = src;
+    uint8_t codes[TQ];
+    for (size_t b = 0; b < n / TQ; b++, x += t->nbytes, dst += TQ) {
+        const float norm = sjk_fp16_to_f32(sjk_rd_u16le(x));
+        t->unpack(codes, x);
+        for (int i = 0; i < TQ; i++) dst[i] = t->centroids[codes[i]] * norm;
+        if (unrotate) sjk_rht128_inverse(dst);
+    }
+}
+
+void sjk_encode_tq6_0(void *dst, const float *src, size_t n) { encode_rows(&T_TQ6, 1, dst, src, n); }
+void sjk_decode_tq6_0(float *dst, const void *src, size_t n) { decode_rows(&T_TQ6, 1, dst, src, n); }
+void sjk_encode_tq5_0(void *dst, const float *src, size_t n) { encode_rows(&T_TQ5, 1, dst, src, n); }
+void sjk_decode_tq5_0(float *dst, const void *src, size_t n) { decode_rows(&T_TQ5, 1, dst, src, n); }
+void sjk_encode_turbo4(void *dst, const float *src, size_t n) { encode_rows(&T_TURBO4, 1, dst, src, n); }
+void sjk_decode_turbo4(float *dst, const void *src, size_t n) { decode_rows(&T_TURBO4, 1, dst, src, n); }
+void sjk_encode_turbo3(void *dst, const float *src, size_t n) { encode_rows(&T_TURBO3, 1, dst, src, n); }
+void sjk_decode_turbo3(float *dst, const void *src, size_t n) { decode_rows(&T_TURBO3, 1, dst, src, n); }
+void sjk_encode_tq6_0_stage(void *dst, const float *src, size_t n) { encode_rows(&T_TQ6, 0, dst, src, n); }
+void sjk_decode_tq6_0_stage_ref(float *dst, const void *src, size_t n) { decode_rows(&T_TQ6, 0, dst, src, n); }
+void sjk_decode_tq6_0_stage(float *dst, const void *src, size_t n)
+{
+    sjk_fmt_kernels_get()->decode_tq6_0_stage(dst, src, n);
+}
+
+void sjk_turbo_decode_rotated(sjk_format f, float *dst, const void *src, size_t n)
+{
+    switch (f) {
+    case SJK_FMT_TQ6_0:
+    case SJK_FMT_TQ6_0_STAGE: sjk_decode_tq6_0_stage(dst, src, n); break;
+    case SJK_FMT_TQ5_0: decode_rows(&T_TQ5, 0, dst, src, n); break;
+    case SJK_FMT_TURBO4: decode_rows(&T_TURBO4, 0, dst, src, n); break;
+    case SJK_FMT_TURBO3: decode_rows(&T_TURBO3, 0, dst, src, n); break;
+    default: break;
+    }
+}

@@ -1,0 +1,225 @@
+/* record.c — sealing (encode) and decoding of one record: K and V of one 128-token group
+ * of one KV head (SPEC §2.3, record format v1 in docs/FORMAT.md, layout in record.h).
+ *
+ * The seal, for each of the two tiles (K as [D channels][G tokens], V as [G tokens][D
+ * channels], "rows" = the axis quantized as one group):
+ *   1. sanitize: NaN/Inf -> 0, |x| < FLT_MIN (denormals) -> 0, |x| > 65504 -> +-65504, so
+ *      every later product stays finite and no NaN can reach a stored field;
+ *   2. balance (balance.c): row and column scales;
+ *   3. per row: the body's quantizer (the scalar body: asymmetric RTN) gives codes and the
+ *      row's (step, lo); pack the codes; store the absorbed fp16 scales.
+ * Nothing allocates; the caller's scratch holds the two tiles and the balancing state.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "codec/balance.h"
+#include "codec/codec_kernels.h"
+#include "codec/record.h"
+#include "codec/trellis_record.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+size_t sjk_record_nbytes(const sjk_record_params *p)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
+    sjk_record_layout L;
+    sjk_record_layout_init(&L, p->head_dim, p->bits_k, p->bits_v);
+    return L.nbytes;
+}
+
+/* Scratch plan (floats unless noted), after aligning the base to 64 bytes:
+ *   Ktile [D][G] | Vtile [G][D] | balance scratch 6(D+G) | s_row/s_col/inv_row/inv_col for
+ *   K and V: 4(D+G) | brow, step, lo [max(D,G)] each | codes [max(D,G)] bytes */
+static size_t scratch_floats(size_t D)
+{
+    const size_t G = SJK_GROUP;
+    const size_t RC = D > G ? D : G;
+    return 2 * D * G + sjk_balance_scratch_floats(D, G) + 4 * (D + G) + 3 * RC;
+}
+
+size_t sjk_record_scratch_nbytes(const sjk_record_params *p)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
+    const size_t D = p->head_dim;
+    size_t own = 64 + 4 * scratch_floats(D) + (D > SJK_GROUP ? D : SJK_GROUP);
+    /* a trellis body's scratch follows record.c's own (trellis_record.h) */
+    return own + (p->body == SJK_BODY_TRELLIS ? sjk_trellis_record_scratch_nbytes(p) : 0);
+}
+
+static inline float sanitize(float x)
+{
+    uint32_t e = sjk_f32_bits(x) & 0x7F800000u;
+    if (e == 0x7F800000u || e == 0) return 0.0f; /* NaN, Inf, zero, denormal -> +0 */
+    return x > 65504.0f ? 65504.0f : (x < -65504.0f ? -65504.0f : x);
+}
+
+sjk_status sjk_record_quantize_scalar(const sjk_tile_view *tile, uint8_t *payload,
+                                      size_t row_nbytes, float *step, float *lo, void *ctx)
+{
+    (void)ctx;
+    const unsigned qmax = (1u << tile->bits) - 1;
+    const size_t C = tile->n_cols;
+    for (size_t i = 0; i < tile->n_rows; i++) {
+        tile->kern->rtn_row(tile->M + i * C, C, tile->inv_row[i], tile->inv_col, qmax, tile->codes,
+                            &lo[i], &step[i]);
+        sjk_payload_pack_row(payload + i * row_nbytes, C, tile->bits, tile->codes);
+    }
+    return SJK_OK;
+}
+
+/* Stores the absorbed per-row pair (s_row * step, s_row * lo) of one tile as fp16. */
+static void store_row_fields(uint8_t *rec, size_t off_scale, size_t off_zero, size_t R,
+                             const float *s_row, const float *step, const float *lo)
+{
+    for (size_t i = 0; i < R; i++) {
+        sjk_wr_u16le(rec + off_scale + 2 * i, sjk_record_f16(s_row[i] * step[i]));
+        sjk_wr_u16le(rec + off_zero + 2 * i, sjk_record_f16(s_row[i] * lo[i]));
+    }
+}
+
+sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                  const float *k, const float *v, void *scratch,
+                                  size_t scratch_nbytes, sjk_tile_quantizer quantize, void *ctx,
+                                  const sjk_codec_kernels *kern)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
+    if (!dst || !k || !v || !scratch) return SJK_ERR_PARAM;
+    sjk_record_layout L;
+    sjk_record_layout_init(&L, p->head_dim, p->bits_k, p->bits_v);
+    if (dst_cap < L.nbytes || scratch_nbytes < sjk_record_scratch_nbytes(p)) return SJK_ERR_BUFFER;
+    if (!kern) kern = sjk_codec_kernels_get();
+    if (!quantize) quantize = sjk_record_quantize_scalar;
+
+    const size_t D = p->head_dim, G = SJK_GROUP, RC = D > G ? D : G;
+    const sjk_balance_rule rule = sjk_balance_rule_of((sjk_balance_mode)p->balance);
+    uint8_t *rec = dst;
+
+    float *base = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *kt = base;                     /* [D][G] K tile, channel-major */
+    float *vt = kt + D * G;               /* [G][D] V tile, token-major */
+    float *bal = vt + G * D;              /* balance scratch */
+    float *ks_row = bal + sjk_balance_scratch_floats(D, G);                 /* [D] */
+    float *ks_col = ks_row + D, *ki_row = ks_col + G, *ki_col = ki_row + D; /* [G] [D] [G] */
+    float *vs_row = ki_col + G, *vs_col = vs_row + G, *vi_row = vs_col + D; /* [G] [D] [G] */
+    float *vi_col = vi_row + G;           /* [D] */
+    float *brow = vi_col + D;             /* [RC] */
+    float *step = brow + RC, *lo = step + RC; /* [RC] [RC] */
+    uint8_t *codes = (uint8_t *)(lo + RC);    /* [RC] bytes */
+
+    /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks */
+    for (size_t i = 0; i < G * D; i++) vt[i] = sanitize(v[i]);
+    for (size_t t0 = 0; t0 < G; t0 += 16)
+        for (size_t d0 = 0; d0 < D; d0 += 16)
+            for (size_t t = t0; t < t0 + 16; t++)
+                for (size_t d = d0; d < d0 + 16; d++) kt[d * G + t] = sanitize(k[t * D + d]);
+
+    /* 2. balance */
+    sjk_balance_run(kt, D, G, &rule, kern, ks_row, ks_col, ki_row, ki_col, bal, NULL);
+    sjk_balance_run(vt, G, D, &rule, kern, vs_row, vs_col, vi_row, vi_col, bal, NULL);
+
+    /* 3. the body's codes, then the absorbed fp16 fields */
+    sjk_tile_view tk = {kt, D, G, ki_row, ki_col, p->bits_k, 0, kern, codes, brow};
+    sjk_status st = quantize(&tk, rec + L.off_k, L.k_row_nbytes, step, lo, ctx);
+    if (st != SJK_OK) return st;
+    store_row_fields(rec, L.off_kscale, L.off_kzero, D, ks_row, step, lo);
+    sjk_tile_view tv = {vt, G, D, vi_row, vi_col, p->bits_v, 1, kern, codes, brow};
+    st = quantize(&tv, rec + L.off_v, L.v_row_nbytes, step, lo, ctx);
+    if (st != SJK_OK) return st;
+    store_row_fields(rec, L.off_vscale, L.off_vzero, G, vs_row, step, lo);
+    for (size_t t = 0; t < G; t++) sjk_wr_u16le(rec + L.off_ktok + 2 * t, sjk_record_f16(ks_col[t]));
+    for (size_t d = 0; d < D; d++) sjk_wr_u16le(rec + L.off_vch + 2 * d, sjk_record_f16(vs_col[d]));
+    return SJK_OK;
+}
+
+sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
+                             const float *k, const float *v, void *scratch, size_t scratch_nbytes)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
+    if (p->body == SJK_BODY_TRELLIS) { /* trellis_record.c, in the scratch after our own */
+        if (!scratch) return SJK_ERR_PARAM;
+        size_t need = sjk_record_scratch_nbytes(p), extra = sjk_trellis_record_scratch_nbytes(p);
+        if (scratch_nbytes < need) return SJK_ERR_BUFFER;
+        sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra};
+        return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
+                                      sjk_trellis_quantize_tile, &ts, NULL);
+    }
+    return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL, NULL, NULL);
+}
+
+/* ---- decode ------------------------------------------------------------------------ */
+
+typedef struct scales {
+    float kscale[512], kzero[512], ktok[SJK_GROUP], vch[512], vscale[SJK_GROUP], vzero[SJK_GROUP];
+} scales;
+
+/* Checks the arguments and loads the fp16 fields; SJK_ERR_CORRUPT if one is NaN or Inf
+ * (an encoder never stores those). */
+static sjk_status decode_prepare(const sjk_record_params *p, float *k, float *v, const void *src,
+                                 size_t src_nbytes, sjk_record_layout *L, scales *S)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
+    if (!k || !v || !src) return SJK_ERR_PARAM;
+    if (p->body == SJK_BODY_TRELLIS) return SJK_ERR_UNSUPPORTED;
+    sjk_record_layout_init(L, p->head_dim, p->bits_k, p->bits_v);
+    if (src_nbytes < L->nbytes) return SJK_ERR_BUFFER;
+    const uint8_t *rec = src;
+    const size_t D = p->head_dim, G = SJK_GROUP;
+    unsigned bad = 0;
+    for (size_t i = L->off_kscale; i < L->nbytes; i += 2) bad |= (sjk_rd_u16le(rec + i) & 0x7C00u) == 0x7C00u;
+    if (bad) return SJK_ERR_CORRUPT;
+    for (size_t d = 0; d < D; d++) {
+        S->kscale[d] = sjk_record_f16_at(rec, L->off_kscale, d);
+        S->kzero[d] = sjk_record_f16_at(rec, L->off_kzero, d);
+        S->vch[d] = sjk_record_f16_at(rec, L->off_vch, d);
+    }
+    for (size_t t = 0; t < G; t++) {
+        S->ktok[t] = sjk_record_f16_at(rec, L->off_ktok, t);
+        S->vscale[t] = sjk_record_f16_at(rec, L->off_vscale, t);
+        S->vzero[t] = sjk_record_f16_at(rec, L->off_vzero, t);
+    }
+    return SJK_OK;
+}
+
+sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v, const void *src,
+                                 size_t src_nbytes)
+{
+    if (p && p->body == SJK_BODY_TRELLIS) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
+    sjk_record_layout L;
+    scales S;
+    sjk_status st = decode_prepare(p, k, v, src, src_nbytes, &L, &S);
+    if (st != SJK_OK) return st;
+    const uint8_t *rec = src;
+    const size_t D = p->head_dim, G = SJK_GROUP;
+    for (size_t t = 0; t < G; t++)
+        for (size_t d = 0; d < D; d++) {
+            float qk = (float)sjk_payload_get(rec + L.off_k + d * L.k_row_nbytes, G, L.bits_k, t);
+            float qv = (float)sjk_payload_get(rec + L.off_v + t * L.v_row_nbytes, D, L.bits_v, d);
+            k[t * D + d] = (qk * S.kscale[d] + S.kzero[d]) * S.ktok[t];
+            v[t * D + d] = (qv * S.vscale[t] + S.vzero[t]) * S.vch[d];
+        }
+    return SJK_OK;
+}
+
+sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v, const void *src,
+                             size_t src_nbytes)
+{
+    if (p && p->body == SJK_BODY_TRELLIS) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
+    sjk_record_layout L;
+    scales S;
+    sjk_status st = decode_prepare(p, k, v, src, src_nbytes, &L, &S);
+    if (st != SJK_OK) return st;
+    const sjk_codec_kernels *kern = sjk_codec_kernels_get();
+    const uint8_t *rec = src;
+    const size_t D = p->head_dim, G = SJK_GROUP;
+    for (size_t d0 = 0; d0 < D; d0 += 16)
+        kern->decode_k16(k + d0, D, rec + L.off_k + d0 * L.k_row_nbytes, L.k_row_nbytes, L.bits_k,
+                         S.kscale + d0, S.kzero + d0, S.ktok);
+    for (size_t t = 0; t < G; t++)
+        kern->decode_v_row(v + t * D, D, rec + L.off_v + t * L.v_row_nbytes, L.bits_v, S.vscale[t],
+                           S.vzero[t], S.vch);
+    return SJK_OK;
+}

@@ -1,0 +1,24 @@
+/* trellis_impl.h — shared inline helpers of the trellis search, included by trellis.c and
+ * the SIMD kernels in src/arch/trellis_*.c (each compiled with its own ISA flags). */
+#ifndef SJK_TRELLIS_IMPL_H
+#define SJK_TRELLIS_IMPL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/trellis.h"
+
+/* Floats in one step of the cost history: [64 states][LANES]. */
+#define SJK_TRELLIS_STEP_FLOATS ((size_t)SJK_TRELLIS_STATES * SJK_TRELLIS_LANES)
+
+/* The branch metric added to the cost of predecessor p for window w at value x:
+ * fma(d, d, cost) with d = x - C[w]. Every path computes exactly this (one rounding for
+ * the subtraction, one for the fused multiply-add), so costs are bit-identical. */
+static inline float sjk_trellis_cand(float x, float c, float cost)
+{
+    float d = x - c;
+    return fmaf(d, d, cost);
+}
+
+#endif
