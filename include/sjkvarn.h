@@ -153,7 +153,8 @@ size_t sjk_format_rotation_block(sjk_format f, size_t head_dim, int is_v);
  * row and column scales so tile / (s_row (x) s_col) has near-equal row and column spreads.
  * ---------------------------------------------------------------------------------- */
 typedef enum sjk_balance_mode {
-    SJK_BALANCE_SJ = 0,        /* our default: 16 passes, rule chosen by measurement */
+    SJK_BALANCE_SJ = 0,        /* our default: up to 16 passes, rule chosen by measurement
+                                  (docs/BALANCING.md) */
     SJK_BALANCE_REFERENCE,     /* exactly the KVarN reference (8 passes, its clamps) */
     SJK_BALANCE_OFF            /* all scales 1 */
 } sjk_balance_mode;
@@ -240,6 +241,10 @@ sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
  * back from the staging format). Uniform layers ("f16", "q8_0/q4_0", ...) store every
  * position as one row of their K and V formats, optionally rotated, and never seal.
  *
+ * Sink rows and f16 staging rows are stored with NaN -> 0 and ±Inf saturated to ±65504,
+ * so one bad activation cannot poison every later softmax; records do the same
+ * (docs/FORMAT.md).
+ *
  * Threads: a handle is not thread-safe; one call at a time per handle. The handle owns a
  * small pool of n_threads − 1 worker threads (created by sjk_cache_create, joined by
  * sjk_cache_free) that seals run across (layer, head, group) tiles and attention across
@@ -266,7 +271,8 @@ typedef struct sjk_layer_config {
     uint8_t balance;    /* SJ/KVARN: sjk_balance_mode (SJ default SJK_BALANCE_SJ,
                            KVARN SJK_BALANCE_REFERENCE) */
     uint8_t staging;    /* SJ/KVARN: ring format: SJK_FMT_TQ6_0_STAGE (SJ default),
-                           SJK_FMT_Q8_0 or SJK_FMT_F16 (KVARN) */
+                           SJK_FMT_Q8_0 or SJK_FMT_F16 (KVARN). At head_dim 64 a row is
+                           shorter than tq6_0's 128-value block: the ring uses q8_0. */
     uint8_t reserved[3];
     uint32_t sink;      /* SJ/KVARN: fp16 sink positions, a multiple of 128 (default 128) */
     uint32_t tail_min;  /* SJ/KVARN: newest positions never sealed (SJ 4096, KVARN 0) */
@@ -342,6 +348,11 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer,
 sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const float *q,
                             size_t n_rows, float scale, float *out);
 
+/* Limits the threads later calls use to n (1 .. the n_threads the cache was created
+ * with; larger values are clamped). Lets one cache be measured or run at several thread
+ * counts. Never allocates. */
+sjk_status sjk_cache_set_threads(sjk_cache *c, uint32_t n);
+
 /* Seals by policy, for every layer of `seq`: the same seal append performs on reaching
  * tail_max (a no-op otherwise). */
 sjk_status sjk_cache_seal(sjk_cache *c, uint32_t seq);
@@ -378,9 +389,11 @@ typedef struct sjk_cache_memory {
 /* Memory report (current occupancy counts every sequence and layer). */
 sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
 
-/* Checks every internal invariant (regions partition [0, N), body and ring bounds, ring
- * capacity, record headers readable, no NaN in sealed scales). SJK_OK or SJK_ERR_CORRUPT
- * with a description in msg (may be NULL). Read-only; for tests and debugging. */
+/* Checks every internal invariant: lengths within max_pos; B = sink + 128·k and B <= N
+ * (or B = sink before the sink fills); sealed groups within the record slots; the tail
+ * N − B within the ring and below the seal trigger; every sealed record's fp16 scale
+ * fields finite. SJK_OK or SJK_ERR_CORRUPT with a description in msg (may be NULL).
+ * Read-only, O(sealed records); for tests and debugging. */
 sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap);
 
 #ifdef __cplusplus

@@ -84,6 +84,31 @@ TEST(test_kl_rejects_nan_and_handles_neg_inf)
     CHECK(isinf(c.kl));
 }
 
+TEST(test_prepared_reference_matches_direct_kl)
+{
+    enum { V = 5000 };
+    static float p[V], q[V];
+    static double prob[V];
+    sjk_rng r;
+    sjk_rng_seed(&r, 11);
+    for (int i = 0; i < V; i++) {
+        p[i] = (float)(3.0 * sjk_rng_normal(&r));
+        q[i] = p[i] + (float)(0.3 * sjk_rng_normal(&r));
+    }
+    p[17] = -INFINITY; /* a token p excludes */
+    sjk_eval_ref ref;
+    sjk_eval_cmp a, b;
+    CHECK(sjk_eval_ref_prepare(&ref, p, V, prob) == SJK_OK);
+    CHECK(sjk_eval_compare_ref(&ref, q, &a) == SJK_OK);
+    CHECK(sjk_eval_compare_logits(p, q, V, &b) == SJK_OK);
+    CHECK_NEAR(a.kl, b.kl, 1e-12 * (1 + b.kl));
+    CHECK(a.top_p == b.top_p && a.top_q == b.top_q);
+    CHECK(sjk_eval_compare_ref(&ref, p, &a) == SJK_OK && a.kl == 0.0);
+    q[3] = NAN;
+    CHECK(sjk_eval_compare_ref(&ref, q, &a) == SJK_ERR_RANGE);
+    CHECK(sjk_eval_ref_prepare(&ref, q, V, prob) == SJK_ERR_RANGE);
+}
+
 /* ---- summaries ----------------------------------------------------------------------- */
 
 TEST(test_summary_percentiles_interpolate)
@@ -426,6 +451,7 @@ int main(void)
     RUN(test_kl_uniform_vs_softmax_closed_form);
     RUN(test_kl_large_logits_do_not_overflow);
     RUN(test_kl_rejects_nan_and_handles_neg_inf);
+    RUN(test_prepared_reference_matches_direct_kl);
     RUN(test_summary_percentiles_interpolate);
     RUN(test_pair_exact_ratio_has_degenerate_interval);
     RUN(test_bootstrap_is_deterministic);

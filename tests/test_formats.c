@@ -263,7 +263,8 @@ TEST(test_turbo_codes_layout_and_norm_correction)
             float acc = 0;
             for (int i = 0; i < 128; i++) acc += x[i] * x[i];
             const float n = sqrtf(acc);
-            for (int i = 0; i < 128; i++) u[i] = x[i] / n;
+            const float inv = 1.0f / n;
+            for (int i = 0; i < 128; i++) u[i] = x[i] * inv;
             if (t[k].f != SJK_FMT_TQ6_0_STAGE) sjk_rht128_forward(u);
             int wrong = 0;
             double rho2 = 0;
@@ -409,10 +410,88 @@ TEST(test_rotation_block_follows_llama_cpp)
     free(rot);
 }
 
+static void check_encode_f16(const sjk_fmt_kernels *k);
+
+/* q8_0 / q4_0 encoders on a SIMD path must give the reference's bytes: Gaussian blocks,
+ * exact ties (k/2 grids with amax 127 or 8), first-max pairs, all-zero blocks with -0,
+ * denormal blocks (1/d overflows), and blocks that need the non-finite treatment. */
+static void check_encode_q(const sjk_fmt_kernels *k)
+{
+    enum { NB = 4096, N = NB * 32 };
+    float *x = malloc(N * sizeof *x);
+    uint8_t *a = malloc(NB * 34), *b = malloc(NB * 34);
+    if (!x || !a || !b) abort();
+    sjk_rng r;
+    sjk_rng_seed(&r, 99);
+    for (int blk = 0; blk < NB; blk++) {
+        float *v = x + 32 * blk;
+        const int kind = blk % 8;
+        for (int j = 0; j < 32; j++) {
+            switch (kind) {
+            case 0: v[j] = (float)sjk_rng_normal(&r); break;
+            case 1: v[j] = (float)((int)(sjk_rng_u64(&r) % 255) - 127) * 0.5f; v[0] = 127.0f; break;
+            case 2: v[j] = (float)((int)(sjk_rng_u64(&r) % 33) - 16) * 0.5f; v[3] = -8.0f; break;
+            case 3: v[j] = (float)(sjk_rng_normal(&r) * 1e-40); break;
+            case 4: v[j] = j % 5 ? 0.0f : -0.0f; break;
+            case 5: v[j] = (float)sjk_rng_normal(&r); v[7] = 3.0f; v[19] = -3.0f; break;
+            case 6: v[j] = (float)(sjk_rng_normal(&r) * 1e5); if (j == 9) v[j] = (blk & 8) ? NAN : INFINITY; break;
+            default: v[j] = (float)(sjk_rng_normal(&r) * 3e6); break;
+            }
+        }
+    }
+    const sjk_fmt_kernels *ref = sjk_fmt_kernels_ref();
+    ref->encode_q8_0(a, x, N);
+    k->encode_q8_0(b, x, N);
+    CHECKF(memcmp(a, b, (size_t)NB * 34) == 0, "%s encode_q8_0 differs from the reference", k->name);
+    ref->encode_q4_0(a, x, N);
+    k->encode_q4_0(b, x, N);
+    CHECKF(memcmp(a, b, (size_t)NB * 18) == 0, "%s encode_q4_0 differs from the reference", k->name);
+    free(x); free(a); free(b);
+}
+
+/* The ladder must give the reference's codes on every path: random values, every
+ * midpoint exactly and one ulp either side, signed zeros, values beyond the table. */
+static void check_tq_codes(const sjk_fmt_kernels *k)
+{
+    static const struct { const float *mid; unsigned bits; } t[] = {
+        { sjk_tq6_midpoints, 6 }, { sjk_tq5_midpoints, 5 }, { sjk_turbo4_midpoints, 4 }, { sjk_turbo3_midpoints, 3 },
+    };
+    sjk_rng r;
+    sjk_rng_seed(&r, 31);
+    for (size_t m = 0; m < sizeof t / sizeof t[0]; m++) {
+        const unsigned nmid = (1u << t[m].bits) - 1;
+        for (int trial = 0; trial < 40; trial++) {
+            float u[128];
+            uint8_t a[128], b[128];
+            for (int i = 0; i < 128; i++) {
+                const unsigned pick = (unsigned)(sjk_rng_u64(&r) % (nmid + 4));
+                if (pick < nmid) {
+                    const float v = t[m].mid[pick];
+                    const int e = (int)(sjk_rng_u64(&r) % 3) - 1;
+                    u[i] = e == 0 ? v : nextafterf(v, e > 0 ? 1.0f : -1.0f);
+                } else if (pick == nmid) {
+                    u[i] = (i & 1) ? -0.0f : 0.0f;
+                } else if (pick == nmid + 1) {
+                    u[i] = (i & 1) ? -1.0f : 1.0f;
+                } else {
+                    u[i] = (float)(sjk_rng_normal(&r) * 0.1);
+                }
+            }
+            sjk_fmt_kernels_ref()->tq_codes128(a, u, t[m].mid, t[m].bits);
+            k->tq_codes128(b, u, t[m].mid, t[m].bits);
+            CHECKF(memcmp(a, b, sizeof a) == 0, "%s tq_codes128 bits %u", k->name, t[m].bits);
+            for (int i = 0; i < 128; i++) CHECK(a[i] <= nmid);
+        }
+    }
+}
+
 /* Checks one kernel table against the references. */
 static void check_kernels(const sjk_fmt_kernels *k)
 {
     const sjk_fmt_kernels *ref = sjk_fmt_kernels_ref();
+    check_encode_f16(k);
+    check_encode_q(k);
+    check_tq_codes(k);
     enum { N = 1024 };
     static float x[N], q[N], a[N], b[N], ya[N], yb[N];
     static uint8_t enc[N * 2];
@@ -450,6 +529,32 @@ static void check_kernels(const sjk_fmt_kernels *k)
             for (size_t j = 0; j < nn; j++) CHECK_NEAR(yb[j], ya[j], 1e-6 * (fabs(q[j]) + fabs(0.37 * a[j])) + 1e-30);
         }
     }
+}
+
+/* fp32 -> fp16 on a SIMD path must give the reference's bytes for every input class:
+ * all 2^19 sign/exponent/top-mantissa combinations, each with the low 13 bits that decide
+ * rounding set to below/at/above the halfway point, plus zero and NaN payloads. */
+static void check_encode_f16(const sjk_fmt_kernels *k)
+{
+    enum { N = (1 << 19) * 8 };
+    static const uint32_t low[8] = { 0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x0800, 0x17A5 };
+    float *x = malloc(N * sizeof *x);
+    uint8_t *a = malloc(N * 2), *b = malloc(N * 2);
+    if (!x || !a || !b) abort();
+    for (uint32_t hi = 0; hi < (1u << 19); hi++)
+        for (int l = 0; l < 8; l++) {
+            const uint32_t u = (hi << 13) | low[l];
+            memcpy(&x[hi * 8 + (uint32_t)l], &u, 4);
+        }
+    sjk_fmt_kernels_ref()->encode_f16(a, x, N);
+    k->encode_f16(b, x, N - 3); /* odd length: the scalar tail too */
+    k->encode_f16(b + 2 * (N - 3), x + N - 3, 3);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < N; i++)
+        if (a[2 * i] != b[2 * i] || a[2 * i + 1] != b[2 * i + 1]) { if (!bad) first = i; bad++; }
+    CHECKF(bad == 0, "%s encode_f16: %zu differ, first input bits %08x", k->name, bad,
+           (unsigned)(sjk_f32_bits(x[first])));
+    free(x); free(a); free(b);
 }
 
 /* Every path this CPU can run, in one process (the dispatched one, and each instruction

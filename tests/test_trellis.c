@@ -4,8 +4,11 @@
  * reproducible from its seed. */
 #include <stdlib.h>
 
+#include "codec/codec_kernels.h"
+#include "codec/record.h"
 #include "codec/trellis.h"
-#include "common/cpu.h"
+#include "codec/trellis_record.h"
+#include "common/synth.h"
 #include "common/fp16.h"
 #include "common/rng.h"
 #include "harness.h"
@@ -91,10 +94,15 @@ TEST(test_trellis_simd_codes_equal_reference)
     uint8_t st_ref[(128 + 1) * NL], st_simd[(128 + 1) * NL], s0[NL];
     fill_normal(u, T * nseq, 7);
     for (size_t i = 0; i < T * nseq; i += 97) u[i] *= 6.0f; /* some outliers */
-    unsigned f = sjk_cpu_features();
+    /* What the hardware has, whatever SJK_CPU_DISABLE says: the kernels are compared
+     * directly, so one run covers every path this CPU can execute. */
+    __builtin_cpu_init();
+    int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int has512 = has2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     struct { const char *name; sjk_trellis_block_fn fn; int ok; } paths[] = {
-        {"avx2", sjk_trellis_block_avx2, (f & SJK_CPU_AVX2) != 0},
-        {"avx512", sjk_trellis_block_avx512, (f & SJK_CPU_AVX512) != 0},
+        {"avx2", sjk_trellis_block_avx2, has2},
+        {"avx512", sjk_trellis_block_avx512, has512},
     };
     int ran = 0;
     for (unsigned k = 2; k <= 4; k++) {
@@ -126,34 +134,37 @@ TEST(test_trellis_simd_codes_equal_reference)
 }
 
 /* Packing and the table-lookup decoder agree with the windows the search used; in
- * tail-biting mode the first window wraps to the last 6 bits. */
+ * tail-biting mode the first window wraps to the last 6 bits of the same lane. */
 TEST(test_trellis_pack_decode_roundtrip)
 {
     for (unsigned k = 2; k <= 4; k++) {
-        const size_t T = 128;
+        const size_t T = 128, nseq = 32;
         const float *cb = sjk_trellis_codebook(k);
-        uint8_t codes[128], packed[64];
+        uint8_t codes[128 * 32], packed[128 * 32 * 4 / 8 + 1];
         uint16_t win[128];
         float dec[128];
         sjk_rng r;
         sjk_rng_seed(&r, k);
-        for (size_t t = 0; t < T; t++) codes[t] = (uint8_t)(sjk_rng_u64(&r) & ((1u << k) - 1));
+        for (size_t i = 0; i < T * nseq; i++) codes[i] = (uint8_t)(sjk_rng_u64(&r) & ((1u << k) - 1));
+        packed[T * nseq * k / 8] = 0xA5; /* guard: exactly T*k bits per sequence */
+        sjk_trellis_pack(packed, codes, T, nseq, nseq, k);
+        CHECK(packed[T * nseq * k / 8] == 0xA5);
         for (int start = 0; start < 2; start++) {
-            sjk_trellis_pack_seq(packed, codes, T, 1, k);
-            sjk_trellis_windows(win, packed, T, k, (sjk_trellis_start)start);
-            sjk_trellis_decode_seq(dec, 1, cb, k, (sjk_trellis_start)start, packed, T);
-            unsigned s = 0;
-            if (start == SJK_TRELLIS_TAILBITE)
-                for (size_t t = 0; t < T; t++) s = (((unsigned)codes[t] << 6) | s) >> k;
             int ok = 1;
-            for (size_t t = 0; t < T; t++) {
-                unsigned w = ((unsigned)codes[t] << 6) | s;
-                if (win[t] != w || dec[t] != cb[w] || (win[t] >> 6) != codes[t]) ok = 0;
-                s = w >> k;
+            for (size_t q = 0; q < nseq; q++) {
+                const uint8_t *g = packed + q / 16 * T * 2 * k;
+                sjk_trellis_windows(win, g, (unsigned)(q % 16), T, k, (sjk_trellis_start)start);
+                sjk_trellis_decode_seq(dec, 1, cb, k, (sjk_trellis_start)start, g, (unsigned)(q % 16), T);
+                unsigned s = 0;
+                if (start == SJK_TRELLIS_TAILBITE)
+                    for (size_t t = 0; t < T; t++) s = (((unsigned)codes[t * nseq + q] << 6) | s) >> k;
+                for (size_t t = 0; t < T; t++) {
+                    unsigned w = ((unsigned)codes[t * nseq + q] << 6) | s;
+                    if (win[t] != w || dec[t] != cb[w]) ok = 0;
+                    s = w >> k;
+                }
             }
             CHECKF(ok, "k=%u start=%d", k, start);
-            /* The payload is exactly T*k bits: byte-aligned, nothing else. */
-            CHECK(T * k % 8 == 0);
         }
     }
 }
@@ -171,6 +182,36 @@ static double tile_snr(const sjk_trellis_tile *tt, const float *y, float *out, i
     CHECK(st == SJK_OK);
     for (size_t r = 0; r < nrows; r++) CHECK(sjk_round_fp16(sc[r]) == sc[r] && sjk_round_fp16(ze[r]) == ze[r]);
     CHECK(sjk_trellis_tile_decode(tt, out, payload, sc, ze, NULL) == SJK_OK);
+    /* the SIMD decoder (where there is one) is bit-exact against the reference, with and
+     * without column scales */
+    float *o2 = xalloc(n * sizeof(float)), *col = xalloc(512 * sizeof(float));
+    CHECK(sjk_trellis_tile_decode_ref(tt, o2, payload, sc, ze, NULL) == SJK_OK);
+    CHECK(!memcmp(out, o2, n * sizeof(float)));
+    for (size_t i = 0; i < 512; i++) col[i] = 0.5f + (float)i / 256.0f;
+    float *o3 = xalloc(n * sizeof(float));
+    CHECK(sjk_trellis_tile_decode(tt, o3, payload, sc, ze, col) == SJK_OK);
+    CHECK(sjk_trellis_tile_decode_ref(tt, o2, payload, sc, ze, col) == SJK_OK);
+    CHECK(!memcmp(o3, o2, n * sizeof(float)));
+    /* each SIMD decoder this CPU can run, directly */
+    __builtin_cpu_init();
+    int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int has512 = has2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    sjk_trellis_decode_token_fn fns[2] = {has2 ? sjk_trellis_decode_token_avx2 : NULL,
+                                          has512 ? sjk_trellis_decode_token_avx512 : NULL};
+    if (tt->axis == SJK_TRELLIS_AXIS_TOKEN)
+        for (int f = 0; f < 2; f++) {
+            if (!fns[f]) continue;
+            for (int withcol = 0; withcol < 2; withcol++) {
+                CHECK(sjk_trellis_tile_decode_ref(tt, o2, payload, sc, ze, withcol ? col : NULL) == SJK_OK);
+                memset(o3, 0, n * sizeof(float));
+                fns[f](o3, tt->D, tt->G, sjk_trellis_codebook(tt->bits), tt->bits, payload, sc, ze,
+                       withcol ? col : NULL, tt->rows == SJK_TRELLIS_ROWS_CHANNELS);
+                CHECKF(!memcmp(o3, o2, n * sizeof(float)), "decoder %s k=%u rows=%d col=%d differs",
+                       f ? "avx512" : "avx2", tt->bits, tt->rows, withcol);
+            }
+        }
+    free(o2); free(o3); free(col);
     double s = 0, e = 0;
     for (size_t i = 0; i < n; i++) {
         s += (double)y[i] * y[i];
@@ -284,7 +325,79 @@ TEST(test_trellis_rejects_bad_params)
     for (size_t i = 0; i < 64 * 128; i++) zero &= out[i] == 0.0f;
     CHECK(zero);
     CHECK(sjk_trellis_codebook(1) == NULL && sjk_trellis_codebook(5) == NULL);
+    for (unsigned k = 2; k <= 4; k++) { /* the committed tables are finite */
+        const float *cb = sjk_trellis_codebook(k);
+        int finite = cb != NULL;
+        for (size_t w = 0; cb && w < SJK_TRELLIS_CB_SIZE(k); w++) finite &= isfinite(cb[w]) != 0;
+        CHECKF(finite, "codebook k=%u", k);
+    }
     free(scratch);
+}
+
+/* Records with a trellis body: every (bK, bV), same size as scalar, round trip, decode
+ * equals the reference decoder bit for bit, the bytes do not depend on the kernel path,
+ * and on the outlier generator the trellis beats the scalar body at the same bytes. */
+TEST(test_trellis_record_roundtrip_all_bits)
+{
+    const size_t D = 128, G = SJK_GROUP, n = D * G;
+    float *k = xalloc(n * sizeof(float)), *v = xalloc(n * sizeof(float));
+    float *dk = xalloc(n * sizeof(float)), *dv = xalloc(n * sizeof(float));
+    float *rk = xalloc(n * sizeof(float)), *rv = xalloc(n * sizeof(float));
+    sjk_rng r;
+    sjk_rng_seed(&r, 21);
+    sjk_synth_group(k, G, D, SJK_SYNTH_OUTLIER, 0, 1.0, 5, &r);
+    sjk_synth_group(v, G, D, SJK_SYNTH_OUTLIER, 1, 1.0, 5, &r);
+    CHECK(sjk_hadamard(k, n, D) == SJK_OK && sjk_hadamard(v, n, D) == SJK_OK);
+    const sjk_codec_kernels *paths[] = {sjk_codec_kernels_ref(), sjk_codec_kernels_avx2(),
+                                        sjk_codec_kernels_avx512()};
+    for (unsigned bk = 2; bk <= 4; bk++)
+        for (unsigned bv = 2; bv <= 4; bv++) {
+            double snr[2];
+            for (int body = 0; body < 2; body++) {
+                sjk_record_params p = sjk_record_params_default();
+                p.head_dim = (uint32_t)D;
+                p.bits_k = (uint8_t)bk;
+                p.bits_v = (uint8_t)bv;
+                p.body = (uint8_t)body;
+                size_t rn = sjk_record_nbytes(&p), sn = sjk_record_scratch_nbytes(&p);
+                CHECK(rn == SJK_RECORD_NBYTES(D, bk, bv));
+                uint8_t *rec = xalloc(rn), *rec2 = xalloc(rn);
+                void *scratch = xalloc(sn);
+                CHECK(sjk_record_encode(&p, rec, rn, k, v, scratch, sn) == SJK_OK);
+                CHECK(sjk_record_decode(&p, dk, dv, rec, rn) == SJK_OK);
+                snr[body] = 0.5 * (sjk_snr_db(k, dk, n) + sjk_snr_db(v, dv, n));
+                if (body == SJK_BODY_TRELLIS) {
+                    CHECK(sjk_record_decode_ref(&p, rk, rv, rec, rn) == SJK_OK);
+                    CHECK(!memcmp(rk, dk, n * sizeof(float)) && !memcmp(rv, dv, n * sizeof(float)));
+                    CHECK(sjk_record_encode(&p, rec2, rn, k, v, scratch, sn) == SJK_OK);
+                    CHECK(!memcmp(rec, rec2, rn));
+                    for (int q = 0; q < 3; q++) {
+                        if (!paths[q]) continue;
+                        size_t extra = sjk_trellis_record_scratch_nbytes(&p);
+                        sjk_trellis_scratch ts = {(uint8_t *)scratch + (sn - extra), extra};
+                        memset(rec2, 0, rn);
+                        CHECK(sjk_record_encode_body(&p, rec2, rn, k, v, scratch, sn,
+                                                     sjk_trellis_quantize_tile, &ts, paths[q]) == SJK_OK);
+                        CHECKF(!memcmp(rec, rec2, rn), "%u/%u: kernel path %s changes the bytes", bk, bv,
+                               paths[q]->name);
+                    }
+                    /* a small scratch or a short record is refused, an Inf scale is corrupt */
+                    CHECK(sjk_record_encode(&p, rec2, rn, k, v, scratch, sn - 1) == SJK_ERR_BUFFER);
+                    CHECK(sjk_record_decode(&p, dk, dv, rec, rn - 1) == SJK_ERR_BUFFER);
+                    memcpy(rec2, rec, rn);
+                    sjk_record_layout L;
+                    sjk_record_layout_init(&L, (uint32_t)D, bk, bv);
+                    sjk_wr_u16le(rec2 + L.off_vscale, 0x7C00);
+                    CHECK(sjk_record_decode(&p, dk, dv, rec2, rn) == SJK_ERR_CORRUPT);
+                }
+                free(rec); free(rec2); free(scratch);
+            }
+            printf("     outlier %u/%u: scalar %.2f dB, trellis %.2f dB (%+.2f)\n", bk, bv, snr[0], snr[1],
+                   snr[1] - snr[0]);
+            if (bk < 4 && bv < 4)
+                CHECKF(snr[1] >= snr[0] + 1.5, "%u/%u: trellis %.2f vs scalar %.2f", bk, bv, snr[1], snr[0]);
+        }
+    free(k); free(v); free(dk); free(dv); free(rk); free(rv);
 }
 
 int main(void)
@@ -296,5 +409,6 @@ int main(void)
     RUN(test_trellis_gaussian_snr_targets);
     RUN(test_trellis_trainer_reproducible);
     RUN(test_trellis_rejects_bad_params);
+    RUN(test_trellis_record_roundtrip_all_bits);
     return test_summary();
 }

@@ -62,6 +62,8 @@ int sjk_bench_balance(int argc, char **argv)
     ref16f.n_iter = 16, ref16f.keep_best = 0;
     wide16f = sjk_balance_rule_of(SJK_BALANCE_SJ);
     wide16f.split = 0;
+    wide16f.tol = 0;
+    sjk_balance_rule sj = sjk_balance_rule_of(SJK_BALANCE_SJ);
     wide16b = wide16f, wide16b.keep_best = 1;
     wide8f = wide16f, wide8f.n_iter = 8;
     sjk_balance_rule off = sjk_balance_rule_of(SJK_BALANCE_OFF);
@@ -73,6 +75,7 @@ int sjk_bench_balance(int argc, char **argv)
         {"wide 16 best [-30,30]", wide16b},
         {"wide 16 final [-30,30]", wide16f},
         {"wide 8 final [-30,30]", wide8f},
+        {"sj (wide 16 final, tol)", sj},
     };
     const size_t n_cand = sizeof cands / sizeof cands[0];
     const double amps[] = {0.01, 0.1, 1.0, 10.0};
@@ -85,12 +88,13 @@ int sjk_bench_balance(int argc, char **argv)
 
     printf("# sjkvarn bench balance: D=%zu, %zu groups per cell, K and V tiles of each group\n", D, n_groups);
     printf("# imbalance = max/min col std + max/min row std of the balanced tile (2 = perfect), mean over tiles\n");
-    printf("%-8s %6s  %-24s %10s %10s %9s %9s %9s\n", "data", "amp", "rule", "imb K", "imb V",
-           "snr4 dB", "snr3 dB", "snr2 dB");
+    printf("# passes = mean passes run per tile (keep-best rules run all of them)\n");
+    printf("%-8s %6s  %-24s %10s %10s %9s %9s %9s %7s\n", "data", "amp", "rule", "imb K", "imb V",
+           "snr4 dB", "snr3 dB", "snr2 dB", "passes");
     for (int kind = 0; kind < 2; kind++) {
         for (size_t a = 0; a < sizeof amps / sizeof amps[0]; a++) {
             for (size_t c = 0; c < n_cand; c++) {
-                double imb[2] = {0, 0}, err[3] = {0, 0, 0}, sig[3] = {0, 0, 0};
+                double imb[2] = {0, 0}, err[3] = {0, 0, 0}, sig[3] = {0, 0, 0}, passes = 0;
                 sjk_rng r;
                 sjk_rng_seed(&r, 1234);
                 for (size_t g = 0; g < n_groups; g++) {
@@ -104,14 +108,15 @@ int sjk_bench_balance(int argc, char **argv)
                         sjk_balance_info info;
                         sjk_balance_run(tile, R, C, &cands[c].rule, kern, sr, sc, ir, ic, scr, &info);
                         imb[is_v] += info.imbalance;
+                        passes += cands[c].rule.keep_best ? cands[c].rule.n_iter : info.best_pass;
                         for (unsigned b = 2; b <= 4; b++)
                             body_error(kern, tile, R, C, ir, ic, b, &err[b - 2], &sig[b - 2]);
                     }
                 }
-                printf("%-8s %6g  %-24s %10.3f %10.3f %9.2f %9.2f %9.2f\n",
+                printf("%-8s %6g  %-24s %10.3f %10.3f %9.2f %9.2f %9.2f %7.2f\n",
                        kind ? "outlier" : "gaussian", amps[a], cands[c].name, imb[0] / n_groups,
                        imb[1] / n_groups, 10 * log10(sig[2] / err[2]), 10 * log10(sig[1] / err[1]),
-                       10 * log10(sig[0] / err[0]));
+                       10 * log10(sig[0] / err[0]), passes / (2.0 * (double)n_groups));
             }
         }
     }

@@ -13,6 +13,9 @@ typedef struct sjk_cli_cmd {
 } sjk_cli_cmd;
 
 int sjk_cmd_bench(int argc, char **argv);
+int sjk_cmd_eval(int argc, char **argv);
+int sjk_cmd_plan(int argc, char **argv);
+int sjk_cmd_run(int argc, char **argv);
 int sjk_cmd_train(int argc, char **argv);
 
 #endif

@@ -51,6 +51,23 @@ typedef struct sjk_eval_cmp {
 sjk_status sjk_eval_compare_logits(const float *p_logits, const float *q_logits,
                                    size_t n_vocab, sjk_eval_cmp *out);
 
+/* The same comparison against one reference distribution and many candidates: prepare
+ * the reference once (its normaliser, argmax and probabilities, written into the caller's
+ * prob buffer [n_vocab]), then compare each candidate with a single exp pass over its
+ * logits. Results equal sjk_eval_compare_logits's up to rounding (~1e-12 relative). The
+ * reference's logits and prob must outlive r. Never allocates. */
+typedef struct sjk_eval_ref {
+    const float *logits;  /* [n_vocab] the reference's logits */
+    const double *prob;   /* [n_vocab] p_i */
+    size_t n_vocab;
+    double log_z;         /* max + log Σ exp(logit − max) */
+    uint32_t top;         /* argmax (first index of the maximum) */
+} sjk_eval_ref;
+sjk_status sjk_eval_ref_prepare(sjk_eval_ref *r, const float *logits, size_t n_vocab,
+                                double *prob);
+sjk_status sjk_eval_compare_ref(const sjk_eval_ref *r, const float *q_logits,
+                                sjk_eval_cmp *out);
+
 /* ------------------------------------------------------------------------------------
  * Summaries and paired comparisons
  * ---------------------------------------------------------------------------------- */

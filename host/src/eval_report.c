@@ -134,8 +134,8 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
     if (nd) {
         fprintf(f, "\nneedles: mean answer-token KL / top token is the gold answer (f16's own rate)\n");
         fprintf(f, "%-*s", (int)w, "distance");
-        for (size_t j = 0; j < nd; j++) fprintf(f, " %17u", dist[j]);
-        fprintf(f, " %17s\n", "all");
+        for (size_t j = 0; j < nd; j++) fprintf(f, "%17u", dist[j]);
+        fprintf(f, "%17s\n", "all");
         for (size_t c = 0; c < st->n_configs; c++) {
             fprintf(f, "%-*s", (int)w, st->cols[c].name);
             for (size_t j = 0; j < nd; j++) {

@@ -91,6 +91,7 @@ typedef struct lockstep {
     void **ctx;          /* [n] */
     float *p, *q;        /* [n_vocab] reference logits, candidate logits */
     float **q_all;       /* [n][n_vocab] latest logits of every context (q_all[0] = p) */
+    double *prob;        /* [n_vocab] the reference's probabilities at this step */
     sjk_eval_progress *prog;
 } lockstep;
 
@@ -102,6 +103,7 @@ static void lockstep_free(lockstep *L)
     if (L->q_all)
         for (size_t i = 0; i < L->n; i++) free(L->q_all[i]);
     free(L->q_all);
+    free(L->prob);
     free(L->ctx);
     memset(L, 0, sizeof *L);
 }
@@ -116,7 +118,8 @@ static sjk_status lockstep_open(lockstep *L, const sjk_eval_backend *be, sjk_eva
     L->n = st->n_configs + 1;
     L->ctx = calloc(L->n, sizeof *L->ctx);
     L->q_all = calloc(L->n, sizeof *L->q_all);
-    if (!L->ctx || !L->q_all) { lockstep_free(L); return SJK_ERR_NOMEM; }
+    L->prob = malloc(be->n_vocab * sizeof(double));
+    if (!L->ctx || !L->q_all || !L->prob) { lockstep_free(L); return SJK_ERR_NOMEM; }
     for (size_t i = 0; i < L->n; i++) {
         L->q_all[i] = malloc(be->n_vocab * sizeof(float));
         if (!L->q_all[i]) { lockstep_free(L); return SJK_ERR_NOMEM; }
@@ -165,10 +168,12 @@ sjk_status sjk_eval_run_doc(const sjk_eval_backend *be, sjk_eval_study *st, size
     s = lockstep_feed(&L, prompt, n_prompt, opts->prefill_chunk);
     for (size_t g = 0; s == SJK_OK && g < opts->n_gen; g++) {
         uint32_t pos = (uint32_t)(n_prompt - 1 + g);
+        sjk_eval_ref ref;
+        s = sjk_eval_ref_prepare(&ref, L.p, be->n_vocab, L.prob);
         for (size_t c = 0; c < st->n_configs && s == SJK_OK; c++) {
             sjk_eval_cmp cmp;
             sjk_eval_mem mem = {0, 0, 0};
-            s = sjk_eval_compare_logits(L.p, L.q_all[c + 1], be->n_vocab, &cmp);
+            s = sjk_eval_compare_ref(&ref, L.q_all[c + 1], &cmp);
             if (s == SJK_OK && be->ctx_memory) s = be->ctx_memory(be->user, L.ctx[c + 1], &mem);
             if (s == SJK_OK) s = sjk_eval_study_add(st, c, doc, pos, &cmp, &mem);
         }
@@ -235,8 +240,24 @@ sjk_status sjk_eval_run_needles(const sjk_eval_backend *be, sjk_eval_study *st, 
                      needle_adj[a], needle_noun[b], needle_adj[a], needle_noun[b]);
         s = tokenize_alloc(be, buf, (size_t)m, 0, &nd[k].question, &nd[k].n_question);
         if (s != SJK_OK) break;
-        m = snprintf(buf, sizeof buf, " %u", code);
-        s = tokenize_alloc(be, buf, (size_t)m, 0, &nd[k].answer, &nd[k].n_answer);
+        /* The gold answer is tokenized in context: the tokens that question + answer has
+         * beyond the question's own (so a tokenizer's word-initial space handling matches
+         * what the model would produce); alone only if the question is not a prefix. */
+        int32_t *qa = NULL;
+        size_t nqa = 0;
+        int mq = m;
+        m += snprintf(buf + m, sizeof buf - (size_t)m, " %u", code);
+        s = tokenize_alloc(be, buf, (size_t)m, 0, &qa, &nqa);
+        if (s != SJK_OK) break;
+        if (nqa > nd[k].n_question &&
+            !memcmp(qa, nd[k].question, nd[k].n_question * sizeof(int32_t))) {
+            nd[k].n_answer = nqa - nd[k].n_question;
+            memmove(qa, qa + nd[k].n_question, nd[k].n_answer * sizeof(int32_t));
+            nd[k].answer = qa;
+        } else {
+            free(qa);
+            s = tokenize_alloc(be, buf + mq, (size_t)(m - mq), 0, &nd[k].answer, &nd[k].n_answer);
+        }
         if (s == SJK_OK && (nd[k].n_answer == 0 || nd[k].n_fact == 0)) s = SJK_ERR_RANGE;
         need_q += nd[k].n_question + nd[k].n_answer;
         need_f += nd[k].n_fact;
@@ -253,20 +274,34 @@ sjk_status sjk_eval_run_needles(const sjk_eval_backend *be, sjk_eval_study *st, 
     if (nh < 64) { s = SJK_ERR_RANGE; goto done; }
     size_t S = nh + need_f; /* where the questions start */
 
-    /* Planned distances from the question block back to each fact, geometric from 32 to
-     * nearly the whole haystack; needle k (the farthest first) starts at S - d_k. */
-    double dmin = 32.0, dmax = (double)(S - 2);
-    size_t prev_end = 1; /* after BOS */
-    for (int k = 0; k < SJK_EVAL_NEEDLES; k++) {
+    /* Planned look-back distances, geometric from 64 to 3/4 of the context (the same
+     * ladder for every document of a run, so distances pool; shorter only if the haystack
+     * is). The distance of an answer is counted from the position whose logits predict
+     * it back to the first token of its fact. Questions are asked nearest first, each
+     * right after the previous answer, so needle k's answer is predicted at
+     *   S + (questions and answers asked before k) + n_question_k - 1,
+     * and its fact is placed that far minus d_k back, moved earlier only where needed
+     * so that facts neither overlap nor run into the questions. */
+    double dmin = 64.0, dmax = 0.75 * (double)opts->n_ctx;
+    if (dmax > (double)(S - 2)) dmax = (double)(S - 2);
+    if (dmin > dmax) dmin = dmax;
+    size_t limit = S, asked_before[SJK_EVAL_NEEDLES], acc = 0;
+    for (int k = SJK_EVAL_NEEDLES - 1; k >= 0; k--) { /* nearest (k = 7) asked first */
+        asked_before[k] = acc;
+        acc += nd[k].n_question + nd[k].n_answer;
+    }
+    for (int k = SJK_EVAL_NEEDLES - 1; k >= 0; k--) {
         double t = (double)(SJK_EVAL_NEEDLES - 1 - k) / (SJK_EVAL_NEEDLES - 1);
         uint32_t d = (uint32_t)llround(dmin * pow(dmax / dmin, t));
-        size_t at = d < S ? S - d : 1;
-        if (at < prev_end) at = prev_end;
+        size_t ask = S + asked_before[k] + nd[k].n_question - 1;
+        size_t at = d < ask ? ask - d : 0;
+        if (limit < nd[k].n_fact + 1) { s = SJK_ERR_RANGE; goto done; }
+        if (at > limit - nd[k].n_fact) at = limit - nd[k].n_fact;
+        if (at < 1) { s = SJK_ERR_RANGE; goto done; } /* never before BOS */
         nd[k].planned = d;
         nd[k].at = at;
-        prev_end = at + nd[k].n_fact;
+        limit = at;
     }
-    if (prev_end > S) { s = SJK_ERR_RANGE; goto done; }
 
     /* The final sequence: haystack with the facts spliced in at their starts. */
     seq = malloc((S ? S : 1) * sizeof(int32_t));
@@ -284,13 +319,9 @@ sjk_status sjk_eval_run_needles(const sjk_eval_backend *be, sjk_eval_study *st, 
     if (s != SJK_OK) goto done;
     s = lockstep_feed(&L, seq, o, opts->prefill_chunk);
     size_t pos = o;
-    /* Ask in a fixed shuffled order, so distance and question order are not confounded. */
+    /* Ask nearest first (the order the placement above assumed). */
     int order[SJK_EVAL_NEEDLES];
-    for (int k = 0; k < SJK_EVAL_NEEDLES; k++) order[k] = k;
-    for (int k = SJK_EVAL_NEEDLES - 1; k > 0; k--) {
-        int j = (int)(sjk_rng_uniform(&rng) * (k + 1));
-        int t = order[k]; order[k] = order[j]; order[j] = t;
-    }
+    for (int k = 0; k < SJK_EVAL_NEEDLES; k++) order[k] = SJK_EVAL_NEEDLES - 1 - k;
     for (int qi = 0; qi < SJK_EVAL_NEEDLES && s == SJK_OK; qi++) {
         const needle *N = &nd[order[qi]];
         s = lockstep_feed(&L, N->question, N->n_question, 0);
@@ -298,9 +329,11 @@ sjk_status sjk_eval_run_needles(const sjk_eval_backend *be, sjk_eval_study *st, 
         for (size_t j = 0; j < N->n_answer && s == SJK_OK; j++) {
             uint32_t gold = (uint32_t)N->answer[j];
             uint32_t dist = (uint32_t)(pos - 1 - N->at);
+            sjk_eval_ref ref;
+            s = sjk_eval_ref_prepare(&ref, L.p, be->n_vocab, L.prob);
             for (size_t c = 0; c < st->n_configs && s == SJK_OK; c++) {
                 sjk_eval_cmp cmp;
-                s = sjk_eval_compare_logits(L.p, L.q_all[c + 1], be->n_vocab, &cmp);
+                s = sjk_eval_compare_ref(&ref, L.q_all[c + 1], &cmp);
                 if (s == SJK_OK)
                     s = sjk_eval_study_add_needle(st, c, doc, dist, N->planned, cmp.kl,
                                                   cmp.top_q == gold, cmp.top_p == gold);

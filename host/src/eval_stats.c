@@ -61,6 +61,43 @@ sjk_status sjk_eval_compare_logits(const float *p_logits, const float *q_logits,
     return SJK_OK;
 }
 
+sjk_status sjk_eval_ref_prepare(sjk_eval_ref *r, const float *logits, size_t n_vocab,
+                                double *prob)
+{
+    if (!r || !logits || !prob || n_vocab == 0 || n_vocab > UINT32_MAX) return SJK_ERR_PARAM;
+    double m, l;
+    uint32_t a;
+    if (!lse_argmax(logits, n_vocab, &m, &l, &a)) return SJK_ERR_RANGE;
+    double z = m + l;
+    for (size_t i = 0; i < n_vocab; i++) prob[i] = exp((double)logits[i] - z);
+    r->logits = logits;
+    r->prob = prob;
+    r->n_vocab = n_vocab;
+    r->log_z = z;
+    r->top = a;
+    return SJK_OK;
+}
+
+sjk_status sjk_eval_compare_ref(const sjk_eval_ref *r, const float *q_logits,
+                                sjk_eval_cmp *out)
+{
+    if (!r || !r->logits || !r->prob || !q_logits || !out) return SJK_ERR_PARAM;
+    double qm, ql;
+    uint32_t qa;
+    if (!lse_argmax(q_logits, r->n_vocab, &qm, &ql, &qa)) return SJK_ERR_RANGE;
+    double qz = qm + ql, kl = 0.0;
+    /* Σ p_i (log p_i − log q_i) with log p_i = x_i − log_z and log q_i = y_i − qz. */
+    for (size_t i = 0; i < r->n_vocab; i++) {
+        double p = r->prob[i];
+        if (p == 0.0) continue;
+        kl += p * (((double)r->logits[i] - r->log_z) - ((double)q_logits[i] - qz));
+    }
+    out->kl = kl > 0.0 ? kl : 0.0;
+    out->top_p = r->top;
+    out->top_q = qa;
+    return SJK_OK;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

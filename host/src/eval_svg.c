@@ -14,10 +14,10 @@
 
 #include "eval_internal.h"
 
-#define W 720.0
+#define W 860.0
 #define H 480.0
 #define ML 80.0 /* margins: left, right, top, bottom */
-#define MR 160.0
+#define MR 230.0
 #define MT 40.0
 #define MB 60.0
 
@@ -64,10 +64,13 @@ static void svg_axes(FILE *f, const axis *x, const axis *y, const char *xl, cons
     double x0 = ML, x1 = W - MR, y0 = H - MB, y1 = MT;
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
                "stroke=\"black\"/>\n", x0, y1, x1 - x0, y0 - y1);
-    for (int i = 0; i <= 5; i++) {
-        double v = x->lo + (x->hi - x->lo) * i / 5.0, px = x0 + (x1 - x0) * i / 5.0;
+    /* x ticks at a round step (1, 2 or 5 times a power of ten), about 6 of them */
+    double span = x->hi - x->lo, raw = span / 6.0, mag = pow(10.0, floor(log10(raw)));
+    double step = raw / mag < 1.5 ? mag : raw / mag < 3.5 ? 2 * mag : raw / mag < 7.5 ? 5 * mag : 10 * mag;
+    for (double v = ceil(x->lo / step) * step; v <= x->hi + 1e-9 * span; v += step) {
+        double px = ax_map(x, v, x0, x1);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
-                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.4g</text>\n",
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.6g</text>\n",
                 px, y0, px, y1, px, y0 + 16, v);
     }
     for (int e = (int)ceil(y->lo - 1e-9); e <= (int)floor(y->hi + 1e-9); e++) {
@@ -100,6 +103,12 @@ static axis log_axis(const double *v, size_t n, double *floor_out)
 
 static sjk_status io_status(FILE *f) { return ferror(f) ? SJK_ERR_IO : SJK_OK; }
 
+static void zero_note(FILE *f)
+{
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">"
+               "KL = 0 (identical to f16) is drawn on the bottom edge</text>\n", ML + 6, H - MB - 6);
+}
+
 sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f)
 {
     if (!st || !f || !st->finished) return SJK_ERR_PARAM;
@@ -113,18 +122,27 @@ sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f)
         if (b > xhi) xhi = b;
     }
     axis y = log_axis(ys, nc, &fl);
-    axis x = {floor(xlo) - 0.5, ceil(xhi) + 0.5, 0};
+    axis x = {floor(xlo) - 1.0, ceil(xhi) + 1.0, 0};
     if (x.lo < 0) x.lo = 0;
     svg_begin(f, "Quality per bit: mean KL vs bits per value");
     svg_axes(f, &x, &y, "bits per value (occupied, at the scored positions)",
              "mean KL(p_f16 ‖ q), nats");
+    int any_zero = 0;
+    for (size_t c = 0; c < nc; c++) any_zero |= !(ys[c] > 0);
+    if (any_zero) zero_note(f);
     for (size_t c = 0; c < nc; c++) {
         double v = ys[c] > 0 ? ys[c] : fl;
         double px = ax_map(&x, st->res[c].bpv_occupied, ML, W - MR);
         double py = ax_map(&y, v, H - MB, MT);
         const char *col = palette[c % PALETTE_N];
+        /* the point, a short label (its index) beside it, and the full name in the legend */
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n"
-                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">", px, py, col, px + 8, py - 6, col);
+                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%zu</text>\n",
+                px, py, col, px + 7, py + (c % 2 ? 15.0 : -6.0), col, c + 1);
+        double ly = MT + 14.0 + 16.0 * (double)c;
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n"
+                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\">%zu ",
+                W - MR + 14, ly - 4, col, W - MR + 22, ly, col, c + 1);
         svg_text_esc(f, st->cols[c].name);
         fputs("</text>\n", f);
     }
@@ -157,13 +175,15 @@ sjk_status sjk_eval_write_svg_positions(const sjk_eval_study *st, FILE *f)
             mean[c * nb + b] += st->cols[c].kl[i];
             cnt[c * nb + b]++;
         }
+    int any_zero = 0;
     for (size_t k = 0; k < nc * nb; k++)
-        if (cnt[k]) mean[k] /= (double)cnt[k];
+        if (cnt[k]) { mean[k] /= (double)cnt[k]; any_zero |= !(mean[k] > 0); }
     double fl;
     axis y = log_axis(mean, nc * nb, &fl);
-    axis x = {(double)pmin, (double)pmax + (pmax == pmin ? 1.0 : 0.0), 0};
+    axis x = {(double)pmin, (double)pmin + (double)span, 0}; /* bins cover [pmin, pmax + 1) */
     svg_begin(f, "KL along the position axis (generated tokens)");
     svg_axes(f, &x, &y, "position in the context (tokens)", "mean KL(p_f16 ‖ q), nats");
+    if (any_zero) zero_note(f);
     for (size_t c = 0; c < nc; c++) {
         const char *col = palette[c % PALETTE_N];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", col);
@@ -174,10 +194,10 @@ sjk_status sjk_eval_write_svg_positions(const sjk_eval_study *st, FILE *f)
             fprintf(f, "%.1f,%.1f ", ax_map(&x, pos, ML, W - MR), ax_map(&y, v, H - MB, MT));
         }
         fputs("\"/>\n", f);
-        double ly = MT + 14.0 + 18.0 * (double)c;
+        double ly = MT + 14.0 + 16.0 * (double)c;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"3\"/>\n<text x=\"%.1f\" y=\"%.1f\">",
-                W - MR + 10, ly - 4, W - MR + 30, ly - 4, col, W - MR + 36, ly);
+                   "stroke-width=\"3\"/>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">",
+                W - MR + 10, ly - 4, W - MR + 26, ly - 4, col, W - MR + 30, ly);
         svg_text_esc(f, st->cols[c].name);
         fputs("</text>\n", f);
     }

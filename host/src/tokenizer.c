@@ -15,6 +15,7 @@
 
 #include "hcommon.h"
 #include "tokenizer_impl.h"
+#include "unicode.h"
 
 /* ---- small vectors ------------------------------------------------------------------ */
 

@@ -79,66 +79,101 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
     return f;
 }
 
-/* Values for one row block: acc[r][d] = acc[r][d] * f[r] + Σ_t p[r][t] · V[t][d], with
- * V given by a loader of 8 fp32 channels. Keys beyond a row's nvis have p = 0. */
+/* Values for one row block, in two steps:
+ *   acc[r] = acc[r] * f[r] + PRE(r)                 (PRE: 0, or Vch · z[r] for records)
+ *   acc[r][d] += POST(Σ_t p[r][t] · V[t][d])        (POST: identity, or · Vch[d])
+ * Keys go in blocks of 32 so the block's values stay in L1 across the channel passes;
+ * 16 channels x RB rows accumulate in registers. Keys beyond a row's nvis have p = 0. */
+#define TB 32
 #define V_ACCUM(LOAD8)                                                                     \
-    for (size_t d0 = 0; d0 < D; d0 += 16) {                                                \
-        __m256 a0[RB], a1[RB];                                                             \
-        for (size_t r = 0; r < RB; r++) { a0[r] = _mm256_setzero_ps(); a1[r] = _mm256_setzero_ps(); } \
-        for (size_t t = 0; t < ntm; t++) {                                                 \
-            __m256 v0 = LOAD8(t, d0), v1 = LOAD8(t, d0 + 8);                               \
-            for (size_t r = 0; r < rb; r++) {                                              \
-                __m256 pw = _mm256_broadcast_ss(&p[r * G + t]);                            \
-                a0[r] = _mm256_fmadd_ps(pw, v0, a0[r]);                                    \
-                a1[r] = _mm256_fmadd_ps(pw, v1, a1[r]);                                    \
+    for (size_t r = 0; r < rb; r++) {                                                      \
+        if (!nvis[r0 + r]) continue;                                                       \
+        float *a = acc + (r0 + r) * D;                                                     \
+        __m256 vf = _mm256_set1_ps(fct[r]);                                                \
+        for (size_t d = 0; d < D; d += 8)                                                  \
+            _mm256_storeu_ps(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(a + d), vf, PRE(r, d))); \
+    }                                                                                      \
+    for (size_t tb = 0; tb < ntm; tb += TB) {                                              \
+        size_t te = tb + TB < ntm ? tb + TB : ntm;                                         \
+        for (size_t d0 = 0; d0 < D; d0 += 16) {                                            \
+            __m256 a0[RB], a1[RB];                                                         \
+            _Pragma("GCC unroll 4")                                                        \
+            for (size_t r = 0; r < RB; r++) { a0[r] = _mm256_setzero_ps(); a1[r] = _mm256_setzero_ps(); } \
+            for (size_t t = tb; t < te; t++) {                                             \
+                __m256 v0 = LOAD8(t, d0), v1 = LOAD8(t, d0 + 8);                           \
+                _Pragma("GCC unroll 4")                                                    \
+                for (size_t r = 0; r < RB; r++) {                                          \
+                    __m256 pw = _mm256_broadcast_ss(&p[r * G + t]);                        \
+                    a0[r] = _mm256_fmadd_ps(pw, v0, a0[r]);                                \
+                    a1[r] = _mm256_fmadd_ps(pw, v1, a1[r]);                                \
+                }                                                                          \
             }                                                                              \
-        }                                                                                  \
-        for (size_t r = 0; r < rb; r++) {                                                  \
-            if (!nvis[r0 + r]) continue;                                                   \
-            float *a = acc + (r0 + r) * D + d0;                                            \
-            __m256 vf = _mm256_set1_ps(fct[r]);                                            \
-            _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_loadu_ps(a), vf, POST(a0[r], d0)));        \
-            _mm256_storeu_ps(a + 8, _mm256_fmadd_ps(_mm256_loadu_ps(a + 8), vf, POST(a1[r], d0 + 8))); \
+            for (size_t r = 0; r < rb; r++) {                                              \
+                if (!nvis[r0 + r]) continue;                                               \
+                float *a = acc + (r0 + r) * D + d0;                                        \
+                _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), POST(a0[r], d0)));   \
+                _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), POST(a1[r], d0 + 8))); \
+            }                                                                              \
         }                                                                                  \
     }
 
 #define LOAD_F32(t, d) _mm256_loadu_ps(V + (t) * D + (d))
 #define LOAD_F16(t, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(V + (t) * D + (d))))
 #define LOAD_U8(t, d) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(vc + (t) * D + (d)))))
+/* 8 channels d..d+7 (d % 8 == 0) of a 4-bit V payload row: bytes d%16 .. d%16+7 of
+ * unit d/32, low nibbles for d%32 < 16, high nibbles otherwise. */
+#define LOAD_V4(t, d) _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(_mm_srl_epi16(         \
+    _mm_loadl_epi64((const __m128i *)(const void *)(vp + (t) * (D / 2) + ((d) / 32) * 16 + (d) % 16)), \
+    _mm_cvtsi32_si128((int)(((d) % 32) / 16) * 4)), _mm_set1_epi8(0x0F))))
 #define POST_NONE(a, d) (a)
+#define PRE_NONE(r, d) _mm256_setzero_ps()
 
 /* Scores of rows [r0, r0+rb) against keys [0, ntm) for fp32 / fp16 keys. */
 #define SCORES_DOT(LOADK)                                                                  \
     for (size_t t = 0; t < ntm; t++) {                                                     \
-        __m256 s0[RB];                                                                     \
-        for (size_t r = 0; r < RB; r++) s0[r] = _mm256_setzero_ps();                       \
-        for (size_t d = 0; d < D; d += 8) {                                                \
-            __m256 kv = LOADK(t, d);                                                       \
-            for (size_t r = 0; r < rb; r++)                                                \
-                s0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (r0 + r) * D + d), kv, s0[r]); \
+        __m256 s0[RB], s1[RB];                                                             \
+        _Pragma("GCC unroll 4")                                                            \
+        for (size_t r = 0; r < RB; r++) { s0[r] = _mm256_setzero_ps(); s1[r] = _mm256_setzero_ps(); } \
+        for (size_t d = 0; d < D; d += 16) {                                               \
+            __m256 kv0 = LOADK(t, d), kv1 = LOADK(t, d + 8);                               \
+            _Pragma("GCC unroll 4")                                                        \
+            for (size_t r = 0; r < RB; r++) {                                              \
+                s0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qrow[r] + d), kv0, s0[r]);         \
+                s1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qrow[r] + d + 8), kv1, s1[r]);     \
+            }                                                                              \
         }                                                                                  \
-        for (size_t r = 0; r < rb; r++) p[r * G + t] = hsum256(s0[r]);                     \
+        for (size_t r = 0; r < RB; r++) p[r * G + t] = hsum256(_mm256_add_ps(s0[r], s1[r])); \
     }
 
 #define LOADK_F32(t, d) _mm256_loadu_ps(K + (t) * D + (d))
 #define LOADK_F16(t, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(K + (t) * D + (d))))
 
+/* Rows are processed RB at a time with every per-row loop of compile-time length RB (so
+ * accumulators stay in registers); a short last block reads a zero query row. */
+#define ROW_SETUP()                                                                        \
+    size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;                                        \
+    for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;         \
+    if (!ntm) continue;                                                                    \
+    const float *qrow[RB];                                                                 \
+    for (size_t r = 0; r < RB; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
+
 #define CHUNK_BODY(LOADK, LOADV)                                                           \
     float *p = work; /* [RB][G] scores, then probabilities */                               \
+    float *zero = work + RB * G + RB * D; /* [D] zeros */                                   \
+    memset(zero, 0, D * sizeof(float));                                                    \
     for (size_t r0 = 0; r0 < R; r0 += RB) {                                                \
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;                                    \
-        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;     \
-        if (!ntm) continue;                                                                \
+        ROW_SETUP()                                                                        \
         SCORES_DOT(LOADK)                                                                  \
-        float fct[RB];                                                                     \
-        for (size_t r = 0; r < rb; r++) {                                                  \
-            if (nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
+        float fct[RB] = {1, 1, 1, 1};                                                      \
+        for (size_t r = 0; r < RB; r++) {                                                  \
+            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
             else memset(p + r * G, 0, G * sizeof(float));                                  \
         }                                                                                  \
         V_ACCUM(LOADV)                                                                     \
     }
 
 #define POST POST_NONE
+#define PRE PRE_NONE
 static void chunk_f32_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis,
                            const float *K, const float *V, size_t n,
                            float *m, float *l, float *acc, float *work)
@@ -155,21 +190,23 @@ static void chunk_f16_avx2(const float *q, size_t R, size_t D, const uint32_t *n
     CHUNK_BODY(LOADK_F16, LOAD_F16)
 }
 #undef POST
+#undef PRE
 
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
  * values by token rows of codes; scales folded as in attn_kernels.h. */
-#define POST(a, d) _mm256_mul_ps(_mm256_loadu_ps(rc->vch + (d)), _mm256_add_ps((a), _mm256_set1_ps(zz[r])))
+#define POST(a, d) _mm256_mul_ps(_mm256_loadu_ps(rc->vch + (d)), (a))
+#define PRE(r, d) _mm256_mul_ps(_mm256_loadu_ps(rc->vch + (d)), _mm256_set1_ps(zz[r]))
 static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis,
                            const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     float *p = work;                 /* [RB][G] */
     float *qs = work + RB * G;       /* [RB][D] */
-    const uint8_t *kc = rc->kc, *vc = rc->vc;
+    const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
     for (size_t r0 = 0; r0 < R; r0 += RB) {
         size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB];
+        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB] = {1, 1, 1, 1};
         for (size_t r = 0; r < rb; r++) {
             const float *qr = q + (r0 + r) * D;
             __m256 z = _mm256_setzero_ps();
@@ -184,11 +221,18 @@ static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *n
         size_t ntm16 = (ntm + 15) & ~(size_t)15;
         for (size_t t0 = 0; t0 < ntm16; t0 += 16) {
             __m256 s0[RB], s1[RB];
+            _Pragma("GCC unroll 4")
             for (size_t r = 0; r < RB; r++) { s0[r] = _mm256_setzero_ps(); s1[r] = _mm256_setzero_ps(); }
+            /* 16 tokens of one channel: unpacked bytes, or one nibble of a 16-byte unit */
+            const uint8_t *kb = kc ? kc + t0 : rc->kp + (t0 / 32) * 16;
+            const size_t kstride = kc ? G : G / 2;
+            const __m128i kshift = _mm_cvtsi32_si128(kc ? 0 : (int)(t0 % 32) / 4);
+            const __m128i kmask = _mm_set1_epi8(kc ? (char)0xFF : 0x0F);
             for (size_t d = 0; d < D; d++) {
-                __m128i c16 = _mm_loadu_si128((const __m128i *)(const void *)(kc + d * G + t0));
+                __m128i c16 = _mm_and_si128(_mm_srl_epi16(_mm_loadu_si128((const __m128i *)(const void *)(kb + d * kstride)), kshift), kmask);
                 __m256 k0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(c16));
                 __m256 k1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(c16, 8)));
+                _Pragma("GCC unroll 4")
                 for (size_t r = 0; r < RB; r++) {
                     __m256 qb = _mm256_broadcast_ss(qs + r * D + d);
                     s0[r] = _mm256_fmadd_ps(qb, k0, s0[r]);
@@ -196,15 +240,15 @@ static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *n
                 }
             }
             __m256 kt0 = _mm256_loadu_ps(rc->ktok + t0), kt1 = _mm256_loadu_ps(rc->ktok + t0 + 8);
-            for (size_t r = 0; r < rb; r++) {
+            for (size_t r = 0; r < RB; r++) {
                 __m256 c = _mm256_set1_ps(cz[r]);
                 _mm256_storeu_ps(p + r * G + t0, _mm256_mul_ps(kt0, _mm256_add_ps(s0[r], c)));
                 _mm256_storeu_ps(p + r * G + t0 + 8, _mm256_mul_ps(kt1, _mm256_add_ps(s1[r], c)));
             }
         }
-        for (size_t r = 0; r < rb; r++) {
-            size_t nv = nvis[r0 + r];
-            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); fct[r] = 1; continue; }
+        for (size_t r = 0; r < RB; r++) {
+            size_t nv = r < rb ? nvis[r0 + r] : 0;
+            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
             fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
             __m256 z = _mm256_setzero_ps();
             for (size_t t = 0; t < ntm16; t += 8) {
@@ -214,12 +258,15 @@ static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *n
             }
             zz[r] = hsum256(z);
         }
-        V_ACCUM(LOAD_U8)
+        if (vc) { V_ACCUM(LOAD_U8) }
+        else { V_ACCUM(LOAD_V4) }
     }
 }
 #undef POST
+#undef PRE
 
-static void unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
+void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
 {
     const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
     if (bits == 4) {
@@ -253,6 +300,18 @@ static void unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsign
     }
 }
 
+static void f16_to_f32_avx2(float *dst, const uint8_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + 2 * i))));
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        dst[i] = _cvtsh_ss(h);
+    }
+}
+
 const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
-    "avx2", chunk_f32_avx2, chunk_f16_avx2, chunk_rec_avx2, unpack_row_avx2,
+    "avx2", chunk_f32_avx2, chunk_f16_avx2, chunk_rec_avx2, sjk_attn_unpack_row_avx2, f16_to_f32_avx2,
 };

@@ -34,13 +34,14 @@ block_k(const float *cb, const unsigned k, uint8_t *codes, const float *u, size_
         const __m256 u0 = _mm256_loadu_ps(u + t * stride), u1 = _mm256_loadu_ps(u + t * stride + 8);
         for (unsigned ns = 0; ns < SJK_TRELLIS_STATES; ns++) {
             const float *cw = cb + (ns << k);
+            const float *pp = prev + ((ns << k) & 63u) * 16; /* predecessors: 2^k in a row */
             __m256 a0 = inf, a1 = inf;
+#pragma GCC unroll 16
             for (unsigned j = 0; j < nb; j++) {
-                unsigned p = ((ns << k) | j) & 63u;
                 __m256 c = _mm256_broadcast_ss(cw + j);
                 __m256 d0 = _mm256_sub_ps(u0, c), d1 = _mm256_sub_ps(u1, c);
-                a0 = _mm256_min_ps(_mm256_fmadd_ps(d0, d0, _mm256_loadu_ps(prev + p * 16)), a0);
-                a1 = _mm256_min_ps(_mm256_fmadd_ps(d1, d1, _mm256_loadu_ps(prev + p * 16 + 8)), a1);
+                a0 = _mm256_min_ps(_mm256_fmadd_ps(d0, d0, _mm256_loadu_ps(pp + j * 16)), a0);
+                a1 = _mm256_min_ps(_mm256_fmadd_ps(d1, d1, _mm256_loadu_ps(pp + j * 16 + 8)), a1);
             }
             _mm256_storeu_ps(cur + ns * 16, a0);
             _mm256_storeu_ps(cur + ns * 16 + 8, a1);
@@ -105,5 +106,79 @@ void sjk_trellis_block_avx2(const float *cb, unsigned k, uint8_t *codes, const f
     case 2: block_k(cb, 2, codes, u, T, stride, init_state, end_state, hist, state_at); break;
     case 3: block_k(cb, 3, codes, u, T, stride, init_state, end_state, hist, state_at); break;
     default: block_k(cb, 4, codes, u, T, stride, init_state, end_state, hist, state_at); break;
+    }
+}
+
+/* ---- decode of a token-axis tile (see trellis_avx512.c): 16 channels as two halves of
+ * 8 lanes. Lanes 0..7 of a step are its bits 0 .. 8k-1, lanes 8..15 the next 8k bits, so
+ * each half is one 32-bit word shifted per lane. */
+static inline __attribute__((always_inline)) uint32_t load_bits32(const uint8_t *p, unsigned off_bits,
+                                                                  unsigned nbytes_total)
+{
+    /* the 8k bits at bit offset off_bits (a multiple of 8) of a step of nbytes_total */
+    uint32_t v = 0;
+    unsigned o = off_bits / 8;
+    for (unsigned i = 0; i < 4 && o + i < nbytes_total; i++) v |= (uint32_t)p[o + i] << (8 * i);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void
+decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k,
+               const uint8_t *payload, const float *row_scale, const float *row_zero,
+               const float *col_scale, int rows_are_channels)
+{
+    const size_t step_nbytes = 2 * k, group_nbytes = G * step_nbytes;
+    const unsigned lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k;
+    const __m256i sh = _mm256_setr_epi32(0, (int)k, (int)(2 * k), (int)(3 * k), (int)(4 * k),
+                                         (int)(5 * k), (int)(6 * k), (int)(7 * k));
+    const __m256i mk = _mm256_set1_epi32((int)((1u << k) - 1));
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (size_t d0 = 0; d0 < D; d0 += 16) {
+        const uint8_t *g = payload + d0 / 16 * group_nbytes;
+        for (int h = 0; h < 2; h++) {
+            const size_t dh = d0 + 8 * (size_t)h;
+            __m256 a = one, b = one, col = one;
+            if (rows_are_channels) {
+                a = _mm256_loadu_ps(row_scale + dh);
+                b = _mm256_loadu_ps(row_zero + dh);
+            } else if (col_scale) {
+                col = _mm256_loadu_ps(col_scale + dh);
+            }
+#define STEP2(t)                                                                             \
+    do {                                                                                     \
+        uint32_t x_ = load_bits32(g + (t) * step_nbytes, 8 * k * (unsigned)h, (unsigned)step_nbytes); \
+        __m256i s_ = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)x_), sh), mk); \
+        w = _mm256_or_si256(_mm256_slli_epi32(s_, 6), _mm256_srli_epi32(w, (int)k));         \
+    } while (0)
+            __m256i w = _mm256_setzero_si256();
+            for (size_t t = G - lead; t < G; t++) STEP2(t);
+            for (size_t t = 0; t < G; t++) {
+                STEP2(t);
+                __m256 c = _mm256_i32gather_ps(cb, w, 4);
+                __m256 at = a, bt = b, ct = col;
+                if (rows_are_channels) {
+                    if (col_scale) ct = _mm256_set1_ps(col_scale[t]);
+                } else {
+                    at = _mm256_set1_ps(row_scale[t]);
+                    bt = _mm256_set1_ps(row_zero[t]);
+                }
+                __m256 y = _mm256_add_ps(_mm256_mul_ps(c, at), bt);
+                if (col_scale) y = _mm256_mul_ps(y, ct);
+                _mm256_storeu_ps(out + t * D + dh, y);
+            }
+#undef STEP2
+        }
+    }
+}
+
+void sjk_trellis_decode_token_avx2(float *out, size_t D, size_t G, const float *cb, unsigned k,
+                                   const uint8_t *payload, const float *row_scale,
+                                   const float *row_zero, const float *col_scale,
+                                   int rows_are_channels)
+{
+    switch (k) {
+    case 2: decode_token_k(out, D, G, cb, 2, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    case 3: decode_token_k(out, D, G, cb, 3, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    default: decode_token_k(out, D, G, cb, 4, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
     }
 }

@@ -3,6 +3,7 @@
  * (sub, then fused multiply-add), the same first-minimum rule in the traceback. */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "codec/trellis.h"
 #include "codec/trellis_impl.h"
@@ -30,13 +31,17 @@ block_k(const float *cb, const unsigned k, uint8_t *codes, const float *u, size_
         const float *prev = hist + t * SJK_TRELLIS_STEP_FLOATS;
         float *cur = hist + (t + 1) * SJK_TRELLIS_STEP_FLOATS;
         const __m512 ut = _mm512_loadu_ps(u + t * stride);
+        /* The 2^k windows ending in ns are (ns << k) | j; their predecessors
+         * ((ns << k) & 63) | j are 2^k consecutive states. */
         for (unsigned ns = 0; ns < SJK_TRELLIS_STATES; ns++) {
             const float *cw = cb + (ns << k);
-            __m512 acc = inf;
-            for (unsigned j = 0; j < nb; j++) {
-                unsigned p = ((ns << k) | j) & 63u;
+            const float *pp = prev + ((ns << k) & 63u) * 16;
+            __m512 d0 = _mm512_sub_ps(ut, _mm512_set1_ps(cw[0]));
+            __m512 acc = _mm512_fmadd_ps(d0, d0, _mm512_loadu_ps(pp));
+#pragma GCC unroll 16
+            for (unsigned j = 1; j < nb; j++) {
                 __m512 d = _mm512_sub_ps(ut, _mm512_set1_ps(cw[j]));
-                __m512 cand = _mm512_fmadd_ps(d, d, _mm512_loadu_ps(prev + p * 16));
+                __m512 cand = _mm512_fmadd_ps(d, d, _mm512_loadu_ps(pp + j * 16));
                 acc = _mm512_min_ps(cand, acc); /* equal values: either is the same */
             }
             _mm512_storeu_ps(cur + ns * 16, acc);
@@ -93,5 +98,104 @@ void sjk_trellis_block_avx512(const float *cb, unsigned k, uint8_t *codes, const
     case 2: block_k(cb, 2, codes, u, T, stride, init_state, end_state, hist, state_at); break;
     case 3: block_k(cb, 3, codes, u, T, stride, init_state, end_state, hist, state_at); break;
     default: block_k(cb, 4, codes, u, T, stride, init_state, end_state, hist, state_at); break;
+    }
+}
+
+/* ---- decode of a token-axis tile ----------------------------------------------------
+ * One group of 16 sequences = 16 consecutive channels d0..d0+15; step t of the group
+ * holds their 16 symbols in 2k bytes, so the 16 windows live in one vector:
+ * w = (sym << 6) | (w >> k). Output row t gets (C[w] * a + b) * col (mul, add, mul: the
+ * reference's arithmetic). */
+/* The 2k bytes of one step as an integer, assembled from whole loads (a memcpy into a
+ * stack word of 6 bytes costs a store-forwarding stall per step). */
+static inline __attribute__((always_inline)) uint64_t load_step(const uint8_t *p, unsigned k)
+{
+    uint32_t lo;
+    memcpy(&lo, p, 4);
+    if (k == 2) return lo;
+    if (k == 4) {
+        uint64_t q;
+        memcpy(&q, p, 8);
+        return q;
+    }
+    uint16_t hi;
+    memcpy(&hi, p + 4, 2);
+    return lo | ((uint64_t)hi << 32);
+}
+
+static inline __attribute__((always_inline)) void
+decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k,
+               const uint8_t *payload, const float *row_scale, const float *row_zero,
+               const float *col_scale, int rows_are_channels)
+{
+    const size_t step_nbytes = 2 * k, group_nbytes = G * step_nbytes;
+    const unsigned lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k; /* steps that fill a window */
+    /* Lane 2q's symbol is at bit 2qk of the step word, lane 2q+1's at (2q+1)k. Rotating
+     * the broadcast word right by 2qk - 6 puts lane 2q's symbol at bits 6.. of the low
+     * dword of qword q; by (2q+1)k - 38 puts lane 2q+1's at bits 6.. of the high dword. */
+    const __m512i rot_a = _mm512_setr_epi64((0 * k - 6) & 63, (2 * k - 6) & 63, (4 * k - 6) & 63,
+                                            (6 * k - 6) & 63, (8 * k - 6) & 63, (10 * k - 6) & 63,
+                                            (12 * k - 6) & 63, (14 * k - 6) & 63);
+    const __m512i rot_b = _mm512_and_si512(_mm512_add_epi64(rot_a, _mm512_set1_epi64((long long)k + 32)),
+                                           _mm512_set1_epi64(63));
+    const __m512i m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const size_t n_groups = D / 16;
+    for (size_t d0 = 0; d0 < D; d0 += 16) {
+        const uint8_t *g = payload + d0 / 16 * group_nbytes;
+        const int last_group = d0 / 16 == n_groups - 1;
+        __m512 a = one, b = one, col = one;
+        if (rows_are_channels) {
+            a = _mm512_loadu_ps(row_scale + d0);
+            b = _mm512_loadu_ps(row_zero + d0);
+        } else if (col_scale) {
+            col = _mm512_loadu_ps(col_scale + d0);
+        }
+        /* w = (sym << 6) | (w >> k), 16 lanes: (x & m6) | y is one ternary-logic op. An
+         * 8-byte broadcast load reads past a step of 4 or 6 bytes, so the very last step
+         * of the payload is assembled from exact loads instead. */
+#define STEP(t)                                                                         \
+    do {                                                                                \
+        __m512i bc_;                                                                    \
+        if (k == 4 || !(last_group && (t) == G - 1)) {                                  \
+            long long q_;                                                               \
+            memcpy(&q_, g + (t) * step_nbytes, 8);                                      \
+            bc_ = _mm512_set1_epi64(q_);                                                \
+        } else {                                                                        \
+            bc_ = _mm512_set1_epi64((long long)load_step(g + (t) * step_nbytes, k));    \
+        }                                                                               \
+        __m512i x_ = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc_, rot_a),     \
+                                             _mm512_rorv_epi64(bc_, rot_b));            \
+        w = _mm512_ternarylogic_epi32(x_, m6, _mm512_srli_epi32(w, (int)k), 0xEA);      \
+    } while (0)
+        __m512i w = _mm512_setzero_si512();
+        for (size_t t = G - lead; t < G; t++) STEP(t);
+        for (size_t t = 0; t < G; t++) {
+            STEP(t);
+            __m512 c = _mm512_i32gather_ps(w, cb, 4);
+            __m512 at = a, bt = b, ct = col;
+            if (rows_are_channels) {
+                if (col_scale) ct = _mm512_set1_ps(col_scale[t]);
+            } else {
+                at = _mm512_set1_ps(row_scale[t]);
+                bt = _mm512_set1_ps(row_zero[t]);
+            }
+            __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
+            if (col_scale) y = _mm512_mul_ps(y, ct);
+            _mm512_storeu_ps(out + t * D + d0, y);
+        }
+#undef STEP
+    }
+}
+
+void sjk_trellis_decode_token_avx512(float *out, size_t D, size_t G, const float *cb,
+                                     unsigned k, const uint8_t *payload, const float *row_scale,
+                                     const float *row_zero, const float *col_scale,
+                                     int rows_are_channels)
+{
+    switch (k) {
+    case 2: decode_token_k(out, D, G, cb, 2, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    case 3: decode_token_k(out, D, G, cb, 3, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    default: decode_token_k(out, D, G, cb, 4, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
     }
 }

@@ -100,24 +100,29 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             const uint8_t *rp = hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes;
             const sjk_record_layout *RL = &L->rl;
             if (L->rp.body == SJK_BODY_SCALAR) {
-                for (size_t d = 0; d < D; d++)
-                    k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
-                for (size_t t = 0; t < G; t++)
-                    k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
-                float *ks = sc, *kz = ks + D, *kt = kz + D, *vch = kt + G, *vs = vch + D, *vz = vs + G;
-                for (size_t d = 0; d < D; d++) {
-                    ks[d] = sjk_record_f16_at(rp, RL->off_kscale, d);
-                    kz[d] = sjk_record_f16_at(rp, RL->off_kzero, d);
-                    vch[d] = sjk_record_f16_at(rp, RL->off_vch, d);
+                memset(&rec, 0, sizeof rec);
+                if (RL->bits_k == 4) {
+                    rec.kp = rp + RL->off_k;
+                } else {
+                    for (size_t d = 0; d < D; d++)
+                        k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
+                    rec.kc = kc;
                 }
-                for (size_t t = 0; t < G; t++) {
-                    kt[t] = sjk_record_f16_at(rp, RL->off_ktok, t);
-                    vs[t] = sjk_record_f16_at(rp, RL->off_vscale, t);
-                    vz[t] = sjk_record_f16_at(rp, RL->off_vzero, t);
+                if (RL->bits_v == 4) {
+                    rec.vp = rp + RL->off_v;
+                } else {
+                    for (size_t t = 0; t < G; t++)
+                        k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
+                    rec.vc = vc;
                 }
-                rec.kc = kc; rec.vc = vc;
-                rec.kscale = ks; rec.kzero = kz; rec.ktok = kt;
-                rec.vch = vch; rec.vscale = vs; rec.vzero = vz;
+                /* The six fp16 scale arrays are contiguous: Kscale Kzero Ktok Vch Vscale Vzero. */
+                k->f16_to_f32(sc, rp + RL->off_kscale, 3 * D + 3 * G);
+                rec.kscale = sc;
+                rec.kzero = sc + D;
+                rec.ktok = sc + 2 * D;
+                rec.vch = sc + 2 * D + G;
+                rec.vscale = sc + 3 * D + G;
+                rec.vzero = sc + 3 * D + 2 * G;
                 is_rec = 1;
             } else {
                 /* Trellis bodies: decode the record (one table lookup per value). */
@@ -189,9 +194,12 @@ sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
     j.n_rows = (uint32_t)n_rows;
     j.R = R;
     j.n_chunks = (sl->n + SJK_GROUP - 1) / SJK_GROUP;
-    j.splits = SJK_MIN(c->n_splits, j.n_chunks);
+    /* Enough position splits per head to give every active thread a unit. */
+    uint32_t T = c->active_threads;
+    uint32_t want = H >= T ? 1 : (uint32_t)((T + H - 1) / H);
+    j.splits = SJK_MIN(SJK_MIN(c->n_splits, want), j.n_chunks);
     if (j.splits == 0) j.splits = 1;
-    sjk_pool_run(&c->pool, unit_run, &j, (uint32_t)(H * j.splits));
+    sjk_pool_run_limited(&c->pool, unit_run, &j, (uint32_t)(H * j.splits), T);
 
     /* Merge the splits of each head, normalise, rotate back. */
     for (size_t h = 0; h < H; h++)

@@ -22,10 +22,14 @@
 
 #define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
 
-/* Unpacked record, in the scratch of one worker: codes as bytes, scales as fp32. */
+/* A record as the kernels read it: scales as fp32 (in the worker's scratch), codes either
+ * unpacked to bytes (kc / vc) or, for 4-bit payloads, read in place from the record
+ * (kc / vc NULL: kp / vp, record.h's nibble order). */
 typedef struct sjk_attn_rec {
-    const uint8_t *kc;   /* [D][128] K codes, channel-major (as stored) */
-    const uint8_t *vc;   /* [128][D] V codes, token-major */
+    const uint8_t *kc;   /* [D][128] K codes, channel-major (as stored), or NULL */
+    const uint8_t *vc;   /* [128][D] V codes, token-major, or NULL */
+    const uint8_t *kp;   /* 4-bit K payload rows (D rows of 64 bytes) when kc is NULL */
+    const uint8_t *vp;   /* 4-bit V payload rows (128 rows of D/2 bytes) when vc is NULL */
     const float *kscale, *kzero, *ktok, *vch, *vscale, *vzero; /* [D] [D] [128] [D] [128] [128] */
 } sjk_attn_rec;
 
@@ -44,6 +48,8 @@ typedef struct sjk_attn_kernels {
                       const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
     /* Unpacks a payload row of n codes (n a multiple of 64) into bytes. */
     void (*unpack_row)(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+    /* n little-endian fp16 values (a record's scale fields) to fp32. */
+    void (*f16_to_f32)(float *dst, const uint8_t *src, size_t n);
 } sjk_attn_kernels;
 
 /* Floats of `work` the chunk kernels need for head dim D. */

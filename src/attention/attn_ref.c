@@ -25,6 +25,22 @@ static float softmax_update(float *s, size_t nv, float *m, float *l)
     return f;
 }
 
+/* Dot products with 8 interleaved partial sums (the order of the 8-lane SIMD kernels),
+ * which also keeps the fp32 rounding error of long rows small. */
+static float dot_f32(const float *a, const float *b, size_t n)
+{
+    float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) p[i % 8] += a[i] * b[i];
+    return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+}
+
+static float dot_f16(const float *a, const uint16_t *b, size_t n)
+{
+    float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) p[i % 8] += a[i] * sjk_fp16_to_f32(b[i]);
+    return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+}
+
 static void chunk_f32_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const float *K, const float *V, size_t n,
                           float *m, float *l, float *acc, float *work)
@@ -35,11 +51,7 @@ static void chunk_f32_ref(const float *q, size_t R, size_t D, const uint32_t *nv
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        for (size_t t = 0; t < nv; t++) {
-            float d = 0;
-            for (size_t i = 0; i < D; i++) d += qr[i] * K[t * D + i];
-            s[t] = d;
-        }
+        for (size_t t = 0; t < nv; t++) s[t] = dot_f32(qr, K + t * D, D);
         float f = softmax_update(s, nv, &m[r], &l[r]);
         float *a = acc + r * D;
         for (size_t i = 0; i < D; i++) a[i] *= f;
@@ -58,11 +70,7 @@ static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nv
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        for (size_t t = 0; t < nv; t++) {
-            float d = 0;
-            for (size_t i = 0; i < D; i++) d += qr[i] * sjk_fp16_to_f32(K[t * D + i]);
-            s[t] = d;
-        }
+        for (size_t t = 0; t < nv; t++) s[t] = dot_f16(qr, K + t * D, D);
         float f = softmax_update(s, nv, &m[r], &l[r]);
         float *a = acc + r * D;
         for (size_t i = 0; i < D; i++) a[i] *= f;
@@ -80,14 +88,12 @@ static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nv
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        float cz = 0;
-        for (size_t d = 0; d < D; d++) {
-            qs[d] = qr[d] * rc->kscale[d];
-            cz += qr[d] * rc->kzero[d];
-        }
+        float cz = dot_f32(qr, rc->kzero, D);
+        for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
         for (size_t t = 0; t < nv; t++) s[t] = 0;
         for (size_t d = 0; d < D; d++)
-            for (size_t t = 0; t < nv; t++) s[t] += qs[d] * (float)rc->kc[d * G + t];
+            for (size_t t = 0; t < nv; t++)
+                s[t] += qs[d] * (float)(rc->kc ? rc->kc[d * G + t] : sjk_payload_get(rc->kp + d * (G / 2), G, 4, t));
         for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
         float f = softmax_update(s, nv, &m[r], &l[r]);
         float z = 0;
@@ -97,7 +103,8 @@ static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nv
         }
         for (size_t d = 0; d < D; d++) racc[d] = 0;
         for (size_t t = 0; t < nv; t++)
-            for (size_t d = 0; d < D; d++) racc[d] += s[t] * (float)rc->vc[t * D + d];
+            for (size_t d = 0; d < D; d++)
+                racc[d] += s[t] * (float)(rc->vc ? rc->vc[t * D + d] : sjk_payload_get(rc->vp + t * (D / 2), D, 4, d));
         float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) a[d] = a[d] * f + rc->vch[d] * (racc[d] + z);
     }
@@ -108,8 +115,13 @@ void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsig
     for (size_t i = 0; i < n; i++) codes[i] = (uint8_t)sjk_payload_get(row, n, bits, i);
 }
 
+static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = sjk_fp16_to_f32(sjk_rd_u16le(src + 2 * i));
+}
+
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
-    "ref", chunk_f32_ref, chunk_f16_ref, chunk_rec_ref, sjk_attn_unpack_row_ref,
+    "ref", chunk_f32_ref, chunk_f16_ref, chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
@@ -125,9 +137,11 @@ const sjk_attn_kernels *sjk_attn_kernels_avx2(void)
 
 const sjk_attn_kernels *sjk_attn_kernels_avx512(void)
 {
-    /* The AVX2 kernels are memory- and FMA-bound at these shapes; no separate AVX-512
-     * table yet (see docs/BENCHMARKS.md, "Attention"). */
+#if defined(__x86_64__)
+    return (sjk_cpu_features() & SJK_CPU_AVX512) ? &sjk_attn_kernels_table_avx512 : NULL;
+#else
     return NULL;
+#endif
 }
 
 static const sjk_attn_kernels *g_kernels; /* written once under g_once */

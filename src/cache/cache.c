@@ -313,6 +313,7 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
             sl->b = c->layers[l].compressed ? c->layers[l].sink : 0;
         }
     c->kern = sjk_attn_kernels_get();
+    c->active_threads = p->n_threads;
     /* Probe each body once (a zero group sealed into scratch): a body this build cannot
      * encode fails here, not at the first seal. */
     for (uint32_t l = 0; l < p->n_layers; l++) {
@@ -439,7 +440,7 @@ static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t 
         }
         uint32_t n_tiles = j.tiles_before[b1 - b0];
         if (!n_tiles) continue;
-        sjk_pool_run(&c->pool, seal_tile, &j, n_tiles);
+        sjk_pool_run_limited(&c->pool, seal_tile, &j, n_tiles, c->active_threads);
         sjk_status st = (sjk_status)atomic_load(&j.status);
         if (st != SJK_OK) return st;
         for (uint32_t l = b0; l < b1; l++) {
@@ -447,6 +448,13 @@ static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t 
             if (j.g1[i] > j.g0[i]) sjk_cache_state(c, seq, l)->b = c->layers[l].sink + j.g1[i] * SJK_GROUP;
         }
     }
+    return SJK_OK;
+}
+
+sjk_status sjk_cache_set_threads(sjk_cache *c, uint32_t n)
+{
+    if (!c || n == 0) return SJK_ERR_PARAM;
+    c->active_threads = n < c->p.n_threads ? n : c->p.n_threads;
     return SJK_OK;
 }
 

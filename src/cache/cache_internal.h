@@ -72,7 +72,8 @@ struct sjk_cache {
     /* attention */
     float *q_rot;             /* [n_kv_heads][max_q_rows * gq][D] packed rotated queries */
     float *part;              /* [n_kv_heads * n_splits][max_q_rows * gq][D + 2] */
-    uint32_t n_splits;        /* position splits per KV head */
+    uint32_t n_splits;        /* position splits per KV head (at most) */
+    uint32_t active_threads;  /* sjk_cache_set_threads, <= p.n_threads */
     const struct sjk_attn_kernels *kern; /* attention kernels (tests may swap in another) */
     size_t total_nbytes;
     size_t region_nbytes[4];  /* sink, body, ring, uniform */

@@ -64,7 +64,13 @@ int sjk_pool_init(sjk_pool *p, uint32_t n_threads, sjk_pool_worker *workers)
 
 void sjk_pool_run(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items)
 {
-    if (p->n_started == 0 || n_items <= 1) {
+    sjk_pool_run_limited(p, fn, arg, n_items, p->n_threads);
+}
+
+void sjk_pool_run_limited(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items,
+                          uint32_t max_threads)
+{
+    if (p->n_started == 0 || n_items <= 1 || max_threads <= 1) {
         for (uint32_t i = 0; i < n_items; i++) fn(arg, i, 0);
         return;
     }

@@ -35,8 +35,11 @@ typedef struct sjk_pool {
 
 /* Starts n_threads − 1 workers; workers points at n_threads − 1 slots. 0 on success. */
 int sjk_pool_init(sjk_pool *p, uint32_t n_threads, sjk_pool_worker *workers);
-/* Runs fn(arg, item, worker) for every item; worker < n_threads. */
+/* Runs fn(arg, item, worker) for every item; worker < n_threads. With max_threads == 1
+ * everything runs on the caller's thread. */
 void sjk_pool_run(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items);
+void sjk_pool_run_limited(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items,
+                          uint32_t max_threads);
 void sjk_pool_destroy(sjk_pool *p);
 
 #endif

@@ -34,11 +34,12 @@ sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
         r.keep_best = 1;
         break;
     case SJK_BALANCE_SJ:
-        /* Chosen by `sjkvarn bench balance` (docs/BALANCING.md): 16 passes, a symmetric
-         * clamp wide enough never to stall (|log-scale| <= 30 keeps every product of the
-         * two scales and a tile value finite in fp32), constant rows/columns left alone,
-         * keep the final iterate (with no stalling clamp it is the best one to within
-         * noise, and it needs one sweep less), and the scales split evenly. */
+        /* Chosen by `sjkvarn bench balance` (docs/BALANCING.md): up to 16 passes, a
+         * symmetric clamp wide enough never to stall (|log-scale| <= 30 keeps every product
+         * of the two scales and a tile value finite in fp32), constant rows/columns left
+         * alone, keep the final iterate (with no stalling clamp it is the best one), stop
+         * once a pass changes nothing but a common factor (3-4 passes on the measured
+         * data, same SNR as 16), and split the scales evenly for fp16 storage. */
         r.n_iter = 16;
         r.std_lo = 1e-30f;
         r.std_hi = 1e30f;
@@ -47,6 +48,7 @@ sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
         r.keep_best = 0;
         r.skip_constant = 1;
         r.split = 1;
+        r.tol = 1e-3f;
         break;
     case SJK_BALANCE_OFF:
     default:
@@ -56,16 +58,6 @@ sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
 }
 
 size_t sjk_balance_scratch_floats(size_t R, size_t C) { return 6 * R + 6 * C; }
-
-/* Unbiased std of n values from their shifted sum and sum of squares. */
-static inline float std_from(float sum, float sq, size_t n)
-{
-    double m = (double)sum;
-    double v = ((double)sq - m * m / (double)n) / (double)(n - 1);
-    return v > 0 ? (float)sqrt(v) : 0.0f;
-}
-
-static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 static float ratio_of(const float *s, size_t n)
 {
@@ -77,12 +69,26 @@ static float ratio_of(const float *s, size_t n)
     return mx / (mn > 1e-8f ? mn : 1e-8f);
 }
 
+/* max/min - 1 over the non-zero entries: how unequal one axis's stds still are. (Not
+ * |s - 1|: at the fixed point the row stds are 1 and the column stds a common c that need
+ * not be 1; the pass then moves every scale by the same factor, which changes nothing.) */
+static float spread_of(const float *s, size_t n)
+{
+    float mx = 0.0f, mn = 3.4e38f;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != 0.0f) {
+            mx = s[i] > mx ? s[i] : mx;
+            mn = s[i] < mn ? s[i] : mn;
+        }
+    return mx > 0.0f ? mx / mn - 1.0f : 0.0f;
+}
+
 /* Column stds of the current tile into cstd[C] (sum/sq: scratch of C floats each). */
 static void col_stds(const sjk_codec_kernels *kern, const float *M, size_t R, size_t C,
                      const float *er, const float *ec, float *sum, float *sq, float *cstd)
 {
     kern->col_sweep(M, R, C, er, sum, sq);
-    for (size_t j = 0; j < C; j++) cstd[j] = ec[j] * std_from(sum[j], sq[j], R);
+    kern->stds(sum, sq, C, (float)R, ec, cstd);
 }
 
 /* Row stds of M * ec (without the row factor) into rraw[R]. */
@@ -90,7 +96,7 @@ static void row_stds_raw(const sjk_codec_kernels *kern, const float *M, size_t R
                          const float *ec, float *sum, float *sq, float *rraw)
 {
     kern->row_sweep(M, R, C, ec, sum, sq);
-    for (size_t i = 0; i < R; i++) rraw[i] = std_from(sum[i], sq[i], C);
+    kern->stds(sum, sq, R, (float)C, NULL, rraw);
 }
 
 float sjk_balance_imbalance(const float *M, size_t R, size_t C, const float *inv_row,
@@ -121,6 +127,7 @@ void sjk_balance_run(const float *M, size_t R, size_t C, const sjk_balance_rule 
     for (size_t j = 0; j < C; j++) a_c[j] = 0.0f, inv_col[j] = 1.0f;
 
     const unsigned n = rule ? rule->n_iter : 0;
+    unsigned n_done = n;
     if (info) info->imbalance_initial = sjk_balance_imbalance(M, R, C, inv_row, inv_col, kern, sum);
     if (n > 0) col_stds(kern, M, R, C, inv_row, inv_col, sum, sq, cstd);
     if (n > 0 && rule->keep_best) {
@@ -131,26 +138,28 @@ void sjk_balance_run(const float *M, size_t R, size_t C, const sjk_balance_rule 
     }
     for (unsigned it = 1; it <= n; it++) {
         /* 1-2: column update from the current column stds, then recompute ec */
-        for (size_t j = 0; j < C; j++) {
-            if (rule->skip_constant && cstd[j] == 0.0f) continue;
-            float s = clampf(cstd[j], rule->std_lo, rule->std_hi);
-            a_c[j] = clampf(a_c[j] + logf(s), rule->log_lo, rule->log_hi);
-            inv_col[j] = expf(-a_c[j]);
-        }
-        /* 3-4: row update; the row stds after it follow without a sweep */
-        row_stds_raw(kern, M, R, C, inv_col, sum, sq, rstd);
-        for (size_t i = 0; i < R; i++) {
-            float raw = rstd[i];
-            float t = inv_row[i] * raw;
-            if (!(rule->skip_constant && t == 0.0f)) {
-                float s = clampf(t, rule->std_lo, rule->std_hi);
-                a_r[i] = clampf(a_r[i] + logf(s), rule->log_lo, rule->log_hi);
-                inv_row[i] = expf(-a_r[i]);
-            }
-            rstd[i] = inv_row[i] * raw;
-        }
+        kern->update_scales(a_c, inv_col, cstd, C, rule->std_lo, rule->std_hi, rule->log_lo,
+                            rule->log_hi, (int)rule->skip_constant);
+        /* 3-4: row update; the row stds after it follow without a sweep (rraw: the row
+         * stds without the row factor; sum is free again once row_stds_raw is done) */
+        float *rraw = sq;
+        row_stds_raw(kern, M, R, C, inv_col, sum, rraw, rraw);
+        for (size_t i = 0; i < R; i++) rstd[i] = inv_row[i] * rraw[i];
+        float dev = rule->tol > 0 ? spread_of(rstd, R) : 0.0f;
+        kern->update_scales(a_r, inv_row, rstd, R, rule->std_lo, rule->std_hi, rule->log_lo,
+                            rule->log_hi, (int)rule->skip_constant);
+        for (size_t i = 0; i < R; i++) rstd[i] = inv_row[i] * rraw[i];
         /* 5: column stds of the new tile: the imbalance now, the column update next pass */
         if (rule->keep_best || it < n) col_stds(kern, M, R, C, inv_row, inv_col, sum, sq, cstd);
+        /* converged: this pass's row update and the next pass's column update move every
+         * scale by the same factor to within tol (relative), i.e. change nothing */
+        if (!rule->keep_best && rule->tol > 0 && it < n) {
+            float dc = spread_of(cstd, C);
+            if ((dev > dc ? dev : dc) < rule->tol) {
+                n_done = it;
+                break;
+            }
+        }
         if (rule->keep_best) {
             float imb = ratio_of(cstd, C) + ratio_of(rstd, R);
             if (imb <= best_imb) {
@@ -165,7 +174,7 @@ void sjk_balance_run(const float *M, size_t R, size_t C, const sjk_balance_rule 
         memcpy(a_r, best_r, R * sizeof *a_r);
         memcpy(a_c, best_c, C * sizeof *a_c);
     } else {
-        best_pass = n;
+        best_pass = n_done;
     }
     if (n > 0 && rule->split) {
         double mr = 0, mc = 0;
@@ -175,8 +184,8 @@ void sjk_balance_run(const float *M, size_t R, size_t C, const sjk_balance_rule 
         for (size_t i = 0; i < R; i++) a_r[i] += h;
         for (size_t j = 0; j < C; j++) a_c[j] -= h;
     }
-    for (size_t i = 0; i < R; i++) s_row[i] = expf(a_r[i]), inv_row[i] = expf(-a_r[i]);
-    for (size_t j = 0; j < C; j++) s_col[j] = expf(a_c[j]), inv_col[j] = expf(-a_c[j]);
+    for (size_t i = 0; i < R; i++) s_row[i] = sjk_fast_expf(a_r[i]), inv_row[i] = sjk_fast_expf(-a_r[i]);
+    for (size_t j = 0; j < C; j++) s_col[j] = sjk_fast_expf(a_c[j]), inv_col[j] = sjk_fast_expf(-a_c[j]);
     if (info) {
         info->best_pass = best_pass;
         info->imbalance = sjk_balance_imbalance(M, R, C, inv_row, inv_col, kern, sum);

@@ -22,6 +22,8 @@ typedef struct sjk_balance_rule {
     unsigned keep_best;       /* 1: keep the lowest-imbalance iterate, ties to the later one,
                                  identity as the initial candidate; 0: keep the final one */
     unsigned skip_constant;   /* 1: a row/column whose std is exactly 0 keeps its scale */
+    float tol;                /* keep-final rules: stop early once a pass moves no scale by
+                                 more than this (relative); 0 = always run n_iter passes */
     unsigned split;           /* 1: move a common factor between s_row and s_col so their
                                  geometric means are equal (products unchanged; keeps the
                                  stored fp16 scales away from under/overflow) */
@@ -34,7 +36,8 @@ sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode);
 typedef struct sjk_balance_info {
     float imbalance_initial;  /* of the raw tile */
     float imbalance;          /* of the returned scaling */
-    unsigned best_pass;       /* 0 = identity, else the pass whose scales were kept */
+    unsigned best_pass;       /* 0 = identity, else the pass whose scales were kept (keep-final
+                                 rules: the number of passes run) */
 } sjk_balance_info;
 
 /* Scratch floats needed for an R x C tile. */

@@ -50,6 +50,89 @@ static void row_sweep_ref(const float *M, size_t R, size_t C, const float *cs, f
     }
 }
 
+static void stds_ref(const float *sum, const float *sq, size_t n, float cnt, const float *f, float *out)
+{
+    const float cm1 = cnt - 1.0f;
+    for (size_t j = 0; j < n; j++) {
+        float v = (sq[j] - (sum[j] * sum[j]) / cnt) / cm1;
+        v = v > 0.0f ? v : 0.0f;
+        float s = sqrtf(v);
+        out[j] = f ? f[j] * s : s;
+    }
+}
+
+/* log: x = m * 2^e with m in [sqrt(1/2), sqrt(2)); log(m) = 2 atanh(s), s = (m-1)/(m+1),
+ * by its odd series to s^9; the two-part ln 2 keeps e * ln 2 exact. Every step is one
+ * IEEE operation in a fixed order, so the SIMD twins reproduce it bit for bit. */
+#define SJK_LN2_HI 0.693145751953125f
+#define SJK_LN2_LO 1.428606765330187e-06f
+float sjk_fast_logf(float x)
+{
+    uint32_t u = sjk_f32_bits(x);
+    int32_t e = (int32_t)((u >> 23) & 0xFFu) - 127;
+    float m = sjk_bits_f32((u & 0x7FFFFFu) | 0x3F800000u);
+    if (m > 1.41421356f) {
+        m = m * 0.5f;
+        e = e + 1;
+    }
+    float s = (m - 1.0f) / (m + 1.0f);
+    float z = s * s;
+    float p = 0.11111111f;
+    p = p * z + 0.14285715f;
+    p = p * z + 0.2f;
+    p = p * z + 0.33333334f;
+    p = p * z + 1.0f;
+    float lm = (s + s) * p;
+    float fe = (float)e;
+    return (lm + fe * SJK_LN2_LO) + fe * SJK_LN2_HI;
+}
+
+/* exp: y = n ln 2 + r, |r| <= ln2/2; exp(r) by its Taylor series to r^7; times 2^n. */
+float sjk_fast_expf(float y)
+{
+    float n = rintf(y * 1.44269504f);
+    float r = (y - n * SJK_LN2_HI) - n * SJK_LN2_LO;
+    float p = 1.98412698e-4f;
+    p = p * r + 1.38888889e-3f;
+    p = p * r + 8.33333333e-3f;
+    p = p * r + 4.16666667e-2f;
+    p = p * r + 0.166666667f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * sjk_bits_f32((uint32_t)((int32_t)n + 127) << 23);
+}
+
+static void update_scales_ref(float *a, float *inv, const float *st, size_t n, float std_lo,
+                              float std_hi, float log_lo, float log_hi, int skip)
+{
+    for (size_t j = 0; j < n; j++) {
+        if (!(skip && st[j] == 0.0f)) {
+            float s = st[j] < std_lo ? std_lo : (st[j] > std_hi ? std_hi : st[j]);
+            float t = a[j] + sjk_fast_logf(s);
+            a[j] = t < log_lo ? log_lo : (t > log_hi ? log_hi : t);
+        }
+        inv[j] = sjk_fast_expf(-a[j]);
+    }
+}
+
+static inline float sanitize(float x)
+{
+    uint32_t e = sjk_f32_bits(x) & 0x7F800000u;
+    if (e == 0x7F800000u || e == 0) return 0.0f; /* NaN, Inf, zero, denormal -> +0 */
+    return x > 65504.0f ? 65504.0f : (x < -65504.0f ? -65504.0f : x);
+}
+
+static void load_tiles_ref(float *kt, float *vt, const float *k, const float *v, size_t D)
+{
+    const size_t G = SJK_GROUP;
+    for (size_t i = 0; i < G * D; i++) vt[i] = sanitize(v[i]);
+    for (size_t t0 = 0; t0 < G; t0 += 16)
+        for (size_t d0 = 0; d0 < D; d0 += 16)
+            for (size_t t = t0; t < t0 + 16; t++)
+                for (size_t d = d0; d < d0 + 16; d++) kt[d * G + t] = sanitize(k[t * D + d]);
+}
+
 static void scale_row_ref(const float *m, size_t n, float ir, const float *ic, float *b)
 {
     for (size_t j = 0; j < n; j++) b[j] = (m[j] * ic[j]) * ir;
@@ -100,7 +183,7 @@ static void decode_v_row_ref(float *v, size_t n, const uint8_t *row, unsigned bi
 }
 
 const sjk_codec_kernels sjk_codec_kernels_table_ref = {
-    "ref", col_sweep_ref, row_sweep_ref, scale_row_ref, rtn_row_ref, decode_k16_ref, decode_v_row_ref,
+    "ref", col_sweep_ref, row_sweep_ref, stds_ref, update_scales_ref, load_tiles_ref, scale_row_ref, rtn_row_ref, decode_k16_ref, decode_v_row_ref,
 };
 
 const sjk_codec_kernels *sjk_codec_kernels_ref(void) { return &sjk_codec_kernels_table_ref; }

@@ -25,6 +25,19 @@ typedef struct sjk_codec_kernels {
     void (*col_sweep)(const float *M, size_t R, size_t C, const float *rs, float *sum, float *sq);
     /* Row statistics of X = M diag(cs). With K_i = X_i0: sum[i], sq[i] as above. */
     void (*row_sweep)(const float *M, size_t R, size_t C, const float *cs, float *sum, float *sq);
+    /* out[j] = f[j] * sqrt(max((sq[j] - sum[j] * sum[j] / cnt) / (cnt - 1), 0)) (f = NULL: 1),
+     * for j < n (n a multiple of 16): unbiased stds from shifted sums, in fp32. */
+    void (*stds)(const float *sum, const float *sq, size_t n, float cnt, const float *f, float *out);
+    /* One balancing update of n log-scales (n a multiple of 16): unless skip && st[j] == 0,
+     * a[j] = clamp(a[j] + log(clamp(st[j], std_lo, std_hi)), log_lo, log_hi); then
+     * inv[j] = exp(-a[j]). log and exp are the polynomials of sjk_fast_logf/expf
+     * (codec_kernels.c), evaluated identically on every path. */
+    void (*update_scales)(float *a, float *inv, const float *st, size_t n, float std_lo, float std_hi,
+                          float log_lo, float log_hi, int skip);
+    /* Loads one group into the two tiles, sanitized (NaN/Inf/zero/denormal -> +0, |x| >
+     * 65504 -> +-65504): kt[d][t] = san(k[t][d]) (K transposed to channel-major),
+     * vt[t][d] = san(v[t][d]). k, v: [128][D], D a multiple of 16. */
+    void (*load_tiles)(float *kt, float *vt, const float *k, const float *v, size_t D);
     /* b[j] = (m[j] * ic[j]) * ir: one balanced row. */
     void (*scale_row)(const float *m, size_t n, float ir, const float *ic, float *b);
     /* Scalar body, fused with scale_row: b as above; lo = min b, step = max((max b - lo) /
@@ -40,6 +53,11 @@ typedef struct sjk_codec_kernels {
     void (*decode_v_row)(float *v, size_t n, const uint8_t *row, unsigned bits, float scale,
                          float zero, const float *ch);
 } sjk_codec_kernels;
+
+/* The scalar definitions of the log and exp the balancing uses (max error ~2 ulp; x must
+ * be a positive normal number, y in [-87, 88]). */
+float sjk_fast_logf(float x);
+float sjk_fast_expf(float y);
 
 /* The fastest path the CPU allows (after SJK_CPU_DISABLE); chosen once, thread-safe. */
 const sjk_codec_kernels *sjk_codec_kernels_get(void);

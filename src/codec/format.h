@@ -45,7 +45,11 @@ void sjk_decode_q4_1(float *dst, const void *src, size_t n);
 void sjk_encode_q4_0(void *dst, const float *src, size_t n);
 void sjk_decode_q4_0(float *dst, const void *src, size_t n);
 
-/* Scalar reference decoders (the table's decoders may dispatch to SIMD). */
+/* Scalar references (the table's entries for these may dispatch to SIMD; encoders give
+ * identical bytes on every path). */
+void sjk_encode_f16_ref(void *dst, const float *src, size_t n);
+void sjk_encode_q8_0_ref(void *dst, const float *src, size_t n);
+void sjk_encode_q4_0_ref(void *dst, const float *src, size_t n);
 void sjk_decode_f16_ref(float *dst, const void *src, size_t n);
 void sjk_decode_q8_0_ref(float *dst, const void *src, size_t n);
 void sjk_decode_q4_0_ref(float *dst, const void *src, size_t n);

@@ -82,11 +82,12 @@ static void sanitize_block(float *dst, const float *src, float lim)
 void sjk_encode_f32(void *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 void sjk_decode_f32(float *dst, const void *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
 
-void sjk_encode_f16(void *dst, const float *src, size_t n)
+void sjk_encode_f16_ref(void *dst, const float *src, size_t n)
 {
     uint8_t *y = dst;
     for (size_t i = 0; i < n; i++) sjk_wr_u16le(y + 2 * i, sjk_f32_to_fp16(src[i]));
 }
+void sjk_encode_f16(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_f16(dst, src, n); }
 void sjk_decode_f16_ref(float *dst, const void *src, size_t n)
 {
     const uint8_t *x = src;
@@ -129,7 +130,9 @@ static int q8_0_block(uint8_t *y, const float *x)
     return 1;
 }
 
-void sjk_encode_q8_0(void *dst, const float *src, size_t n)
+void sjk_encode_q8_0(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_q8_0(dst, src, n); }
+
+void sjk_encode_q8_0_ref(void *dst, const float *src, size_t n)
 {
     uint8_t *y = dst;
     for (size_t b = 0; b < n / SJK_QK; b++, y += SJK_Q8_0_NBYTES, src += SJK_QK) {
@@ -189,7 +192,9 @@ static int q4_0_block(uint8_t *y, const float *x)
     return 1;
 }
 
-void sjk_encode_q4_0(void *dst, const float *src, size_t n)
+void sjk_encode_q4_0(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_q4_0(dst, src, n); }
+
+void sjk_encode_q4_0_ref(void *dst, const float *src, size_t n)
 {
     uint8_t *y = dst;
     for (size_t b = 0; b < n / SJK_QK; b++, y += SJK_Q4_0_NBYTES, src += SJK_QK) {

@@ -8,6 +8,59 @@
 #include "common/fp16.h"
 #include "common/util.h"
 
+/* ---- TurboQuant ladder: branchless binary search over the sorted midpoints --------- */
+
+/* One step of the branch-free search: take the upper half when mid[c + s - 1] <= r. */
+#define TQ_STEP(s) c += (s) & (0u - (unsigned)(mid[c + (s) - 1] <= r))
+
+static void tq_codes6(uint8_t *codes, const float *u, const float *mid)
+{
+    for (int i = 0; i < SJK_TQ_BLOCK; i++) {
+        const float r = u[i];
+        unsigned c = 0;
+        TQ_STEP(32); TQ_STEP(16); TQ_STEP(8); TQ_STEP(4); TQ_STEP(2); TQ_STEP(1);
+        codes[i] = (uint8_t)c;
+    }
+}
+static void tq_codes5(uint8_t *codes, const float *u, const float *mid)
+{
+    for (int i = 0; i < SJK_TQ_BLOCK; i++) {
+        const float r = u[i];
+        unsigned c = 0;
+        TQ_STEP(16); TQ_STEP(8); TQ_STEP(4); TQ_STEP(2); TQ_STEP(1);
+        codes[i] = (uint8_t)c;
+    }
+}
+static void tq_codes4(uint8_t *codes, const float *u, const float *mid)
+{
+    for (int i = 0; i < SJK_TQ_BLOCK; i++) {
+        const float r = u[i];
+        unsigned c = 0;
+        TQ_STEP(8); TQ_STEP(4); TQ_STEP(2); TQ_STEP(1);
+        codes[i] = (uint8_t)c;
+    }
+}
+static void tq_codes3(uint8_t *codes, const float *u, const float *mid)
+{
+    for (int i = 0; i < SJK_TQ_BLOCK; i++) {
+        const float r = u[i];
+        unsigned c = 0;
+        TQ_STEP(4); TQ_STEP(2); TQ_STEP(1);
+        codes[i] = (uint8_t)c;
+    }
+}
+#undef TQ_STEP
+
+static void tq_codes128_ref(uint8_t *codes, const float *u, const float *mid, unsigned bits)
+{
+    switch (bits) {
+    case 6: tq_codes6(codes, u, mid); break;
+    case 5: tq_codes5(codes, u, mid); break;
+    case 4: tq_codes4(codes, u, mid); break;
+    default: tq_codes3(codes, u, mid); break;
+    }
+}
+
 /* ---- dot: accumulate in double, the most accurate order, as the yardstick ----------- */
 
 static float dot_f16_ref(const float *q, const void *src, size_t n)
@@ -100,10 +153,23 @@ static void axpy_tq6_0_stage_ref(float *y, float a, const void *src, size_t n)
 }
 
 static const sjk_fmt_kernels g_ref = {
-    "ref",
-    sjk_decode_f16_ref, sjk_decode_q8_0_ref, sjk_decode_q4_0_ref, sjk_decode_tq6_0_stage_ref,
-    dot_f16_ref, dot_q8_0_ref, dot_q4_0_ref, dot_tq6_0_stage_ref,
-    axpy_f16_ref, axpy_q8_0_ref, axpy_q4_0_ref, axpy_tq6_0_stage_ref,
+    .name = "ref",
+    .encode_f16 = sjk_encode_f16_ref,
+    .encode_q8_0 = sjk_encode_q8_0_ref,
+    .encode_q4_0 = sjk_encode_q4_0_ref,
+    .tq_codes128 = tq_codes128_ref,
+    .decode_f16 = sjk_decode_f16_ref,
+    .decode_q8_0 = sjk_decode_q8_0_ref,
+    .decode_q4_0 = sjk_decode_q4_0_ref,
+    .decode_tq6_0_stage = sjk_decode_tq6_0_stage_ref,
+    .dot_f16 = dot_f16_ref,
+    .dot_q8_0 = dot_q8_0_ref,
+    .dot_q4_0 = dot_q4_0_ref,
+    .dot_tq6_0_stage = dot_tq6_0_stage_ref,
+    .axpy_f16 = axpy_f16_ref,
+    .axpy_q8_0 = axpy_q8_0_ref,
+    .axpy_q4_0 = axpy_q4_0_ref,
+    .axpy_tq6_0_stage = axpy_tq6_0_stage_ref,
 };
 
 static sjk_fmt_kernels g_best; /* written once under g_once, then read-only */

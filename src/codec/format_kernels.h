@@ -5,7 +5,8 @@
  * Every kernel has a scalar reference (sjk_fmt_kernels_ref()); sjk_fmt_kernels_get()
  * returns the table chosen once per process from sjk_cpu_features() (AVX-512, AVX2 or
  * the references). Tolerances against the reference (tests/test_formats.c):
- *  - decode: bit-identical (each output is one product of exact operands);
+ *  - encoders, tq_codes128 and decoders: bit-identical (each output is one correctly rounded
+ *    conversion or one product of exact operands);
  *  - dot: |simd - ref| <= 1e-5 * sum_i |q_i * x_i| + 1e-30 (summation order differs);
  *  - axpy: bit-identical when the target has no FMA contraction difference; tested with
  *    a relative tolerance of 1e-6.
@@ -16,9 +17,20 @@
 #define SJK_FORMAT_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sjk_fmt_kernels {
     const char *name; /* "ref", "avx2", "avx512" */
+    /* dst = fp16 bytes of src[0..n): bit-identical on every path (F16C rounds to nearest
+     * even exactly like the reference, NaN payloads included) */
+    void (*encode_f16)(void *dst, const float *src, size_t n);
+    /* llama.cpp's q8_0 / q4_0 bytes: the same rounding steps lane by lane (blocks that
+     * need the non-finite/out-of-range treatment go to the reference), bit-identical */
+    void (*encode_q8_0)(void *dst, const float *src, size_t n);
+    void (*encode_q4_0)(void *dst, const float *src, size_t n);
+    /* codes[i] = number of mid[k] <= u[i] for 128 values (mid: 2^bits - 1 ascending
+     * midpoints, bits 3..6): the TurboQuant ladder; exact, so identical on every path */
+    void (*tq_codes128)(uint8_t *codes, const float *u, const float *mid, unsigned bits);
     /* dst[0..n) = decode(src) */
     void (*decode_f16)(float *dst, const void *src, size_t n);
     void (*decode_q8_0)(float *dst, const void *src, size_t n);

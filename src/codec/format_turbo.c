@@ -5,7 +5,8 @@
  * One 128-value block, the same pipeline for every type:
  *
  *   n  = sqrt(sum x_i^2)            fp32, sequential sum
- *   u  = x / n                      (u = 0 if n <= 1e-10)
+ *   u  = x * (1/n)                  fp32 reciprocal, then a multiply, as the fork's
+ *                                   CPU reference (u = 0 if n <= 1e-10)
  *   r  = RHT(u)                     signed WHT128: D2 H D1 u / sqrt(128); skipped by
  *                                   tq6_0_stage, whose input is already rotated
  *   q  = #{ midpoints m_k <= r_i }  (a value on a midpoint goes to the upper cell)
@@ -28,8 +29,9 @@
  *
  * Non-finite input: a block holding NaN or a value with |x| > 65504 is encoded from a
  * copy with NaN -> 0 and values clamped to ±65504; a stored norm that would overflow
- * fp16 saturates at 65504. Encoding uses only scalar code, so it is identical on every
- * dispatch path.
+ * fp16 saturates at 65504. Encoding is identical on every dispatch path: the sums are
+ * sequential scalar fp32, and the only SIMD step (the ladder, tq_codes128 in
+ * format_kernels.h) is made of exact comparisons.
  */
 #include <math.h>
 #include <string.h>
@@ -58,10 +60,14 @@ typedef struct tq_type {
 
 /* ---- rotation ----------------------------------------------------------------------- */
 
+/* Flips the sign bit of x[e] where the mask bit is set (branch-free: the masks are
+ * random, so a branch would mispredict half the time). */
 static void apply_signs(float *x, const uint32_t s[4])
 {
-    for (int e = 0; e < TQ; e++)
-        if ((s[e >> 5] >> (e & 31)) & 1u) x[e] = -x[e];
+    uint32_t u[TQ];
+    memcpy(u, x, sizeof u);
+    for (int e = 0; e < TQ; e++) u[e] ^= ((s[e >> 5] >> (e & 31)) & 1u) << 31;
+    memcpy(x, u, sizeof u);
 }
 
 /* The reference (scalar) Hadamard keeps encoding identical on every dispatch path. */
@@ -84,11 +90,9 @@ void sjk_rht128_inverse(float *x)
 static void pack_tq6(uint8_t *blk, const uint8_t *c)
 {
     uint8_t *qs = blk + 2, *qh = blk + 66;
-    memset(qs, 0, 96);
-    for (int j = 0; j < TQ; j++) {
-        qs[j / 2] |= (uint8_t)((c[j] & 0x0Fu) << (4 * (j & 1)));
-        qh[j / 4] |= (uint8_t)((c[j] >> 4) << (2 * (j & 3)));
-    }
+    for (int k = 0; k < TQ / 2; k++) qs[k] = (uint8_t)((c[2 * k] & 0x0Fu) | ((c[2 * k + 1] & 0x0Fu) << 4));
+    for (int k = 0; k < TQ / 4; k++)
+        qh[k] = (uint8_t)((c[4 * k] >> 4) | ((c[4 * k + 1] >> 4) << 2) | ((c[4 * k + 2] >> 4) << 4) | ((c[4 * k + 3] >> 4) << 6));
 }
 static void unpack_tq6(uint8_t *c, const uint8_t *blk)
 {
@@ -97,15 +101,17 @@ static void unpack_tq6(uint8_t *c, const uint8_t *blk)
         c[j] = (uint8_t)(((qs[j / 2] >> (4 * (j & 1))) & 0x0Fu) | (((qh[j / 4] >> (2 * (j & 3))) & 3u) << 4));
 }
 
+/* tq5_0 stores sign and magnitude: code >= 16 -> (0, code - 16), else (1, 15 - code). */
+static inline unsigned tq5_mag(unsigned c) { return c < 16 ? 15u - c : c - 16u; }
+
 static void pack_tq5(uint8_t *blk, const uint8_t *c)
 {
     uint8_t *qs = blk + 2, *qh = blk + 66;
-    memset(qs, 0, 80);
-    for (int j = 0; j < TQ; j++) {
-        const unsigned neg = c[j] < 16;
-        const unsigned m = neg ? 15u - c[j] : c[j] - 16u;
-        qs[j / 2] |= (uint8_t)(m << (4 * (j & 1)));
-        qh[j / 8] |= (uint8_t)(neg << (j & 7));
+    for (int k = 0; k < TQ / 2; k++) qs[k] = (uint8_t)(tq5_mag(c[2 * k]) | (tq5_mag(c[2 * k + 1]) << 4));
+    for (int k = 0; k < TQ / 8; k++) {
+        unsigned b = 0;
+        for (int i = 0; i < 8; i++) b |= (unsigned)(c[8 * k + i] < 16) << i;
+        qh[k] = (uint8_t)b;
     }
 }
 static void unpack_tq5(uint8_t *c, const uint8_t *blk)
@@ -121,8 +127,7 @@ static void unpack_tq5(uint8_t *c, const uint8_t *blk)
 static void pack_turbo4(uint8_t *blk, const uint8_t *c)
 {
     uint8_t *qs = blk + 2;
-    memset(qs, 0, 64);
-    for (int j = 0; j < TQ; j++) qs[j / 2] |= (uint8_t)(c[j] << (4 * (j & 1)));
+    for (int k = 0; k < TQ / 2; k++) qs[k] = (uint8_t)(c[2 * k] | (c[2 * k + 1] << 4));
 }
 static void unpack_turbo4(uint8_t *c, const uint8_t *blk)
 {
@@ -133,10 +138,12 @@ static void unpack_turbo4(uint8_t *c, const uint8_t *blk)
 static void pack_turbo3(uint8_t *blk, const uint8_t *c)
 {
     uint8_t *qs = blk + 2, *sg = blk + 34;
-    memset(qs, 0, 48);
-    for (int j = 0; j < TQ; j++) {
-        qs[j / 4] |= (uint8_t)((c[j] & 3u) << (2 * (j & 3)));
-        sg[j / 8] |= (uint8_t)((c[j] >> 2) << (j & 7));
+    for (int k = 0; k < TQ / 4; k++)
+        qs[k] = (uint8_t)((c[4 * k] & 3u) | ((c[4 * k + 1] & 3u) << 2) | ((c[4 * k + 2] & 3u) << 4) | ((c[4 * k + 3] & 3u) << 6));
+    for (int k = 0; k < TQ / 8; k++) {
+        unsigned b = 0;
+        for (int i = 0; i < 8; i++) b |= (unsigned)(c[8 * k + i] >> 2) << i;
+        sg[k] = (uint8_t)b;
     }
 }
 static void unpack_turbo3(uint8_t *c, const uint8_t *blk)
@@ -152,16 +159,6 @@ static const tq_type T_TURBO4 = { 4, sjk_turbo4_centroids, sjk_turbo4_midpoints,
 static const tq_type T_TURBO3 = { 3, sjk_turbo3_centroids, sjk_turbo3_midpoints, SJK_TURBO3_NBYTES, pack_turbo3, unpack_turbo3 };
 
 /* ---- encode ------------------------------------------------------------------------- */
-
-/* code = number of midpoints <= r: a branchless binary search over the 2^bits - 1 sorted
- * midpoints (NaN cannot reach here: inputs are sanitised). */
-static inline unsigned ladder(const float *mid, int bits, float r)
-{
-    unsigned c = 0;
-    for (unsigned step = 1u << (bits - 1); step; step >>= 1)
-        if (mid[c + step - 1] <= r) c += step;
-    return c;
-}
 
 static void encode_block(const tq_type *t, int rotate, uint8_t *blk, const float *x)
 {
@@ -182,16 +179,18 @@ static void encode_block(const tq_type *t, int rotate, uint8_t *blk, const float
     for (int i = 0; i < TQ; i++) acc += u[i] * u[i];
     const float n = sqrtf(acc);
     if (n > 1e-10f) {
-        for (int i = 0; i < TQ; i++) u[i] = u[i] / n;
+        const float inv = 1.0f / n; /* the fork multiplies by the reciprocal: keep its bits */
+        for (int i = 0; i < TQ; i++) u[i] = u[i] * inv;
     } else {
         memset(u, 0, sizeof u);
     }
     if (rotate) sjk_rht128_forward(u);
+    /* codes: exact comparisons, so every dispatch path gives the same codes */
+    sjk_fmt_kernels_get()->tq_codes128(codes, u, t->midpoints, (unsigned)t->bits);
     float rho2 = 0.0f;
     for (int i = 0; i < TQ; i++) {
-        codes[i] = (uint8_t)ladder(t->midpoints, t->bits, u[i]);
         const float c = t->centroids[codes[i]];
-        rho2 += c * c;
+        rho2 += c * c; /* sequential fp32 sum, as the reference */
     }
     const float rho = sqrtf(rho2);
     const float norm = rho > 1e-10f ? n / rho : n;

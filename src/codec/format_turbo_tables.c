@@ -10,7 +10,11 @@
  * these is regenerated: they are copied as data. Each codebook quantizes N(0, 1/128).
  *
  * Sign masks: bit e of word e/32 set <=> sign[e] = -1 ("seed 42" in the fork);
- * signs1 has 60 negatives, signs2 has 70 (tests/test_formats.c checks both).
+ * signs1 has 60 negatives, signs2 has 70 (tests/test_formats.c checks both). Checked
+ * against the fork's float sign tables (turbo_cpu_s1/s2) at commit cee74b6d, whose CPU
+ * reference also fixes the arithmetic format_turbo.c follows (reciprocal-multiply
+ * normalisation, sequential fp32 sums, tq5_0 stored sign-magnitude; an older commit,
+ * 07793a97, stored tq5_0 as plain code bits).
  */
 #include "codec/format.h"
 

@@ -50,12 +50,6 @@ size_t sjk_record_scratch_nbytes(const sjk_record_params *p)
     return own + (p->body == SJK_BODY_TRELLIS ? sjk_trellis_record_scratch_nbytes(p) : 0);
 }
 
-static inline float sanitize(float x)
-{
-    uint32_t e = sjk_f32_bits(x) & 0x7F800000u;
-    if (e == 0x7F800000u || e == 0) return 0.0f; /* NaN, Inf, zero, denormal -> +0 */
-    return x > 65504.0f ? 65504.0f : (x < -65504.0f ? -65504.0f : x);
-}
 
 sjk_status sjk_record_quantize_scalar(const sjk_tile_view *tile, uint8_t *payload,
                                       size_t row_nbytes, float *step, float *lo, void *ctx)
@@ -111,11 +105,7 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     uint8_t *codes = (uint8_t *)(lo + RC);    /* [RC] bytes */
 
     /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks */
-    for (size_t i = 0; i < G * D; i++) vt[i] = sanitize(v[i]);
-    for (size_t t0 = 0; t0 < G; t0 += 16)
-        for (size_t d0 = 0; d0 < D; d0 += 16)
-            for (size_t t = t0; t < t0 + 16; t++)
-                for (size_t d = d0; d < d0 + 16; d++) kt[d * G + t] = sanitize(k[t * D + d]);
+    kern->load_tiles(kt, vt, k, v, D);
 
     /* 2. balance */
     sjk_balance_run(kt, D, G, &rule, kern, ks_row, ks_col, ki_row, ki_col, bal, NULL);
@@ -130,8 +120,10 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     st = quantize(&tv, rec + L.off_v, L.v_row_nbytes, step, lo, ctx);
     if (st != SJK_OK) return st;
     store_row_fields(rec, L.off_vscale, L.off_vzero, G, vs_row, step, lo);
-    for (size_t t = 0; t < G; t++) sjk_wr_u16le(rec + L.off_ktok + 2 * t, sjk_record_f16(ks_col[t]));
-    for (size_t d = 0; d < D; d++) sjk_wr_u16le(rec + L.off_vch + 2 * d, sjk_record_f16(vs_col[d]));
+    /* column scales stored as fp16(1 / inv_col): the value every body divides by */
+    (void)ks_col, (void)vs_col;
+    for (size_t t = 0; t < G; t++) sjk_wr_u16le(rec + L.off_ktok + 2 * t, sjk_record_f16(1.0f / ki_col[t]));
+    for (size_t d = 0; d < D; d++) sjk_wr_u16le(rec + L.off_vch + 2 * d, sjk_record_f16(1.0f / vi_col[d]));
     return SJK_OK;
 }
 

@@ -37,6 +37,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codec/codec_kernels.h"
 #include "common/fp16.h"
@@ -99,6 +100,16 @@ static inline unsigned sjk_payload_get(const uint8_t *row, size_t n, unsigned bi
     }
 }
 
+/* Native 64-bit load as little-endian (a no-op on little-endian hosts). */
+static inline uint64_t sjk_le64(uint64_t w)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return __builtin_bswap64(w);
+#else
+    return w;
+#endif
+}
+
 /* Packs n codes (each < 2^bits) into one payload row of n*bits/8 bytes. */
 static inline void sjk_payload_pack_row(uint8_t *row, size_t n, unsigned bits, const uint8_t *codes)
 {
@@ -114,11 +125,14 @@ static inline void sjk_payload_pack_row(uint8_t *row, size_t n, unsigned bits, c
             row[u / 4 + k] = (uint8_t)((codes[u + k] & 3u) | ((codes[u + 16 + k] & 3u) << 2) |
                                        ((codes[u + 32 + k] & 3u) << 4) | ((codes[u + 48 + k] & 3u) << 6));
     if (bits == 3) {
+        /* bit 2 of 8 code bytes -> one byte, code s at bit s: the multiply moves bit 0 of
+         * byte s to bit 56 + s without carries (8s + 7k are distinct for s, k < 8) */
         uint8_t *hi = row + n / 4;
         for (size_t m = 0; m < n / 8; m++) {
-            unsigned byte = 0;
-            for (unsigned s = 0; s < 8; s++) byte |= ((codes[8 * m + s] >> 2) & 1u) << s;
-            hi[m] = (uint8_t)byte;
+            uint64_t w;
+            memcpy(&w, codes + 8 * m, 8);
+            w = sjk_le64(w);
+            hi[m] = (uint8_t)((((w >> 2) & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56);
         }
     }
 }

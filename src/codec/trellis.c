@@ -22,9 +22,16 @@
  * rotated so that the wrap point sits in the middle (we use a window of
  * SJK_TRELLIS_TB_PASS1 values around it, enough for the survivor paths to merge), whose
  * traceback gives the carried state at the wrap; (2) a search over the sequence in order
- * with start and end both pinned to that state. Measured on i.i.d. Gaussian (see
- * docs/FORMAT.md and tests/test_trellis.c): tail-biting is 0.3–0.5 dB better than a fixed
- * start state at T = 128 with the same codebooks.
+ * with start and end both pinned to that state. Measured (`sjkvarn bench trellis`, 8,192
+ * Gaussian rows of 128): tail-biting beats a fixed start state by 0.20 / 0.23 / 0.27 dB at
+ * k = 2 / 3 / 4 with the same codebooks; a first pass of 64 values is within 0.02 dB of
+ * one over the whole ring (128) and 25% cheaper; 32 would lose another 0.03–0.04 dB.
+ *
+ * Refit. With the symbols fixed, each scale row's (scale, offset) is refit. Least squares
+ * minimises the row's squared error by construction; moment matching (keep the row's mean
+ * and standard deviation, the seed's wording) measured 0.01–0.09 dB lower on Gaussian
+ * tiles and up to 0.23 dB lower on the outlier generator (`sjkvarn bench trellis`, part 2),
+ * so records use least squares. Model KL has not been compared yet.
  */
 #include <math.h>
 #include <pthread.h>
@@ -42,6 +49,7 @@
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 static sjk_trellis_block_fn g_block = sjk_trellis_block_ref; /* set once under g_once */
+static sjk_trellis_decode_token_fn g_decode = NULL;
 static const char *g_path = "scalar";
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -51,12 +59,20 @@ static void trellis_init(void)
     unsigned f = sjk_cpu_features();
     if (f & SJK_CPU_AVX512) {
         g_block = sjk_trellis_block_avx512;
+        g_decode = sjk_trellis_decode_token_avx512;
         g_path = "avx512";
     } else if (f & SJK_CPU_AVX2) {
         g_block = sjk_trellis_block_avx2;
+        g_decode = sjk_trellis_decode_token_avx2;
         g_path = "avx2";
     }
 #endif
+}
+
+sjk_trellis_decode_token_fn sjk_trellis_decode_token_get(void)
+{
+    pthread_once(&g_once, trellis_init);
+    return g_decode;
 }
 
 const char *sjk_trellis_path(void)
@@ -148,7 +164,7 @@ static size_t pass1_len(size_t T) { return SJK_MIN((size_t)SJK_TRELLIS_TB_PASS1,
 size_t sjk_trellis_scratch_nbytes(size_t T)
 {
     if (T < 2 || T > SJK_TRELLIS_MAX_T) return 0;
-    size_t P = pass1_len(T);
+    size_t P = T; /* room for any first-pass length up to T */
     return (T + 1) * SJK_TRELLIS_STEP_FLOATS * sizeof(float) +
            P * SJK_TRELLIS_LANES * sizeof(float) + P * SJK_TRELLIS_LANES +
            (P + 1) * SJK_TRELLIS_LANES + SJK_TRELLIS_LANES + 64;
@@ -156,15 +172,15 @@ size_t sjk_trellis_scratch_nbytes(size_t T)
 
 static void encode_with(sjk_trellis_block_fn fn, const float *cb, unsigned k,
                         sjk_trellis_start start, uint8_t *codes, const float *u, size_t T,
-                        size_t n_seq, size_t stride, void *scratch)
+                        size_t n_seq, size_t stride, void *scratch, size_t P)
 {
     enum { NL = SJK_TRELLIS_LANES };
-    const size_t P = pass1_len(T), h = P / 2;
+    const size_t h = P / 2;
     float *hist = (float *)scratch;
     float *urot = hist + (T + 1) * SJK_TRELLIS_STEP_FLOATS;
-    uint8_t *crot = (uint8_t *)(urot + P * NL);
-    uint8_t *st = crot + P * NL;
-    uint8_t *s0 = st + (P + 1) * NL;
+    uint8_t *crot = (uint8_t *)(urot + T * NL);
+    uint8_t *st = crot + T * NL;
+    uint8_t *s0 = st + (T + 1) * NL;
 
     for (size_t b = 0; b < n_seq; b += NL) {
         if (start == SJK_TRELLIS_FIXED) {
@@ -189,14 +205,24 @@ void sjk_trellis_encode(const float *cb, unsigned k, sjk_trellis_start start,
                         size_t stride, void *scratch)
 {
     pthread_once(&g_once, trellis_init);
-    encode_with(g_block, cb, k, start, codes, u, T, n_seq, stride, scratch);
+    encode_with(g_block, cb, k, start, codes, u, T, n_seq, stride, scratch, pass1_len(T));
+}
+
+void sjk_trellis_encode_tb_pass1(const float *cb, unsigned k, uint8_t *codes, const float *u,
+                                 size_t T, size_t n_seq, size_t stride, size_t pass1,
+                                 void *scratch)
+{
+    pthread_once(&g_once, trellis_init);
+    pass1 = SJK_MAX((size_t)2, SJK_MIN(pass1, T));
+    encode_with(g_block, cb, k, SJK_TRELLIS_TAILBITE, codes, u, T, n_seq, stride, scratch, pass1);
 }
 
 void sjk_trellis_encode_ref(const float *cb, unsigned k, sjk_trellis_start start,
                             uint8_t *codes, const float *u, size_t T, size_t n_seq,
                             size_t stride, void *scratch)
 {
-    encode_with(sjk_trellis_block_ref, cb, k, start, codes, u, T, n_seq, stride, scratch);
+    encode_with(sjk_trellis_block_ref, cb, k, start, codes, u, T, n_seq, stride, scratch,
+                pass1_len(T));
 }
 
 /* The carried state before value 0: the last 6 bits of the ring (tail-biting) or 0. */
@@ -225,74 +251,72 @@ double sjk_trellis_seq_sse(const float *cb, unsigned k, sjk_trellis_start start,
     return e;
 }
 
-/* ---- packing and decoding ---------------------------------------------------------- */
+/* ---- packing and decoding ---------------------------------------------------------- *
+ *
+ * Payload order: sequences in groups of 16 (one search block). A group of T steps takes
+ * T * 2k bytes; step t of the group is 2k bytes (16 symbols of k bits, little-endian),
+ * the symbol of the group's sequence l at bits l*k .. l*k+k-1:
+ *
+ *   group bytes:  | step 0: 2k bytes | step 1: 2k bytes | ... | step T-1 |
+ *   step t:       bit 16k*t + k*l + i  =  bit i of sym[t] of lane l      (LSB first)
+ *
+ * So one step of 16 sequences is one small load, and a decoder keeps the 16 windows in a
+ * vector: w[t] = (sym[t] << 6) | (w[t-1] >> k). */
 
-void sjk_trellis_pack_seq(uint8_t *dst, const uint8_t *codes, size_t T, size_t stride,
-                          unsigned k)
+void sjk_trellis_pack(uint8_t *dst, const uint8_t *codes, size_t T, size_t n_seq,
+                      size_t stride, unsigned k)
 {
-    size_t pos = 0;
-    uint64_t acc = 0;
-    unsigned nacc = 0;
-    for (size_t t = 0; t < T; t++) {
-        acc |= (uint64_t)(codes[t * stride] & ((1u << k) - 1)) << nacc;
-        nacc += k;
-        while (nacc >= 8) {
-            dst[pos++] = (uint8_t)acc;
-            acc >>= 8;
-            nacc -= 8;
+    const uint64_t m = (1u << k) - 1;
+    for (size_t g = 0; g < n_seq; g += SJK_TRELLIS_LANES) {
+        uint8_t *gd = dst + g / SJK_TRELLIS_LANES * T * 2 * k;
+        for (size_t t = 0; t < T; t++) {
+            uint64_t acc = 0;
+            const uint8_t *c = codes + t * stride + g;
+            for (unsigned l = 0; l < SJK_TRELLIS_LANES; l++) acc |= ((uint64_t)c[l] & m) << (l * k);
+            for (unsigned i = 0; i < 2 * k; i++) gd[t * 2 * k + i] = (uint8_t)(acc >> (8 * i));
         }
     }
 }
 
-/* Reads the k-bit symbol t of a packed sequence. */
-static inline unsigned sym_at(const uint8_t *src, size_t t, unsigned k)
+/* Symbol t of lane l of a packed group. */
+static inline unsigned sym_at(const uint8_t *group, size_t t, unsigned l, unsigned k)
 {
-    /* A symbol spans at most two bytes (k <= 4 < 8). */
-    size_t bit = t * k, byte = bit >> 3;
+    size_t bit = t * 16 * k + (size_t)l * k, byte = bit >> 3;
     unsigned off = (unsigned)(bit & 7);
-    unsigned v = src[byte] >> off;
-    if (off + k > 8) v |= (unsigned)src[byte + 1] << (8 - off);
+    unsigned v = group[byte] >> off;
+    if (off + k > 8) v |= (unsigned)group[byte + 1] << (8 - off);
     return v & ((1u << k) - 1);
 }
 
-static unsigned packed_start_state(const uint8_t *src, size_t T, unsigned k,
+/* The carried state before step 0: the last 6 bits of the lane's ring, or 0. */
+static unsigned packed_start_state(const uint8_t *group, unsigned l, size_t T, unsigned k,
                                    sjk_trellis_start start)
 {
     if (start == SJK_TRELLIS_FIXED) return 0;
     unsigned s = 0;
     size_t first = T - SJK_MIN(T, (size_t)(SJK_TRELLIS_STATE_BITS + k - 1) / k);
-    for (size_t t = first; t < T; t++) s = ((sym_at(src, t, k) << 6) | s) >> k;
+    for (size_t t = first; t < T; t++) s = ((sym_at(group, t, l, k) << 6) | s) >> k;
     return s;
 }
 
-void sjk_trellis_windows(uint16_t *w, const uint8_t *src, size_t T, unsigned k,
-                         sjk_trellis_start start)
+void sjk_trellis_windows(uint16_t *w, const uint8_t *group, unsigned lane, size_t T,
+                         unsigned k, sjk_trellis_start start)
 {
-    unsigned s = packed_start_state(src, T, k, start);
+    unsigned s = packed_start_state(group, lane, T, k, start);
     for (size_t t = 0; t < T; t++) {
-        unsigned win = (sym_at(src, t, k) << 6) | s;
+        unsigned win = (sym_at(group, t, lane, k) << 6) | s;
         w[t] = (uint16_t)win;
         s = win >> k;
     }
 }
 
 void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsigned k,
-                            sjk_trellis_start start, const uint8_t *src, size_t T)
+                            sjk_trellis_start start, const uint8_t *group, unsigned lane,
+                            size_t T)
 {
-    unsigned s = packed_start_state(src, T, k, start);
-    /* Stream the bits through a 64-bit buffer: refill a byte at a time. */
-    uint64_t acc = 0;
-    unsigned nacc = 0;
-    size_t pos = 0;
-    const unsigned mask = (1u << k) - 1;
+    unsigned s = packed_start_state(group, lane, T, k, start);
     for (size_t t = 0; t < T; t++) {
-        if (nacc < k) {
-            acc |= (uint64_t)src[pos++] << nacc;
-            nacc += 8;
-        }
-        unsigned win = ((unsigned)(acc & mask) << 6) | s;
-        acc >>= k;
-        nacc -= k;
+        unsigned win = (sym_at(group, t, lane, k) << 6) | s;
         out[t * out_stride] = cb[win];
         s = win >> k;
     }
@@ -346,6 +370,19 @@ static tile_view view_of(const sjk_trellis_tile *tt)
     v.n_seq = v.token_axis ? v.D : v.G;
     v.nrows = v.rows_are_channels ? v.D : v.G;
     return v;
+}
+
+/* The codebook values of a packed tile, token-major c[t*D + d]. */
+static void decode_values(const tile_view *v, float *c, const float *cb, unsigned k,
+                          const uint8_t *payload)
+{
+    const size_t group_nbytes = v->T * 2 * k;
+    for (size_t s = 0; s < v->n_seq; s++) {
+        const uint8_t *g = payload + s / SJK_TRELLIS_LANES * group_nbytes;
+        unsigned l = (unsigned)(s % SJK_TRELLIS_LANES);
+        if (v->token_axis) sjk_trellis_decode_seq(c + s, v->D, cb, k, SJK_TRELLIS_TAILBITE, g, l, v->T);
+        else sjk_trellis_decode_seq(c + s * v->D, 1, cb, k, SJK_TRELLIS_TAILBITE, g, l, v->T);
+    }
 }
 
 /* Clamp to the finite fp16 range and round; never stores Inf. */
@@ -411,13 +448,8 @@ static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trel
     }
     /* 3. Search, pack, decode back the codebook values. */
     enc(cb, k, SJK_TRELLIS_TAILBITE, codes, u, v.T, v.n_seq, v.n_seq, search);
-    const size_t seq_nbytes = v.T * k / 8;
-    for (size_t s = 0; s < v.n_seq; s++) {
-        uint8_t *dst = payload + s * seq_nbytes;
-        sjk_trellis_pack_seq(dst, codes + s, v.T, v.n_seq, k);
-        if (v.token_axis) sjk_trellis_decode_seq(c + s, v.D, cb, k, SJK_TRELLIS_TAILBITE, dst, v.T);
-        else sjk_trellis_decode_seq(c + s * v.D, 1, cb, k, SJK_TRELLIS_TAILBITE, dst, v.T);
-    }
+    sjk_trellis_pack(payload, codes, v.T, v.n_seq, v.n_seq, k);
+    decode_values(&v, c, cb, k, payload);
     /* 4. Refit each row's affine map with the codes fixed. */
     for (size_t r = 0; r < v.nrows; r++) {
         size_t m = v.rows_are_channels ? v.G : v.D;
@@ -466,8 +498,8 @@ sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payl
                             scratch, scratch_nbytes);
 }
 
-sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
-                                   const uint8_t *payload, const float *row_scale,
+static sjk_status tile_decode_with(sjk_trellis_decode_token_fn fast, const sjk_trellis_tile *tt,
+                                   float *out, const uint8_t *payload, const float *row_scale,
                                    const float *row_zero, const float *col_scale)
 {
     if (!tile_ok(tt) || !out || !payload || !row_scale || !row_zero) return SJK_ERR_PARAM;
@@ -475,12 +507,11 @@ sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
     if (!cb) return SJK_ERR_UNSUPPORTED;
     const tile_view v = view_of(tt);
     const unsigned k = tt->bits;
-    const size_t seq_nbytes = v.T * k / 8;
-    for (size_t s = 0; s < v.n_seq; s++) {
-        const uint8_t *src = payload + s * seq_nbytes;
-        if (v.token_axis) sjk_trellis_decode_seq(out + s, v.D, cb, k, SJK_TRELLIS_TAILBITE, src, v.T);
-        else sjk_trellis_decode_seq(out + s * v.D, 1, cb, k, SJK_TRELLIS_TAILBITE, src, v.T);
+    if (fast && v.token_axis) {
+        fast(out, v.D, v.G, cb, k, payload, row_scale, row_zero, col_scale, v.rows_are_channels);
+        return SJK_OK;
     }
+    decode_values(&v, out, cb, k, payload);
     for (size_t t = 0; t < v.G; t++) {
         float *o = out + t * v.D;
         if (v.rows_are_channels) {
@@ -495,4 +526,19 @@ sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
         }
     }
     return SJK_OK;
+}
+
+sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
+                                   const uint8_t *payload, const float *row_scale,
+                                   const float *row_zero, const float *col_scale)
+{
+    return tile_decode_with(sjk_trellis_decode_token_get(), tt, out, payload, row_scale,
+                            row_zero, col_scale);
+}
+
+sjk_status sjk_trellis_tile_decode_ref(const sjk_trellis_tile *tt, float *out,
+                                       const uint8_t *payload, const float *row_scale,
+                                       const float *row_zero, const float *col_scale)
+{
+    return tile_decode_with(NULL, tt, out, payload, row_scale, row_zero, col_scale);
 }

@@ -64,6 +64,12 @@ void sjk_trellis_encode_ref(const float *cb, unsigned k, sjk_trellis_start start
                             uint8_t *codes, const float *u, size_t T, size_t n_seq,
                             size_t stride, void *scratch);
 
+/* Tail-biting search with a given first-pass length (2..T values around the wrap point;
+ * sjk_trellis_encode uses 64): for measuring that choice (`sjkvarn bench trellis`). */
+void sjk_trellis_encode_tb_pass1(const float *cb, unsigned k, uint8_t *codes, const float *u,
+                                 size_t T, size_t n_seq, size_t stride, size_t pass1,
+                                 void *scratch);
+
 /* Name of the path sjk_trellis_encode uses ("avx512", "avx2", "scalar"). */
 const char *sjk_trellis_path(void);
 
@@ -73,16 +79,19 @@ double sjk_trellis_seq_sse(const float *cb, unsigned k, sjk_trellis_start start,
 
 /* ---- packing and decoding ------------------------------------------------------- */
 
-/* Packs sequence s's T codes (codes[t*stride + s]) into T*k bits LSB-first at
- * dst (T*k/8 bytes). */
-void sjk_trellis_pack_seq(uint8_t *dst, const uint8_t *codes, size_t T, size_t stride,
-                          unsigned k);
-/* Decodes one packed sequence into C[w[t]] values: out[t*out_stride]. */
+/* Payload order (trellis.c): groups of 16 sequences; within a group, step t is 2k bytes
+ * holding the 16 lanes' k-bit symbols (lane l at bits l*k..). Exactly T*k bits per
+ * sequence. Packs codes[t*stride + s] of n_seq sequences (a multiple of 16) into
+ * n_seq*T*k/8 bytes at dst. */
+void sjk_trellis_pack(uint8_t *dst, const uint8_t *codes, size_t T, size_t n_seq,
+                      size_t stride, unsigned k);
+/* Decodes lane `lane` of a packed group into C[w[t]] values: out[t*out_stride]. */
 void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsigned k,
-                            sjk_trellis_start start, const uint8_t *src, size_t T);
-/* The window indices of one packed sequence (tests, training). */
-void sjk_trellis_windows(uint16_t *w, const uint8_t *src, size_t T, unsigned k,
-                         sjk_trellis_start start);
+                            sjk_trellis_start start, const uint8_t *group, unsigned lane,
+                            size_t T);
+/* The window indices of one lane of a packed group (tests, training). */
+void sjk_trellis_windows(uint16_t *w, const uint8_t *group, unsigned lane, size_t T,
+                         unsigned k, sjk_trellis_start start);
 
 /* ---- the tile layer (what a record body calls) ---------------------------------- */
 
@@ -132,6 +141,10 @@ sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payl
 sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
                                    const uint8_t *payload, const float *row_scale,
                                    const float *row_zero, const float *col_scale);
+/* The scalar reference of the same (the SIMD decoders are bit-exact against it). */
+sjk_status sjk_trellis_tile_decode_ref(const sjk_trellis_tile *tt, float *out,
+                                       const uint8_t *payload, const float *row_scale,
+                                       const float *row_zero, const float *col_scale);
 
 /* ---- codebook training (the offline trainer; allocates, not for hot paths) ------- */
 
@@ -178,5 +191,21 @@ void sjk_trellis_block_avx2(const float *cb, unsigned k, uint8_t *codes, const f
 void sjk_trellis_block_avx512(const float *cb, unsigned k, uint8_t *codes, const float *u,
                               size_t T, size_t stride, const uint8_t *init_state,
                               const uint8_t *end_state, float *hist, uint8_t *state_at);
+
+/* Decode of a token-axis tile (the values of sjk_trellis_tile_decode, bit-exact). */
+typedef void (*sjk_trellis_decode_token_fn)(float *out, size_t D, size_t G, const float *cb,
+                                            unsigned k, const uint8_t *payload,
+                                            const float *row_scale, const float *row_zero,
+                                            const float *col_scale, int rows_are_channels);
+void sjk_trellis_decode_token_avx2(float *out, size_t D, size_t G, const float *cb, unsigned k,
+                                   const uint8_t *payload, const float *row_scale,
+                                   const float *row_zero, const float *col_scale,
+                                   int rows_are_channels);
+void sjk_trellis_decode_token_avx512(float *out, size_t D, size_t G, const float *cb,
+                                     unsigned k, const uint8_t *payload, const float *row_scale,
+                                     const float *row_zero, const float *col_scale,
+                                     int rows_are_channels);
+/* The path tile decode uses (NULL: the scalar reference). */
+sjk_trellis_decode_token_fn sjk_trellis_decode_token_get(void);
 
 #endif

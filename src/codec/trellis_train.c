@@ -80,13 +80,12 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
 
     float *u = malloc(n * sizeof *u);
     uint8_t *codes = malloc(n);
-    uint8_t *packed = malloc(T * k / 8);
     uint16_t *win = malloc(T * sizeof *win);
     double *sum = malloc(ncb * sizeof *sum);
     uint64_t *cnt = malloc(ncb * sizeof *cnt);
     void *scratch = aligned_alloc(64, (scratch_nbytes + 63) & ~(size_t)63);
     sjk_status st = SJK_OK;
-    if (!u || !codes || !packed || !win || !sum || !cnt || !scratch) {
+    if (!u || !codes || !win || !sum || !cnt || !scratch) {
         st = SJK_ERR_NOMEM;
         goto out;
     }
@@ -99,8 +98,13 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
         memset(cnt, 0, ncb * sizeof *cnt);
         double sse = 0;
         for (size_t s = 0; s < n_seq; s++) {
-            sjk_trellis_pack_seq(packed, codes + s, T, n_seq, k);
-            sjk_trellis_windows(win, packed, T, k, SJK_TRELLIS_TAILBITE);
+            /* windows of the ring: the state before step 0 is the last 6 bits */
+            unsigned st0 = 0;
+            for (size_t t = 0; t < T; t++) st0 = (((unsigned)codes[t * n_seq + s] << 6) | st0) >> k;
+            for (size_t t = 0; t < T; t++) {
+                win[t] = (uint16_t)(((unsigned)codes[t * n_seq + s] << 6) | st0);
+                st0 = win[t] >> k;
+            }
             for (size_t t = 0; t < T; t++) {
                 double x = u[t * n_seq + s], d = x - cb_out[win[t]];
                 sse += d * d;
@@ -116,7 +120,6 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
 out:
     free(u);
     free(codes);
-    free(packed);
     free(win);
     free(sum);
     free(cnt);

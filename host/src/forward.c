@@ -1,0 +1,371 @@
+/* forward.c — sessions and the forward pass of `llama` and `gemma3`, top to bottom.
+ *
+ * One call of forward() runs a chunk of n <= B tokens at positions p0 … p0 + n − 1
+ * through every layer: each matmul multiplies all n rows at once (the weight row is read
+ * once per chunk, not once per token), attention appends the chunk's K/V first and then
+ * lets each query row see its causal (or sliding-window) past. Shapes use
+ * E = n_embd, H = n_head, KV = n_head_kv, hd = head_dim, F = n_ff, V = n_vocab. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hcommon.h"
+#include "kv.h"
+#include "model.h"
+#include "pool.h"
+#include "quants.h"
+
+#define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
+
+/* ---- GELU as ggml's CPU backend computes it: through an f16 table ----------------- */
+
+static uint16_t g_gelu_f16[1 << 16]; /* f16(gelu(f16 x)); written once under g_gelu_once */
+static pthread_once_t g_gelu_once = PTHREAD_ONCE_INIT;
+
+static float gelu_tanh(float x)
+{
+    const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+}
+
+static void gelu_init(void)
+{
+    for (uint32_t i = 0; i < (1u << 16); i++) g_gelu_f16[i] = sjkh_f32_to_f16(gelu_tanh(sjkh_f16_to_f32((uint16_t)i)));
+}
+
+/* hb[i] = act(hb[i]) * hb2[i] over n values */
+static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n)
+{
+    if (m->gelu) {
+        for (size_t i = 0; i < n; i++) {
+            float x = hb[i], y;
+            if (x <= -10.0f) y = 0.0f;
+            else if (x >= 10.0f) y = x;
+            else y = sjkh_f16_to_f32(g_gelu_f16[sjkh_f32_to_f16(x)]);
+            hb[i] = y * hb2[i];
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) hb[i] = hb[i] / (1.0f + expf(-hb[i])) * hb2[i];
+    }
+}
+
+/* ---- small row operations --------------------------------------------------------- */
+
+/* y = x / rms(x) * w, rows of n (ggml: sum of squares in double, scale in f32) */
+static void rmsnorm(float *y, const float *x, const float *w, size_t n, float eps)
+{
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
+    for (size_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* Rotates n_heads vectors of hd values at one position. cs/sn: [hd/2] for that position. */
+static void rope(float *v, size_t n_heads, size_t hd, const float *cs, const float *sn, int neox)
+{
+    size_t half = hd / 2;
+    for (size_t h = 0; h < n_heads; h++, v += hd)
+        for (size_t i = 0; i < half; i++) {
+            size_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cs[i] - x1 * sn[i];
+            v[b] = x0 * sn[i] + x1 * cs[i];
+        }
+}
+
+/* cos/sin of position p for every pair, computed as ggml does (theta *= base^(-2/hd)) */
+static void rope_table(float *cs, float *sn, uint32_t p, size_t hd, float base)
+{
+    float theta_scale = powf(base, -2.0f / (float)hd), theta = (float)p;
+    for (size_t i = 0; i < hd / 2; i++) {
+        cs[i] = cosf(theta);
+        sn[i] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+/* ---- matmul: y[t][r] = W[r] . x[t] --------------------------------------------------- */
+
+typedef struct quant_job {
+    sjkh_quantize_fn q;
+    const float *x;
+    uint8_t *xq;
+    size_t n_in, row_nbytes;
+} quant_job;
+
+static void quant_task(void *ctx, size_t t, int thread)
+{
+    const quant_job *j = ctx;
+    j->q(j->x + t * j->n_in, j->xq + t * j->row_nbytes, j->n_in);
+}
+
+typedef struct mm_job {
+    const uint8_t *w;     /* [n_out][w_row_nbytes] */
+    size_t w_row_nbytes;
+    const uint8_t *xa;    /* [n_tok][xa_row_nbytes] activations in the dot type */
+    size_t xa_row_nbytes;
+    float *y;             /* [n_tok][n_out] */
+    size_t n_in, n_out, n_tok, rows_per_task;
+    sjkh_vec_dot_fn dot;
+} mm_job;
+
+static void mm_task(void *ctx, size_t task, int thread)
+{
+    const mm_job *j = ctx;
+    size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
+    for (size_t r = r0; r < r1; r++) {
+        const uint8_t *w = j->w + r * j->w_row_nbytes;
+        for (size_t t = 0; t < j->n_tok; t++)
+            j->y[t * j->n_out + r] = j->dot(j->n_in, w, j->xa + t * j->xa_row_nbytes);
+    }
+}
+
+/* y [n][n_out] = x [n][n_in] times W^T. The quantized activations are kept in s->xq and
+ * reused when the next matmul has the same input and dot type (Q, K, V; gate, up). */
+static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
+{
+    const sjkh_qtraits *qt = sjkh_qtraits_get(W->type);
+    size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
+    const uint8_t *xa = (const uint8_t *)x;
+    size_t xa_row = n_in * sizeof(float);
+    if (qt->quantize) {
+        xa_row = sjkh_dot_row_nbytes(qt->dot_type, n_in);
+        if (!(s->xq_src == x && s->xq_type == qt->dot_type && s->xq_n_in == n_in)) {
+            quant_job qj = {qt->quantize, x, s->xq, n_in, xa_row};
+            if (n >= 8) sjkh_pool_run(s->pool, quant_task, &qj, n);
+            else
+                for (size_t t = 0; t < n; t++) quant_task(&qj, t, 0);
+            s->xq_src = x;
+            s->xq_type = qt->dot_type;
+            s->xq_n_in = n_in;
+        }
+        xa = s->xq;
+    }
+    size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
+    size_t rpt = n_out / (nt * 8);
+    rpt = SJKH_MAX((size_t)4, SJKH_MIN((size_t)256, rpt));
+    mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot};
+    sjkh_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
+}
+
+/* The activation buffer changed: the quantized copy is stale. */
+static void xq_invalidate(sjkh_session *s) { s->xq_src = NULL; }
+
+/* ---- the forward pass ------------------------------------------------------------- */
+
+static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+{
+    const sjkh_model *m = s->m;
+    const sjkh_model_info *in = &m->info;
+    const size_t E = in->n_embd, H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, F = in->n_ff;
+    const size_t half = hd / 2;
+    const uint32_t p0 = s->n_past;
+    sjk_status st;
+
+    /* x [n][E] = embedding rows (× sqrt(E) for gemma3) */
+    for (size_t t = 0; t < n; t++) {
+        const uint8_t *row = (const uint8_t *)m->tok_embd->data + (size_t)tokens[t] * m->tok_embd->row_nbytes;
+        sjkh_dequant_row(m->tok_embd->type, row, s->x + t * E, E);
+        if (m->embd_scale != 1.0f)
+            for (size_t i = 0; i < E; i++) s->x[t * E + i] *= m->embd_scale;
+    }
+    /* rope_cos/sin [2][n][hd/2]: [0] local base, [1] global base */
+    for (size_t t = 0; t < n; t++) {
+        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, p0 + (uint32_t)t, hd, in->rope_base_local);
+        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, p0 + (uint32_t)t, hd,
+                   in->rope_base);
+    }
+
+    for (uint32_t il = 0; il < in->n_layers; il++) {
+        const sjkh_layer_w *L = &m->layers[il];
+
+        /* ---- attention block ---- */
+        for (size_t t = 0; t < n; t++) rmsnorm(s->xb + t * E, s->x + t * E, L->attn_norm, E, in->rms_eps);
+        xq_invalidate(s);
+        matmul(s, L->wq, s->xb, n, s->q); /* q [n][H][hd] */
+        matmul(s, L->wk, s->xb, n, s->k); /* k [n][KV][hd] */
+        matmul(s, L->wv, s->xb, n, s->v); /* v [n][KV][hd] */
+        if (L->q_norm) { /* gemma3: RMSNorm over each head */
+            for (size_t i = 0; i < n * H; i++) rmsnorm(s->q + i * hd, s->q + i * hd, L->q_norm, hd, in->rms_eps);
+            for (size_t i = 0; i < n * KV; i++) rmsnorm(s->k + i * hd, s->k + i * hd, L->k_norm, hd, in->rms_eps);
+        }
+        size_t tb = L->global ? s->B : 0;
+        for (size_t t = 0; t < n; t++) {
+            const float *cs = s->rope_cos + (tb + t) * half, *sn = s->rope_sin + (tb + t) * half;
+            rope(s->q + t * H * hd, H, hd, cs, sn, m->rope_neox);
+            rope(s->k + t * KV * hd, KV, hd, cs, sn, m->rope_neox);
+        }
+        if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
+        /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
+        if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        matmul(s, L->wo, s->att, n, s->xb2); /* xb2 [n][E] */
+        if (L->post_attn_norm)
+            for (size_t t = 0; t < n; t++)
+                rmsnorm(s->xb2 + t * E, s->xb2 + t * E, L->post_attn_norm, E, in->rms_eps);
+        for (size_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
+
+        /* ---- feed-forward block ---- */
+        for (size_t t = 0; t < n; t++) rmsnorm(s->xb + t * E, s->x + t * E, L->ffn_norm, E, in->rms_eps);
+        xq_invalidate(s);
+        matmul(s, L->w_gate, s->xb, n, s->hb); /* hb  [n][F] */
+        matmul(s, L->w_up, s->xb, n, s->hb2);  /* hb2 [n][F] */
+        glu(m, s->hb, s->hb2, n * F);          /* hb = act(gate) * up */
+        matmul(s, L->w_down, s->hb, n, s->xb2); /* xb2 [n][E] */
+        if (L->post_ffw_norm)
+            for (size_t t = 0; t < n; t++)
+                rmsnorm(s->xb2 + t * E, s->xb2 + t * E, L->post_ffw_norm, E, in->rms_eps);
+        for (size_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
+    }
+    s->n_past += (uint32_t)n;
+
+    /* logits [n or 1][V] = output · RMSNorm(x) */
+    if (logits) {
+        size_t first = all_logits ? 0 : n - 1, cnt = n - first;
+        for (size_t t = 0; t < cnt; t++)
+            rmsnorm(s->xb + t * E, s->x + (first + t) * E, m->output_norm, E, in->rms_eps);
+        xq_invalidate(s);
+        matmul(s, m->output, s->xb, cnt, logits);
+    }
+    return SJK_OK;
+}
+
+/* ---- sessions ---------------------------------------------------------------------- */
+
+sjkh_session_params sjkh_session_params_default(void)
+{
+    sjkh_session_params p = {4096, 512, 1, "f16"};
+    return p;
+}
+
+void sjkh_session_free(sjkh_session *s)
+{
+    if (!s) return;
+    sjkh_kv_free(s->kv);
+    sjkh_pool_free(s->pool);
+    free(s->x);
+    free(s->xb);
+    free(s->xb2);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->rope_cos);
+    free(s->rope_sin);
+    free(s->xq);
+    free(s);
+}
+
+static float *alloc_f(size_t a, size_t b, int *fail)
+{
+    size_t n;
+    if (!sjkh_mul_ok(a, b, &n) || !sjkh_mul_ok(n, sizeof(float), &n)) {
+        *fail = 1;
+        return NULL;
+    }
+    float *p = malloc(n ? n : 1);
+    if (!p) *fail = 1;
+    return p;
+}
+
+sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p, sjkh_session **out, char *err,
+                               size_t err_cap)
+{
+    if (!out || !m || !p) return FAIL(SJK_ERR_PARAM, "session: bad arguments");
+    *out = NULL;
+    const sjkh_model_info *in = &m->info;
+    if (!p->n_ctx || p->n_ctx > in->n_ctx_train)
+        return FAIL(SJK_ERR_PARAM, "session: context %u is outside 1..%u (the model's context length)", p->n_ctx,
+                    in->n_ctx_train);
+    if (!p->n_batch || p->n_batch > 65536) return FAIL(SJK_ERR_PARAM, "session: n_batch %u is outside 1..65536", p->n_batch);
+    if (!p->n_threads || p->n_threads > 256)
+        return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..256", p->n_threads);
+    pthread_once(&g_gelu_once, gelu_init);
+
+    sjkh_session *s = calloc(1, sizeof *s);
+    if (!s) return FAIL(SJK_ERR_NOMEM, "session: out of memory");
+    s->m = m;
+    s->p = *p;
+    snprintf(s->kv_str, sizeof s->kv_str, "%s", p->kv ? p->kv : "f16");
+    s->p.kv = s->kv_str;
+    uint32_t B = SJKH_MIN(p->n_batch, p->n_ctx);
+    s->B = B;
+    size_t E = in->n_embd, H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, F = in->n_ff;
+    int fail = 0;
+    s->x = alloc_f(B, E, &fail);
+    s->xb = alloc_f(B, E, &fail);
+    s->xb2 = alloc_f(B, E, &fail);
+    s->q = alloc_f(B, H * hd, &fail);
+    s->k = alloc_f(B, KV * hd, &fail);
+    s->v = alloc_f(B, KV * hd, &fail);
+    s->att = alloc_f(B, H * hd, &fail);
+    s->hb = alloc_f(B, F, &fail);
+    s->hb2 = alloc_f(B, F, &fail);
+    s->rope_cos = alloc_f(2 * (size_t)B, hd / 2, &fail);
+    s->rope_sin = alloc_f(2 * (size_t)B, hd / 2, &fail);
+    size_t max_in = SJKH_MAX(SJKH_MAX(E, F), H * hd);
+    s->xq_row_nbytes = max_in * 2; /* >= any dot type's bytes per value (at most 36/32) */
+    s->xq = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail);
+    if (fail) {
+        sjkh_session_free(s);
+        return FAIL(SJK_ERR_NOMEM, "session: out of memory for activations (batch %u)", B);
+    }
+    sjk_status st = sjkh_pool_create((int)p->n_threads, &s->pool);
+    if (st) {
+        sjkh_session_free(s);
+        return FAIL(st, "session: cannot start %u threads", p->n_threads);
+    }
+    uint8_t *glob = malloc(in->n_layers);
+    if (!glob) {
+        sjkh_session_free(s);
+        return FAIL(SJK_ERR_NOMEM, "session: out of memory");
+    }
+    for (uint32_t l = 0; l < in->n_layers; l++) glob[l] = (uint8_t)m->layers[l].global;
+    sjkh_kv_params kp = {in->n_layers, in->n_head_kv, in->n_head, in->head_dim, p->n_ctx, B, p->n_threads,
+                         glob, in->sliding_window, s->kv_str};
+    st = sjkh_kv_create(&kp, &s->kv, err, err_cap);
+    free(glob);
+    if (st) {
+        sjkh_session_free(s);
+        return st;
+    }
+    *out = s;
+    return SJK_OK;
+}
+
+sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                             char *err, size_t err_cap)
+{
+    if (!s || (!tokens && n)) return FAIL(SJK_ERR_PARAM, "feed: bad arguments");
+    if (!n) return SJK_OK;
+    if (n > s->p.n_ctx - s->n_past)
+        return FAIL(SJK_ERR_RANGE, "feed: %zu tokens after %u do not fit in the context of %u", n, s->n_past,
+                    s->p.n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->info.n_vocab)
+            return FAIL(SJK_ERR_RANGE, "feed: token id %d is outside the vocabulary (%u)", tokens[i],
+                        s->m->info.n_vocab);
+    size_t V = s->m->info.n_vocab;
+    for (size_t off = 0; off < n; off += s->B) {
+        size_t c = SJKH_MIN((size_t)s->B, n - off);
+        int last = off + c == n;
+        float *lg = NULL;
+        if (logits && all_logits) lg = logits + off * V;
+        else if (logits && last) lg = logits;
+        sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        if (st) return FAIL(st, "feed: the KV cache refused the positions (%s)", sjk_status_str(st));
+    }
+    return SJK_OK;
+}
+
+uint32_t sjkh_session_n_past(const sjkh_session *s) { return s->n_past; }
+
+sjk_status sjkh_session_reset(sjkh_session *s)
+{
+    s->n_past = 0;
+    return sjkh_kv_reset(s->kv);
+}
+
+sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }

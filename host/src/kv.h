@@ -1,0 +1,50 @@
+/* kv.h — the host's view of the KV cache: per layer, append K/V rows for the next
+ * positions and attend with query rows. The forward pass is written against this and
+ * nothing else, so where the rows live is a per-layer choice made at create:
+ *
+ *   growing layers (llama: all; gemma3: the global ones)
+ *       config "host-f16": the host's own fp16 rows [n_ctx][n_kv][hd]
+ *       any other string : one libsjkvarn cache (sjk_cache_*) holding all these layers
+ *   window layers (gemma3 sliding-window layers): an fp16 ring of window + max_rows
+ *       slots, so a prefill chunk never overwrites a row an earlier query of the same
+ *       chunk still sees (query at p sees p - window + 1 … p).
+ *
+ * Shapes: k, v [n][n_kv][hd]; q, out [n_rows][n_q][hd]. Rows are post-RoPE. Query head h
+ * reads KV head h / (n_q / n_kv). Append and attend never allocate. */
+#ifndef SJKH_KV_H
+#define SJKH_KV_H
+
+#include "pool.h"
+#include "sjkhost.h"
+
+typedef struct sjkh_kv sjkh_kv;
+
+typedef struct sjkh_kv_params {
+    uint32_t n_layers, n_kv_heads, n_q_heads, head_dim;
+    uint32_t n_ctx;             /* positions per layer */
+    uint32_t max_rows;          /* most rows per append/attend (the batch) */
+    uint32_t n_threads;         /* for the libsjkvarn cache's own pool */
+    const uint8_t *is_global;   /* [n_layers]: 1 = growing, 0 = sliding window */
+    uint32_t window;            /* window of the non-global layers */
+    const char *config;         /* "host-f16" or a libsjkvarn configuration string */
+} sjkh_kv_params;
+
+/* Rows (slots) of one host-held layer: n_ctx for a full layer (global != 0), else
+ * min(n_ctx, window + max_rows). And the bytes sjkh_kv_create allocates for it: K and V,
+ * [rows][n_kv][hd] fp16 each; 0 on overflow. The size model (host/src/plan.c) prices the
+ * window layers with this, so it always equals the allocation. */
+uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global);
+size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global);
+
+sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, size_t err_cap);
+void sjkh_kv_free(sjkh_kv *kv);
+/* SJK_ERR_RANGE past n_ctx (nothing appended). */
+sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const float *v, size_t n);
+/* The n_rows queries are the newest n_rows positions of the layer (append them first). */
+sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_rows, float scale,
+                          float *out, sjkh_pool *pool);
+sjk_status sjkh_kv_reset(sjkh_kv *kv);
+uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
+sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);
+
+#endif

@@ -1,0 +1,40 @@
+/* ops.c — scalar references of ops.h and the one-time dispatch. */
+#include <pthread.h>
+
+#include "hcommon.h"
+#include "ops.h"
+#include "sjkvarn.h"
+
+float sjkh_dot_f16_ref(const uint16_t *a, const float *b, size_t n)
+{
+    float s = 0;
+    for (size_t i = 0; i < n; i++) s += sjkh_f16_to_f32(a[i]) * b[i];
+    return s;
+}
+
+void sjkh_axpy_f16_ref(float s, const uint16_t *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] += s * sjkh_f16_to_f32(x[i]);
+}
+
+void sjkh_to_f16_ref(const float *src, uint16_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = sjkh_f32_to_f16(src[i]);
+}
+
+static sjkh_ops g_ops; /* written once under g_once */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void ops_init(void)
+{
+    g_ops = (sjkh_ops){sjkh_dot_f16_ref, sjkh_axpy_f16_ref, sjkh_to_f16_ref};
+#if defined(__x86_64__)
+    if (sjk_cpu_features() & SJK_CPU_AVX2) g_ops = (sjkh_ops){sjkh_dot_f16_avx2, sjkh_axpy_f16_avx2, sjkh_to_f16_avx2};
+#endif
+}
+
+const sjkh_ops *sjkh_ops_get(void)
+{
+    pthread_once(&g_once, ops_init);
+    return &g_ops;
+}

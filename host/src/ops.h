@@ -1,0 +1,28 @@
+/* ops.h — small vector kernels of the forward pass and the host's attention (fp16 rows
+ * against f32 queries), each with a scalar reference and an AVX2/F16C twin
+ * (ops_avx2.c) picked once from sjk_cpu_features(). */
+#ifndef SJKH_OPS_H
+#define SJKH_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sjkh_ops {
+    /* sum_i f16(a[i]) * b[i] */
+    float (*dot_f16)(const uint16_t *a, const float *b, size_t n);
+    /* y[i] += s * f16(x[i]) */
+    void (*axpy_f16)(float s, const uint16_t *x, float *y, size_t n);
+    /* dst[i] = f16(src[i]), round to nearest even */
+    void (*to_f16)(const float *src, uint16_t *dst, size_t n);
+} sjkh_ops;
+
+const sjkh_ops *sjkh_ops_get(void);
+
+float sjkh_dot_f16_ref(const uint16_t *a, const float *b, size_t n);
+void sjkh_axpy_f16_ref(float s, const uint16_t *x, float *y, size_t n);
+void sjkh_to_f16_ref(const float *src, uint16_t *dst, size_t n);
+float sjkh_dot_f16_avx2(const uint16_t *a, const float *b, size_t n);
+void sjkh_axpy_f16_avx2(float s, const uint16_t *x, float *y, size_t n);
+void sjkh_to_f16_avx2(const float *src, uint16_t *dst, size_t n);
+
+#endif

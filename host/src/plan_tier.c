@@ -1,0 +1,338 @@
+/* plan_tier.c — the quality-floor table and the automatic cache tier (host/include/
+ * sjkplan.h; the rule is written down in docs/PLAN.md).
+ *
+ * The rule, in one place:
+ *   - the ladder is walked least compression first; a rung is taken if it is allowed
+ *     and the whole cache of every session fits the budget;
+ *   - f16 is the reference of every KL measurement (its KL is 0 by definition): always
+ *     allowed;
+ *   - any other rung is allowed only if the table holds a MEASURED mean KL for this
+ *     model (or for "*") that is <= max_kl. A rung without a measurement is not allowed:
+ *     the floor is a promise about quality, and an absent number promises nothing. The
+ *     user can lift the floor (max_kl < 0, `--kl-floor off`) or name a configuration;
+ *   - an explicit configuration is never replaced; it is only checked against the budget.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hcommon.h"
+#include "sjkplan.h"
+
+#define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
+
+static const char *const g_ladder[] = {"f16", "q8_0/q8_0", "q8_0/q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t"};
+
+const char *const *sjkh_plan_ladder(size_t *n)
+{
+    if (n) *n = SJKH_ARRAY_LEN(g_ladder);
+    return g_ladder;
+}
+
+/* Canonical spelling of a configuration ("q8_0" -> "q8_0/q8_0"), or the input itself
+ * when it does not parse. */
+static void canonical(const char *kv, char *dst, size_t cap)
+{
+    sjk_layer_config lc;
+    if (!strcmp(kv, "host-f16") || sjk_cache_config_parse(kv, 1, &lc, NULL, 0) ||
+        sjk_layer_config_str(&lc, dst, cap))
+        snprintf(dst, cap, "%s", kv);
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+void sjkh_quality_floor_free(sjkh_quality_floor *f)
+{
+    if (!f) return;
+    free(f->rows);
+    free(f);
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) s[--n] = 0;
+    return s;
+}
+
+sjk_status sjkh_quality_floor_parse(const char *text, size_t n, sjkh_quality_floor **out, char *err, size_t err_cap)
+{
+    if (!out || (!text && n)) return FAIL(SJK_ERR_PARAM, "quality floor: bad arguments");
+    *out = NULL;
+    sjkh_quality_floor *f = calloc(1, sizeof *f);
+    if (!f) return FAIL(SJK_ERR_NOMEM, "quality floor: out of memory");
+    size_t cap = 0, line_no = 0;
+    int header = 0;
+    for (size_t at = 0; at < n;) {
+        size_t e = at;
+        while (e < n && text[e] != '\n') e++;
+        char line[1024];
+        line_no++;
+        if (e - at >= sizeof line) {
+            sjkh_quality_floor_free(f);
+            return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu is longer than %zu bytes", line_no, sizeof line - 1);
+        }
+        memcpy(line, text + at, e - at);
+        line[e - at] = 0;
+        at = e + 1;
+        char *s = trim(line);
+        if (!*s || *s == '#') continue;
+        if (!header) { /* the first row names the columns */
+            if (strncmp(s, "model,config,mean_kl,source", 28)) {
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected the header 'model,config,mean_kl,source'",
+                            line_no);
+            }
+            header = 1;
+            continue;
+        }
+        char *c1 = strchr(s, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL, *c3 = c2 ? strchr(c2 + 1, ',') : NULL;
+        if (!c3) {
+            sjkh_quality_floor_free(f);
+            return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected model,config,mean_kl,source", line_no);
+        }
+        *c1 = *c2 = *c3 = 0;
+        char *model = trim(s), *config = trim(c1 + 1), *kl = trim(c2 + 1), *src = trim(c3 + 1);
+        sjkh_floor_row r;
+        memset(&r, 0, sizeof r);
+        if (!*model || strlen(model) >= sizeof r.model || !*config || strlen(config) >= sizeof r.config) {
+            sjkh_quality_floor_free(f);
+            return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: empty or too long model/config", line_no);
+        }
+        snprintf(r.model, sizeof r.model, "%s", model);
+        canonical(config, r.config, sizeof r.config);
+        if (!strcmp(kl, "unmeasured") || !*kl) {
+            r.mean_kl = -1;
+        } else {
+            char *end;
+            errno = 0;
+            r.mean_kl = strtod(kl, &end);
+            if (errno || end == kl || *end || !isfinite(r.mean_kl) || r.mean_kl < 0) {
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: mean_kl '%s' is neither a number >= 0 nor "
+                            "'unmeasured'", line_no, kl);
+            }
+            if (!*src) {
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: a measured row needs its source (the "
+                            "`sjkvarn eval` command)", line_no);
+            }
+        }
+        snprintf(r.source, sizeof r.source, "%s", src);
+        if (f->n_rows == cap) {
+            size_t nc = cap ? 2 * cap : 16;
+            sjkh_floor_row *nr = realloc(f->rows, nc * sizeof *nr);
+            if (!nr) {
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_NOMEM, "quality floor: out of memory");
+            }
+            f->rows = nr;
+            cap = nc;
+        }
+        f->rows[f->n_rows++] = r;
+    }
+    *out = f;
+    return SJK_OK;
+}
+
+sjk_status sjkh_quality_floor_load(const char *path, sjkh_quality_floor **out, char *err, size_t err_cap)
+{
+    if (!out || !path) return FAIL(SJK_ERR_PARAM, "quality floor: bad arguments");
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return FAIL(SJK_ERR_IO, "quality floor: %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, fp);
+        if (n < cap) break;
+        if (cap >= (16u << 20)) { free(buf); buf = NULL; break; }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (!buf || bad) {
+        free(buf);
+        return FAIL(bad ? SJK_ERR_IO : SJK_ERR_NOMEM, "quality floor: cannot read %s", path);
+    }
+    char e[512] = "";
+    sjk_status st = sjkh_quality_floor_parse(buf, n, out, e, sizeof e);
+    free(buf);
+    if (st) return FAIL(st, "%s: %s", path, e);
+    snprintf((*out)->path, sizeof (*out)->path, "%s", path);
+    return SJK_OK;
+}
+
+const sjkh_floor_row *sjkh_quality_floor_find(const sjkh_quality_floor *f, const char *model, const char *config)
+{
+    if (!f || !config) return NULL;
+    char c[64];
+    canonical(config, c, sizeof c);
+    const sjkh_floor_row *any = NULL;
+    for (size_t i = 0; i < f->n_rows; i++) {
+        const sjkh_floor_row *r = &f->rows[i];
+        if (strcmp(r->config, c)) continue;
+        if (model && !strcmp(r->model, model)) return r;
+        if (!strcmp(r->model, "*") && !any) any = r;
+    }
+    return any;
+}
+
+/* ---- choosing ------------------------------------------------------------------------- */
+
+static void append(char *dst, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(dst);
+    if (n + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+static const char *verdict_str(sjkh_rung_verdict v)
+{
+    switch (v) {
+    case SJKH_RUNG_FITS: return "fits";
+    case SJKH_RUNG_TOO_BIG: return "too big";
+    case SJKH_RUNG_UNMEASURED: return "no measured KL";
+    case SJKH_RUNG_BELOW_FLOOR: return "KL above the floor";
+    default: return "unsupported";
+    }
+}
+
+sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_params *p, const sjkh_tier_request *r,
+                                 sjkh_tier_choice *out)
+{
+    if (!out) return SJK_ERR_PARAM;
+    memset(out, 0, sizeof *out);
+    if (!m || !p || !r) {
+        snprintf(out->reason, sizeof out->reason, "bad arguments");
+        return SJK_ERR_PARAM;
+    }
+    char err[256] = "", b_budget[32], b1[32], b2[32];
+    sjkh_format_size(r->budget_nbytes, b_budget, sizeof b_budget);
+    const char *sess = p->n_sessions == 1 ? "session" : "sessions";
+
+    /* explicit: respected as given; only measured against the budget */
+    if (r->kv && strcmp(r->kv, "auto")) {
+        if (strlen(r->kv) >= sizeof out->kv) {
+            snprintf(out->reason, sizeof out->reason, "configuration '%s' is too long", r->kv);
+            return SJK_ERR_PARAM;
+        }
+        snprintf(out->kv, sizeof out->kv, "%s", r->kv);
+        out->explicit_kv = 1;
+        sjk_status st = sjkh_plan_estimate(m, r->kv, p, &out->size, err, sizeof err);
+        if (st) {
+            snprintf(out->reason, sizeof out->reason, "%s", err);
+            return st;
+        }
+        sjkh_format_size(out->size.total_nbytes, b1, sizeof b1);
+        out->fits = !r->budget_nbytes || out->size.total_nbytes <= r->budget_nbytes;
+        if (!r->budget_nbytes)
+            snprintf(out->reason, sizeof out->reason, "explicit --kv %s: %s for %u %s at context %u", r->kv, b1,
+                     p->n_sessions, sess, p->n_ctx);
+        else
+            snprintf(out->reason, sizeof out->reason, "explicit --kv %s respected: %s for %u %s at context %u %s "
+                     "the budget %s", r->kv, b1, p->n_sessions, sess, p->n_ctx,
+                     out->fits ? "fits" : "does NOT fit", b_budget);
+        return SJK_OK;
+    }
+    if (!r->budget_nbytes) {
+        snprintf(out->reason, sizeof out->reason, "--kv auto needs a memory budget (--mem-budget SIZE)");
+        return SJK_ERR_PARAM;
+    }
+
+    size_t n_ladder;
+    const char *const *ladder = sjkh_plan_ladder(&n_ladder);
+    int chosen = -1, cheapest_allowed = -1, cheapest_fitting_disallowed = -1;
+    char why[768] = "";
+    for (size_t i = 0; i < n_ladder && i < SJKH_ARRAY_LEN(out->rungs); i++) {
+        const char *kv = ladder[i];
+        out->rungs[i].kv = kv;
+        out->rungs[i].mean_kl = i == 0 ? 0.0 : -1.0;
+        out->n_rungs = i + 1;
+        sjkh_plan_size s;
+        sjk_status st = sjkh_plan_estimate(m, kv, p, &s, NULL, 0);
+        if (st) {
+            out->rungs[i].verdict = SJKH_RUNG_UNSUPPORTED;
+            continue;
+        }
+        out->rungs[i].nbytes = s.total_nbytes;
+        int fits = s.total_nbytes <= r->budget_nbytes;
+        sjkh_rung_verdict v = fits ? SJKH_RUNG_FITS : SJKH_RUNG_TOO_BIG;
+        if (i > 0 && r->max_kl >= 0) {
+            const sjkh_floor_row *row = sjkh_quality_floor_find(r->floor, r->model_key, kv);
+            if (!row || row->mean_kl < 0) v = SJKH_RUNG_UNMEASURED;
+            else {
+                out->rungs[i].mean_kl = row->mean_kl;
+                if (row->mean_kl > r->max_kl) v = SJKH_RUNG_BELOW_FLOOR;
+            }
+        } else if (i > 0) {
+            const sjkh_floor_row *row = sjkh_quality_floor_find(r->floor, r->model_key, kv);
+            if (row) out->rungs[i].mean_kl = row->mean_kl;
+        }
+        out->rungs[i].verdict = v;
+        if (v == SJKH_RUNG_FITS || v == SJKH_RUNG_TOO_BIG) cheapest_allowed = (int)i;
+        else if (fits && cheapest_fitting_disallowed < 0) cheapest_fitting_disallowed = (int)i;
+        if (chosen < 0) {
+            sjkh_format_size(s.total_nbytes, b1, sizeof b1);
+            if (v == SJKH_RUNG_FITS) {
+                chosen = (int)i;
+                snprintf(out->kv, sizeof out->kv, "%s", kv);
+                out->size = s;
+                out->fits = 1;
+            } else {
+                append(why, sizeof why, "%s%s %s (%s)", *why ? ", " : "", kv, b1, verdict_str(v));
+            }
+        }
+    }
+
+    if (chosen >= 0) {
+        sjkh_format_size(out->size.total_nbytes, b1, sizeof b1);
+        snprintf(out->reason, sizeof out->reason, "auto tier: %s — %s for %u %s at context %u fits the budget %s",
+                 out->kv, b1, p->n_sessions, sess, p->n_ctx, b_budget);
+        if (chosen == 0) append(out->reason, sizeof out->reason, " (the f16 reference: no compression needed)");
+        else if (r->max_kl >= 0)
+            append(out->reason, sizeof out->reason, "; measured mean KL %.4g <= floor %.4g",
+                   out->rungs[chosen].mean_kl, r->max_kl);
+        else append(out->reason, sizeof out->reason, "; quality floor off");
+        if (*why) append(out->reason, sizeof out->reason, "; skipped: %s", why);
+        return SJK_OK;
+    }
+
+    /* nothing fits: say what would */
+    snprintf(out->reason, sizeof out->reason, "nothing fits the budget %s for %u %s at context %u (%s)", b_budget,
+             p->n_sessions, sess, p->n_ctx, why);
+    if (cheapest_allowed >= 0) {
+        const char *kv = ladder[cheapest_allowed];
+        uint32_t ctx = 0;
+        sjkh_plan_max_ctx(m, kv, p, r->budget_nbytes, p->n_ctx, &ctx);
+        sjkh_format_size(out->rungs[cheapest_allowed].nbytes, b2, sizeof b2);
+        if (ctx) append(out->reason, sizeof out->reason, ". At the cheapest allowed tier %s the budget holds "
+                        "context %u (--ctx %u), or this context needs a budget of %s", kv, ctx, ctx, b2);
+        else append(out->reason, sizeof out->reason, ". The cheapest allowed tier %s needs a budget of %s at this "
+                    "context (not even one position fits %s)", kv, b2, b_budget);
+    }
+    if (cheapest_fitting_disallowed >= 0) {
+        const char *kv = ladder[cheapest_fitting_disallowed];
+        sjkh_rung_verdict v = out->rungs[cheapest_fitting_disallowed].verdict;
+        if (v == SJKH_RUNG_UNMEASURED)
+            append(out->reason, sizeof out->reason, ". %s would fit but has no measured KL for '%s' in the "
+                   "quality-floor table: measure it with `sjkvarn eval -m %s --kv %s`, or lift the floor "
+                   "(--kl-floor off), or name it (--kv %s)", kv, r->model_key ? r->model_key : "?",
+                   r->model_key ? r->model_key : "MODEL", kv, kv);
+        else
+            append(out->reason, sizeof out->reason, ". %s would fit but its mean KL %.4g is above the floor %.4g "
+                   "(--kl-floor, or --kv %s to accept it)", kv, out->rungs[cheapest_fitting_disallowed].mean_kl,
+                   r->max_kl, kv);
+    }
+    return SJK_ERR_RANGE;
+}

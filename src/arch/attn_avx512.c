@@ -1,0 +1,278 @@
+/* attn_avx512.c — AVX-512 twins of the attention chunk kernels (attn_kernels.h): the
+ * same algorithm and loop structure as attn_avx2.c (read that file's notes), 16 lanes.
+ *
+ * Shape: rows are taken SJK_ATTN_RB (4) at a time so that the query heads sharing a KV
+ * head (GQA) and the rows of a prefill reuse every key and value load. Scores are
+ * computed into work[], the online-softmax update runs 16 lanes at a time with a
+ * polynomial exp (relative error < 2e-7 on the range used), and values accumulate 16
+ * channels x 4 rows in registers. Tested against attn_ref.c.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "attention/attn_kernels.h"
+
+#define RB SJK_ATTN_RB
+#define G SJK_GROUP
+
+/* exp(x) for x <= 0 (scores minus the running max); x < -87 gives ~0. Cephes expf. */
+static inline __m512 exp512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
+    __m512 x2 = _mm512_mul_ps(x, x);
+    y = _mm512_fmadd_ps(y, x2, _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+}
+
+static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* Softmax update of one row: s[0..nv) scores (s padded to a multiple of 8 with
+ * anything); afterwards s[t] = p[t] for t < nv and 0 up to G. Returns the
+ * factor for the old state. */
+static float softmax_row(float *s, size_t nv, float *m, float *l)
+{
+    size_t nv16 = (nv + 15) & ~(size_t)15;
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    for (size_t t = 0; t < nv16; t += 16) {
+        __mmask16 k = nv - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nv - t)) - 1);
+        vmx = _mm512_mask_max_ps(vmx, k, vmx, _mm512_loadu_ps(s + t));
+    }
+    float mx = _mm512_reduce_max_ps(vmx);
+    float m_new = *m > mx ? *m : mx;
+    float f = *m == -INFINITY ? 0.0f : expf(*m - m_new);
+    __m512 vm = _mm512_set1_ps(m_new), sum = _mm512_setzero_ps();
+    for (size_t t = 0; t < nv16; t += 16) {
+        __mmask16 k = nv - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nv - t)) - 1);
+        __m512 p = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + t), vm)));
+        _mm512_storeu_ps(s + t, p);
+        sum = _mm512_add_ps(sum, p);
+    }
+    for (size_t t = nv16; t < G; t++) s[t] = 0;
+    *l = *l * f + hsum512(sum);
+    *m = m_new;
+    return f;
+}
+
+/* Values for one row block, in two steps:
+ *   acc[r] = acc[r] * f[r] + PRE(r)                 (PRE: 0, or Vch · z[r] for records)
+ *   acc[r][d] += POST(Σ_t p[r][t] · V[t][d])        (POST: identity, or · Vch[d])
+ * Keys go in blocks of 32 so the block's values stay in L1 across the channel passes;
+ * 16 channels x RB rows accumulate in registers. Keys beyond a row's nvis have p = 0. */
+#define TB 32
+#define V_ACCUM(LOAD8)                                                                     \
+    for (size_t r = 0; r < rb; r++) {                                                      \
+        if (!nvis[r0 + r]) continue;                                                       \
+        float *a = acc + (r0 + r) * D;                                                     \
+        __m512 vf = _mm512_set1_ps(fct[r]);                                                \
+        for (size_t d = 0; d < D; d += 16)                                                 \
+            _mm512_storeu_ps(a + d, _mm512_fmadd_ps(_mm512_loadu_ps(a + d), vf, PRE(r, d))); \
+    }                                                                                      \
+    for (size_t tb = 0; tb < ntm; tb += TB) {                                              \
+        size_t te = tb + TB < ntm ? tb + TB : ntm;                                         \
+        for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
+            __m512 a0[RB], a1[RB];                                                         \
+            _Pragma("GCC unroll 4")                                                        \
+            for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
+            for (size_t t = tb; t < te; t++) {                                             \
+                __m512 v0 = LOAD8(t, d0), v1 = LOAD8(t, d0 + 16);                           \
+                _Pragma("GCC unroll 4")                                                    \
+                for (size_t r = 0; r < RB; r++) {                                          \
+                    __m512 pw = _mm512_set1_ps(p[r * G + t]);                        \
+                    a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);                                \
+                    a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);                                \
+                }                                                                          \
+            }                                                                              \
+            for (size_t r = 0; r < rb; r++) {                                              \
+                if (!nvis[r0 + r]) continue;                                               \
+                float *a = acc + (r0 + r) * D + d0;                                        \
+                _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), POST(a0[r], d0)));   \
+                _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), POST(a1[r], d0 + 16))); \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+#define LOAD_F32(t, d) _mm512_loadu_ps(V + (t) * D + (d))
+#define LOAD_F16(t, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(V + (t) * D + (d))))
+#define LOAD_U8(t, d) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vc + (t) * D + (d)))))
+/* 16 channels d..d+15 (d % 16 == 0) of a 4-bit V payload row: unit d/32, low nibbles
+ * for d%32 == 0, high nibbles for d%32 == 16. */
+#define LOAD_V4(t, d) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srl_epi16(         \
+    _mm_loadu_si128((const __m128i *)(const void *)(vp + (t) * (D / 2) + ((d) / 32) * 16)),     \
+    _mm_cvtsi32_si128((int)(((d) % 32) / 16) * 4)), _mm_set1_epi8(0x0F))))
+#define POST_NONE(a, d) (a)
+#define PRE_NONE(r, d) _mm512_setzero_ps()
+
+/* Scores of rows [r0, r0+rb) against keys [0, ntm) for fp32 / fp16 keys. */
+#define SCORES_DOT(LOADK)                                                                  \
+    for (size_t t = 0; t < ntm; t++) {                                                     \
+        __m512 s0[RB], s1[RB];                                                             \
+        _Pragma("GCC unroll 4")                                                            \
+        for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); } \
+        for (size_t d = 0; d < D; d += 32) {                                               \
+            __m512 kv0 = LOADK(t, d), kv1 = LOADK(t, d + 16);                               \
+            _Pragma("GCC unroll 4")                                                        \
+            for (size_t r = 0; r < RB; r++) {                                              \
+                s0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d), kv0, s0[r]);         \
+                s1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d + 16), kv1, s1[r]);     \
+            }                                                                              \
+        }                                                                                  \
+        for (size_t r = 0; r < RB; r++) p[r * G + t] = hsum512(_mm512_add_ps(s0[r], s1[r])); \
+    }
+
+#define LOADK_F32(t, d) _mm512_loadu_ps(K + (t) * D + (d))
+#define LOADK_F16(t, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(K + (t) * D + (d))))
+
+/* Rows are processed RB at a time with every per-row loop of compile-time length RB (so
+ * accumulators stay in registers); a short last block reads a zero query row. */
+#define ROW_SETUP()                                                                        \
+    size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;                                        \
+    for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;         \
+    if (!ntm) continue;                                                                    \
+    const float *qrow[RB];                                                                 \
+    for (size_t r = 0; r < RB; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
+
+#define CHUNK_BODY(LOADK, LOADV)                                                           \
+    float *p = work; /* [RB][G] scores, then probabilities */                               \
+    float *zero = work + RB * G + RB * D; /* [D] zeros */                                   \
+    memset(zero, 0, D * sizeof(float));                                                    \
+    for (size_t r0 = 0; r0 < R; r0 += RB) {                                                \
+        ROW_SETUP()                                                                        \
+        SCORES_DOT(LOADK)                                                                  \
+        float fct[RB] = {1, 1, 1, 1};                                                      \
+        for (size_t r = 0; r < RB; r++) {                                                  \
+            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
+            else memset(p + r * G, 0, G * sizeof(float));                                  \
+        }                                                                                  \
+        V_ACCUM(LOADV)                                                                     \
+    }
+
+#define POST POST_NONE
+#define PRE PRE_NONE
+static void chunk_f32_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                           const float *K, const float *V, size_t n,
+                           float *m, float *l, float *acc, float *work)
+{
+    (void)n;
+    CHUNK_BODY(LOADK_F32, LOAD_F32)
+}
+
+static void chunk_f16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                           const uint16_t *K, const uint16_t *V, size_t n,
+                           float *m, float *l, float *acc, float *work)
+{
+    (void)n;
+    CHUNK_BODY(LOADK_F16, LOAD_F16)
+}
+#undef POST
+#undef PRE
+
+/* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
+ * values by token rows of codes; scales folded as in attn_kernels.h. */
+#define POST(a, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), (a))
+#define PRE(r, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), _mm512_set1_ps(zz[r]))
+static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    float *p = work;                 /* [RB][G] */
+    float *qs = work + RB * G;       /* [RB][D] */
+    const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
+    for (size_t r0 = 0; r0 < R; r0 += RB) {
+        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
+        if (!ntm) continue;
+        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB] = {1, 1, 1, 1};
+        for (size_t r = 0; r < rb; r++) {
+            const float *qr = q + (r0 + r) * D;
+            __m512 z = _mm512_setzero_ps();
+            for (size_t d = 0; d < D; d += 16) {
+                __m512 qv = _mm512_loadu_ps(qr + d);
+                _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
+                z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
+            }
+            cz[r] = hsum512(z);
+        }
+        for (size_t r = rb; r < RB; r++) memset(qs + r * D, 0, D * sizeof(float));
+        size_t ntm16 = (ntm + 31) & ~(size_t)31;
+        for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
+            __m512 s0[RB], s1[RB];
+            _Pragma("GCC unroll 4")
+            for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
+            /* 32 tokens of one channel: two runs of 16 unpacked bytes, or the low and high
+             * nibbles of one 16-byte unit */
+            const __m128i m4 = _mm_set1_epi8(0x0F);
+            for (size_t d = 0; d < D; d++) {
+                __m128i c0, c1;
+                if (kc) {
+                    c0 = _mm_loadu_si128((const __m128i *)(const void *)(kc + d * G + t0));
+                    c1 = _mm_loadu_si128((const __m128i *)(const void *)(kc + d * G + t0 + 16));
+                } else {
+                    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(rc->kp + d * (G / 2) + t0 / 2));
+                    c0 = _mm_and_si128(x, m4);
+                    c1 = _mm_and_si128(_mm_srli_epi16(x, 4), m4);
+                }
+                __m512 k0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c0));
+                __m512 k1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c1));
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++) {
+                    __m512 qb = _mm512_set1_ps(qs[r * D + d]);
+                    s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
+                    s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
+                }
+            }
+            __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
+            for (size_t r = 0; r < RB; r++) {
+                __m512 c = _mm512_set1_ps(cz[r]);
+                _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(s0[r], c)));
+                _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_add_ps(s1[r], c)));
+            }
+        }
+        for (size_t r = 0; r < RB; r++) {
+            size_t nv = r < rb ? nvis[r0 + r] : 0;
+            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
+            fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
+            __m512 z = _mm512_setzero_ps();
+            for (size_t t = 0; t < ntm16; t += 16) {
+                __m512 pv = _mm512_loadu_ps(p + r * G + t);
+                z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
+                _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
+            }
+            zz[r] = hsum512(z);
+        }
+        if (vc) { V_ACCUM(LOAD_U8) }
+        else { V_ACCUM(LOAD_V4) }
+    }
+}
+#undef POST
+#undef PRE
+
+/* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
+void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+
+static void f16_to_f32_avx512(float *dst, const uint8_t *src, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 2 * i))));
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        dst[i] = _cvtsh_ss(h);
+    }
+}
+
+const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
+    "avx512", chunk_f32_avx512, chunk_f16_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
+    f16_to_f32_avx512,
+};

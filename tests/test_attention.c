@@ -1,0 +1,213 @@
+/* test_attention.c — the attention kernels and the configuration strings.
+ *
+ * Every SIMD kernel table against the scalar reference on the same chunk (random
+ * queries, keys, records, causal visibility), tolerance 1e-5 relative to the state's
+ * magnitude; thread counts do not change results beyond summation order; every spelling
+ * the README lists parses, and bad strings name their bad part. */
+#include <math.h>
+#include <stdint.h>
+
+#include "attention/attn_kernels.h"
+#include "codec/record.h"
+#include "cache/cache_internal.h"
+#include "common/fp16.h"
+#include "common/rng.h"
+#include "harness.h"
+#include "sjkvarn.h"
+
+#define MAXD 512
+#define G SJK_GROUP
+
+typedef struct state { float m[16], l[16], acc[16 * MAXD]; } state;
+
+static void state_init(state *s, size_t R, size_t D, sjk_rng *r)
+{
+    for (size_t i = 0; i < R; i++) {
+        /* half the rows start empty, half with a prior state */
+        if (i % 2) { s->m[i] = -INFINITY; s->l[i] = 0; }
+        else { s->m[i] = (float)sjk_rng_normal(r); s->l[i] = 1.0f + (float)sjk_rng_uniform(r); }
+        for (size_t d = 0; d < D; d++) s->acc[i * D + d] = (i % 2) ? 0.0f : (float)sjk_rng_normal(r);
+    }
+}
+
+static double state_diff(const state *a, const state *b, size_t R, size_t D)
+{
+    double e = 0, n = 0;
+    for (size_t i = 0; i < R; i++) {
+        if (a->m[i] != b->m[i] && !(fabs(a->m[i] - b->m[i]) < 1e-5 * fmax(1, fabs(a->m[i])))) return 1e30;
+        e = fmax(e, fabs(a->l[i] - b->l[i]) / fmax(1e-30, fabs(a->l[i])));
+        for (size_t d = 0; d < D; d++) {
+            e = fmax(e, fabs(a->acc[i * D + d] - b->acc[i * D + d]) / 1.0);
+            n = fmax(n, fabs(a->acc[i * D + d]));
+        }
+    }
+    return e / fmax(1.0, n);
+}
+
+static float g_work[SJK_ATTN_WORK_FLOATS(MAXD)];
+
+TEST(test_simd_kernels_match_reference)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    int tested = 0;
+    sjk_rng r;
+    sjk_rng_seed(&r, 11);
+    static float K[G * MAXD], V[G * MAXD], q[16 * MAXD];
+    static uint16_t K16[G * MAXD], V16[G * MAXD];
+    static uint8_t kc[G * MAXD], vc[G * MAXD], row[MAXD], u1[MAXD], u2[MAXD];
+    static float sc[3 * MAXD + 3 * G];
+    for (int pi = 0; pi < 2; pi++) {
+        const sjk_attn_kernels *k = paths[pi];
+        if (!k) continue;
+        tested++;
+        for (size_t D = 64; D <= MAXD; D *= 2)
+            for (size_t R = 1; R <= 11; R += 5) {
+                for (size_t i = 0; i < G * D; i++) {
+                    K[i] = (float)sjk_rng_normal(&r);
+                    V[i] = (float)sjk_rng_normal(&r);
+                    K16[i] = sjk_f32_to_fp16(K[i]);
+                    V16[i] = sjk_f32_to_fp16(V[i]);
+                    kc[i] = (uint8_t)(sjk_rng_u64(&r) % 16);
+                    vc[i] = (uint8_t)(sjk_rng_u64(&r) % 16);
+                }
+                for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                sjk_attn_rec rc = {kc, vc, NULL, NULL, sc, sc + D, sc + 2 * D, sc + 2 * D + G, sc + 3 * D + G, sc + 3 * D + 2 * G};
+                /* the same codes packed as 4-bit payload rows (read in place by the kernels) */
+                static uint8_t kp[MAXD * G / 2], vp[G * MAXD / 2];
+                for (size_t d = 0; d < D; d++) sjk_payload_pack_row(kp + d * (G / 2), G, 4, kc + d * G);
+                for (size_t t = 0; t < G; t++) sjk_payload_pack_row(vp + t * (D / 2), D, 4, vc + t * D);
+                sjk_attn_rec rp4 = rc;
+                rp4.kc = NULL; rp4.vc = NULL; rp4.kp = kp; rp4.vp = vp;
+                uint32_t nvis[16];
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                static state a, b;
+                for (int kind = 0; kind < 5; kind++) {
+                    sjk_rng s1 = r, s2 = r;
+                    state_init(&a, R, D, &s1);
+                    state_init(&b, R, D, &s2);
+                    if (kind == 0) {
+                        ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
+                        k->chunk_f32(q, R, D, nvis, K, V, G, b.m, b.l, b.acc, g_work);
+                    } else if (kind == 1) {
+                        ref->chunk_f16(q, R, D, nvis, K16, V16, G, a.m, a.l, a.acc, g_work);
+                        k->chunk_f16(q, R, D, nvis, K16, V16, G, b.m, b.l, b.acc, g_work);
+                    } else if (kind == 2) {
+                        ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                        k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                    } else {
+                        /* 3: packed K and V against the unpacked reference; 4: mixed */
+                        sjk_attn_rec mix = rc;
+                        if (kind == 4) { mix.vc = NULL; mix.vp = vp; }
+                        ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                        k->chunk_rec(q, R, D, nvis, kind == 3 ? &rp4 : &mix, b.m, b.l, b.acc, g_work);
+                    }
+                    double e = state_diff(&a, &b, R, D);
+                    CHECKF(e < 1e-5, "%s kind %d D=%zu R=%zu: rel diff %.3g", k->name, kind, D, R, e);
+                }
+            }
+        /* fp16 scale loading: exact */
+        {
+            uint8_t h[2 * 77];
+            float f1[77], f2[77];
+            for (int i = 0; i < 77; i++) { uint16_t x = sjk_f32_to_fp16((float)sjk_rng_normal(&r)); memcpy(h + 2 * i, &x, 2); }
+            ref->f16_to_f32(f1, h, 77);
+            k->f16_to_f32(f2, h, 77);
+            CHECK(!memcmp(f1, f2, sizeof f1));
+        }
+        /* unpack: bit-exact with the reference for every width */
+        for (unsigned bits = 2; bits <= 4; bits++)
+            for (size_t n = 64; n <= MAXD; n *= 2) {
+                for (size_t i = 0; i < n * bits / 8; i++) row[i] = (uint8_t)sjk_rng_u64(&r);
+                ref->unpack_row(u1, row, n, bits);
+                k->unpack_row(u2, row, n, bits);
+                CHECKF(!memcmp(u1, u2, n), "%s unpack bits=%u n=%zu", k->name, bits, n);
+            }
+    }
+    if (!tested) SKIP("no SIMD attention kernels on this CPU");
+}
+
+/* n_threads splits positions across threads; the merge must give the same answer. */
+TEST(test_threads_split_positions_same_result)
+{
+    float out[2][4 * 128];
+    for (int t = 0; t < 2; t++) {
+        sjk_cache_params p = sjk_cache_params_default();
+        p.head_dim = 128;
+        p.n_q_heads = 4;
+        p.max_pos = 3000;
+        p.max_q_rows = 1;
+        p.n_threads = (uint32_t)(1 + 2 * t);
+        p.layer.tail_min = 256;
+        p.layer.tail_max = 512;
+        sjk_cache *c = NULL;
+        CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+        if (!c) return;
+        sjk_rng r;
+        sjk_rng_seed(&r, 77);
+        static float kv[2 * 3000 * 128];
+        for (size_t i = 0; i < 2 * 3000 * 128; i++) kv[i] = (float)sjk_rng_normal(&r);
+        CHECK(sjk_cache_append(c, 0, 0, kv, kv + 3000 * 128, 3000) == SJK_OK);
+        float q[4 * 128];
+        for (size_t i = 0; i < 4 * 128; i++) q[i] = (float)sjk_rng_normal(&r);
+        CHECK(sjk_cache_attend(c, 0, 0, q, 1, 0.09f, out[t]) == SJK_OK);
+        CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+        sjk_cache_free(c);
+    }
+    double e = 0, n = 0;
+    for (int i = 0; i < 4 * 128; i++) { e = fmax(e, fabs(out[0][i] - out[1][i])); n = fmax(n, fabs(out[0][i])); }
+    CHECKF(e <= 1e-5 * n, "1 vs 3 threads: %.3g of %.3g", e, n);
+}
+
+TEST(test_config_strings_parse)
+{
+    const char *good[] = {"f16", "q8_0", "q4_0", "q8_0/q4_0", "q4_0:rot", "sj", "sj:4/4", "sj:3/3t",
+                          "sj:3/2t", "kvarn:4/4", "kvarn:4/4:tail=1024", "sj:3/3t:edge=4/4",
+                          "sj:3/2t:edge=4/4:edges=2", "sj:4/4:tail_min=2048:tail_max=4096",
+                          "sj:4/4:stage=q8_0", "sj:4/4:stage=f16", "sj:2/2:balance=reference",
+                          "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2"};
+    sjk_layer_config c[6];
+    char err[200], str[200];
+    for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
+        sjk_status st = sjk_cache_config_parse(good[i], 6, c, err, sizeof err);
+        CHECKF(st == SJK_OK, "'%s': %s", good[i], err);
+        /* canonical string round-trips */
+        CHECK(sjk_layer_config_str(&c[2], str, sizeof str) == SJK_OK);
+        sjk_layer_config back;
+        CHECKF(sjk_cache_config_parse(str, 1, &back, err, sizeof err) == SJK_OK && !memcmp(&back, &c[2], sizeof back),
+               "'%s' -> '%s' does not round-trip", good[i], str);
+    }
+    CHECK(sjk_cache_config_parse("sj:3/3t:edge=4/4", 6, c, err, sizeof err) == SJK_OK);
+    CHECK(c[0].bits_k == 4 && c[0].body == SJK_BODY_SCALAR && c[5].bits_k == 4 && c[1].bits_k == 3 &&
+          c[1].body == SJK_BODY_TRELLIS && c[4].body == SJK_BODY_TRELLIS);
+    CHECK(sjk_cache_config_parse("kvarn:4/4:tail=1024", 1, c, err, sizeof err) == SJK_OK);
+    CHECK(c[0].kind == SJK_KIND_KVARN && c[0].tail_min == 1024 && c[0].tail_max == 0 &&
+          c[0].staging == SJK_FMT_F16 && c[0].balance == SJK_BALANCE_REFERENCE);
+    CHECK(sjk_cache_config_parse("kvarn:4/4", 1, c, err, sizeof err) == SJK_OK && c[0].tail_min == 0);
+    CHECK(sjk_cache_config_parse("q8_0/q4_0", 1, c, err, sizeof err) == SJK_OK);
+    CHECK(c[0].kind == SJK_KIND_UNIFORM && c[0].k_format == SJK_FMT_Q8_0 && c[0].v_format == SJK_FMT_Q4_0);
+    CHECK(sjk_cache_config_parse("sj", 1, c, err, sizeof err) == SJK_OK);
+    CHECK(c[0].kind == SJK_KIND_SJ && c[0].bits_k == 4 && c[0].tail_min == 4096 && c[0].tail_max == 8192 &&
+          c[0].staging == SJK_FMT_TQ6_0_STAGE);
+
+    const struct { const char *s, *part; } bad[] = {
+        {"sj:5/4", "'5/4'"}, {"q9_0", "'q9_0'"}, {"q8_0/q3_0", "'q3_0'"}, {"sj:4/4:tial=5", "'tial=5'"},
+        {"kvarn:3/3t", "scalar bodies only"}, {"sj:4/4:stage=q4_0", "'stage=q4_0'"},
+        {"sj:4/4:tail_min=4096:tail_max=4100", "tail_max"}, {"q8_0:tail=5", "'tail=5'"}, {"", "empty"},
+        {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},
+    };
+    for (size_t i = 0; i < SJK_ARRAY_LEN(bad); i++) {
+        sjk_status st = sjk_cache_config_parse(bad[i].s, 3, c, err, sizeof err);
+        CHECKF(st == SJK_ERR_PARAM, "'%s' accepted", bad[i].s);
+        CHECKF(strstr(err, bad[i].part) != NULL, "'%s': message '%s' does not name %s", bad[i].s, err, bad[i].part);
+    }
+}
+
+int main(void)
+{
+    RUN(test_simd_kernels_match_reference);
+    RUN(test_threads_split_positions_same_result);
+    RUN(test_config_strings_parse);
+    return test_summary();
+}

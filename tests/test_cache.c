@@ -1,0 +1,450 @@
+/* test_cache.c — the cache against an explicitly decoded copy of itself.
+ *
+ * The oracle decodes every region the way docs/FORMAT.md says (sink fp16, records through
+ * sjk_record_decode, ring and uniform rows through the format decoders) and runs plain
+ * softmax attention in double. sjk_cache_attend (folded scales, online softmax, every
+ * kernel path) must match it within 1e-5 relative to the output's magnitude, for every
+ * configuration, across the sink boundary, seal boundaries, ring wrap-around and
+ * contexts up to 3 x tail_max. Also: several sequences, prefill (causal), truncation,
+ * randomized operations with the invariant checker after each, estimate == allocation. */
+#include <math.h>
+#include <stdint.h>
+
+#include "attention/attn_kernels.h"
+#include "cache/cache_internal.h"
+#include "codec/format.h"
+#include "codec/hadamard.h"
+#include "common/fp16.h"
+#include "common/rng.h"
+#include "harness.h"
+#include "sjkvarn.h"
+
+#define TMIN 256
+#define TMAX 512
+
+/* ---- synthetic model rows: per-channel offsets and scales, per-token swings ---- */
+typedef struct gen {
+    sjk_rng r;
+    size_t width; /* n_kv_heads * D */
+    float ch_scale[4096], ch_off[4096];
+} gen;
+
+static void gen_init(gen *g, uint64_t seed, size_t width)
+{
+    sjk_rng_seed(&g->r, seed);
+    g->width = width;
+    for (size_t i = 0; i < width; i++) {
+        g->ch_scale[i] = (float)(0.5 + 1.5 * sjk_rng_uniform(&g->r)) * (i % 17 == 3 ? 6.0f : 1.0f);
+        g->ch_off[i] = (float)(0.3 * sjk_rng_normal(&g->r));
+    }
+}
+
+static void gen_rows(gen *g, float *dst, size_t n_pos)
+{
+    for (size_t p = 0; p < n_pos; p++) {
+        float tok = (float)(0.6 + 0.8 * sjk_rng_uniform(&g->r));
+        for (size_t i = 0; i < g->width; i++)
+            dst[p * g->width + i] = g->ch_off[i] + tok * g->ch_scale[i] * (float)sjk_rng_normal(&g->r);
+    }
+}
+
+/* ---- the oracle ---- */
+
+/* Decodes K or V of (seq, layer, head) positions [0, n) into out [n][D] (stored basis). */
+static int oracle_decode(const sjk_cache *c, uint32_t seq, uint32_t layer, uint32_t head,
+                         float *ko, float *vo)
+{
+    const sjk_cache_layer *L = &c->layers[layer];
+    const sjk_seq_layer *sl = sjk_cache_state(c, seq, layer);
+    const size_t D = c->D;
+    const uint8_t *hb = sjk_cache_head(c, L, seq, head);
+    static float kt[SJK_GROUP * 512], vt[SJK_GROUP * 512];
+    for (uint32_t p = 0; p < sl->n; p++) {
+        float *kd = ko + (size_t)p * D, *vd = vo + (size_t)p * D;
+        if (!L->compressed) {
+            CHECK(sjk_format_decode_row((sjk_format)L->k_fmt, kd, D, hb + L->off_ring_k + (size_t)p * L->k_row_nbytes, L->k_row_nbytes) == SJK_OK);
+            CHECK(sjk_format_decode_row((sjk_format)L->v_fmt, vd, D, hb + L->off_ring_v + (size_t)p * L->v_row_nbytes, L->v_row_nbytes) == SJK_OK);
+        } else if (p < L->sink) {
+            const uint16_t *ks = (const uint16_t *)(const void *)(hb + L->off_sink_k) + (size_t)p * D;
+            const uint16_t *vs = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p * D;
+            for (size_t d = 0; d < D; d++) { kd[d] = sjk_fp16_to_f32(ks[d]); vd[d] = sjk_fp16_to_f32(vs[d]); }
+        } else if (p < sl->b) {
+            uint32_t g = (p - L->sink) / SJK_GROUP, t = (p - L->sink) % SJK_GROUP;
+            if (t == 0) {
+                if (sjk_record_decode(&L->rp, kt, vt, hb + L->off_body + (size_t)g * L->rec_nbytes, L->rec_nbytes) != SJK_OK)
+                    return 0;
+            }
+            memcpy(kd, kt + (size_t)t * D, D * sizeof *kd);
+            memcpy(vd, vt + (size_t)t * D, D * sizeof *vd);
+        } else {
+            size_t slot = (size_t)(p - L->sink) % L->ring_cap;
+            CHECK(sjk_format_decode_row((sjk_format)L->k_fmt, kd, D, hb + L->off_ring_k + slot * L->k_row_nbytes, L->k_row_nbytes) == SJK_OK);
+            CHECK(sjk_format_decode_row((sjk_format)L->v_fmt, vd, D, hb + L->off_ring_v + slot * L->v_row_nbytes, L->v_row_nbytes) == SJK_OK);
+        }
+    }
+    return 1;
+}
+
+static float g_k[8192 * 2 * 512], g_v[8192 * 2 * 512]; /* decoded: [head][pos][D] */
+
+/* Oracle attention of n_rows rows; returns the relative error ||out − ref|| / ||ref||
+ * (Euclidean norm over every output value of the call). */
+static double oracle_compare(const sjk_cache *c, uint32_t seq, uint32_t layer, const float *q,
+                             size_t n_rows, float scale, const float *out)
+{
+    const sjk_cache_layer *L = &c->layers[layer];
+    const uint32_t n = sjk_cache_state(c, seq, layer)->n;
+    const size_t D = c->D, H = c->p.n_kv_heads, Hq = c->p.n_q_heads, gq = c->gq;
+    for (uint32_t h = 0; h < H; h++)
+        if (!oracle_decode(c, seq, layer, h, g_k + (size_t)h * n * D, g_v + (size_t)h * n * D)) return 1e30;
+    double maxref = 0, maxerr = 0;
+    float qr[512], o[512];
+    static double s[8192];
+    for (size_t i = 0; i < n_rows; i++) {
+        uint32_t lim = n - (uint32_t)n_rows + (uint32_t)i + 1;
+        for (size_t hq = 0; hq < Hq; hq++) {
+            size_t h = hq / gq;
+            memcpy(qr, q + (i * Hq + hq) * D, D * sizeof *qr);
+            if (L->rot_k) sjk_hadamard(qr, D, L->rot_k);
+            const float *K = g_k + (size_t)h * n * D, *V = g_v + (size_t)h * n * D;
+            double mx = -INFINITY, sum = 0;
+            for (uint32_t t = 0; t < lim; t++) {
+                double d = 0;
+                for (size_t e = 0; e < D; e++) d += (double)qr[e] * K[(size_t)t * D + e];
+                s[t] = d * scale;
+                if (s[t] > mx) mx = s[t];
+            }
+            for (uint32_t t = 0; t < lim; t++) { s[t] = exp(s[t] - mx); sum += s[t]; }
+            for (size_t e = 0; e < D; e++) {
+                double a = 0;
+                for (uint32_t t = 0; t < lim; t++) a += s[t] * V[(size_t)t * D + e];
+                o[e] = (float)(a / sum);
+            }
+            if (L->rot_v) sjk_hadamard(o, D, L->rot_v);
+            const float *got = out + (i * Hq + hq) * D;
+            for (size_t e = 0; e < D; e++) {
+                maxref += (double)o[e] * o[e];
+                maxerr += ((double)got[e] - o[e]) * ((double)got[e] - o[e]);
+            }
+        }
+    }
+    return sqrt(maxerr / fmax(maxref, 1e-300));
+}
+
+static sjk_cache_params small_params(const char *cfg, uint32_t n_layers, uint32_t H, uint32_t Hq,
+                                     uint32_t D, uint32_t max_pos, uint32_t n_seqs,
+                                     sjk_layer_config *layers)
+{
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = n_layers;
+    p.n_kv_heads = H;
+    p.n_q_heads = Hq;
+    p.head_dim = D;
+    p.max_pos = max_pos;
+    p.n_seqs = n_seqs;
+    p.max_q_rows = 16;
+    char err[200];
+    sjk_status st = sjk_cache_config_parse(cfg, n_layers, layers, err, sizeof err);
+    CHECKF(st == SJK_OK, "%s", err);
+    for (uint32_t l = 0; l < n_layers; l++) {
+        if (layers[l].kind == SJK_KIND_SJ && !strstr(cfg, "tail")) {
+            layers[l].tail_min = TMIN;
+            layers[l].tail_max = TMAX;
+        }
+    }
+    p.layers = layers;
+    return p;
+}
+
+static const char *const g_configs[] = {
+    "f16", "q8_0", "q4_0", "q8_0/q4_0", "q4_0:rot", "f16:rot", "q5_1/tq6_0",
+    "sj:4/4", "sj:3/3", "sj:3/2", "sj:2/2", "sj:2/4", "sj:4/4:stage=q8_0", "sj:4/4:stage=f16",
+    "sj:4/4:tail=128", "sj:4/3:sink=256", "kvarn:4/4", "kvarn:4/2", "kvarn:4/4:tail=256",
+    "sj:3/3t", "sj:3/2t", "sj:3/3t:edge=4/4",
+};
+
+static int trellis_ok(void)
+{
+    sjk_record_params rp = sjk_record_params_default();
+    rp.body = SJK_BODY_TRELLIS;
+    static float z[2 * SJK_GROUP * 256];
+    static uint8_t rec[40000], scr[1 << 21];
+    return sjk_record_encode(&rp, rec, sizeof rec, z, z + SJK_GROUP * 256, scr, sizeof scr) == SJK_OK;
+}
+
+/* Appends one position at a time up to 3 x tail_max (+ a bit), attends at the sink
+ * boundary, every seal boundary, ring wrap-around and a spread of other lengths, with
+ * both the reference kernels and the dispatched ones. */
+static void run_context_sweep(const char *cfg, uint32_t D, uint32_t H, uint32_t Hq, uint32_t n_layers)
+{
+    sjk_layer_config layers[4];
+    const uint32_t max_pos = 3 * TMAX + 200;
+    sjk_cache_params p = small_params(cfg, n_layers, H, Hq, D, max_pos, 1, layers);
+    sjk_cache *c = NULL;
+    sjk_status st = sjk_cache_create(&p, &c);
+    if (st == SJK_ERR_UNSUPPORTED) { fprintf(stderr, "  (%s: unsupported in this build)\n", cfg); return; }
+    CHECKF(st == SJK_OK, "%s: create %s", cfg, sjk_status_str(st));
+    if (!c) return;
+    gen g;
+    gen_init(&g, 42, (size_t)H * D);
+    float *kv = malloc(sizeof(float) * H * D * 2), *q = malloc(sizeof(float) * 16 * Hq * D);
+    float *out = malloc(sizeof(float) * 16 * Hq * D), *out2 = malloc(sizeof(float) * 16 * Hq * D);
+    sjk_rng qr;
+    sjk_rng_seed(&qr, 7);
+    const sjk_attn_kernels *fast = c->kern;
+    uint32_t prev_b[4] = {0, 0, 0, 0};
+    double worst = 0, worst_simd = 0;
+    int checks = 0;
+    for (uint32_t n = 1; n <= max_pos; n++) {
+        for (uint32_t l = 0; l < n_layers; l++) {
+            gen_rows(&g, kv, 1);
+            gen_rows(&g, kv + H * D, 1);
+            CHECK(sjk_cache_append(c, 0, l, kv, kv + H * D, 1) == SJK_OK);
+        }
+        char msg[200];
+        CHECKF(sjk_cache_check(c, msg, sizeof msg) == SJK_OK, "%s n=%u: %s", cfg, n, msg);
+        uint32_t b0;
+        sjk_cache_length(c, 0, 0, NULL, &b0);
+        int sealed = b0 != prev_b[0];
+        prev_b[0] = b0;
+        int want = n <= 3 || n == 127 || n == 128 || n == 129 || n == 255 || n == 257 || sealed ||
+                   n % 251 == 0 || n == max_pos || n == 1001;
+        if (!want) continue;
+        size_t rows = (n % 3 == 0 && n >= 5) ? 5 : 1; /* prefill rows now and then */
+        for (size_t i = 0; i < rows * Hq * D; i++) q[i] = (float)sjk_rng_normal(&qr);
+        uint32_t l = n % n_layers;
+        float scale = 1.0f / sqrtf((float)D);
+        c->kern = sjk_attn_kernels_ref();
+        CHECK(sjk_cache_attend(c, 0, l, q, rows, scale, out) == SJK_OK);
+        double e = oracle_compare(c, 0, l, q, rows, scale, out);
+        c->kern = fast;
+        CHECK(sjk_cache_attend(c, 0, l, q, rows, scale, out2) == SJK_OK);
+        double e2 = oracle_compare(c, 0, l, q, rows, scale, out2);
+        worst = fmax(worst, e);
+        worst_simd = fmax(worst_simd, e2);
+        CHECKF(e <= 1e-5, "%s D=%u n=%u rows=%zu: ref kernels rel err %.3g", cfg, D, n, rows, e);
+        CHECKF(e2 <= 1e-5, "%s D=%u n=%u rows=%zu: %s kernels rel err %.3g", cfg, D, n, rows, fast->name, e2);
+        checks++;
+    }
+    uint32_t nn, bb;
+    sjk_cache_length(c, 0, 0, &nn, &bb);
+    if (layers[0].kind != SJK_KIND_UNIFORM) CHECKF(bb > layers[0].sink, "%s: nothing was sealed", cfg);
+    if (getenv("SJK_TEST_VERBOSE"))
+        fprintf(stderr, "  %-22s D=%u: %d checks, worst rel err ref %.2g %s %.2g\n", cfg, D, checks, worst, fast->name, worst_simd);
+    free(kv); free(q); free(out); free(out2);
+    sjk_cache_free(c);
+}
+
+TEST(test_attend_matches_decoded_cache_every_config)
+{
+    int tr = trellis_ok();
+    for (size_t i = 0; i < SJK_ARRAY_LEN(g_configs); i++) {
+        if (strchr(g_configs[i], 't') && strstr(g_configs[i], "sj:") && strstr(g_configs[i], "t") &&
+            !tr && (strstr(g_configs[i], "3t") || strstr(g_configs[i], "2t")))
+            continue;
+        uint32_t D = strstr(g_configs[i], "tq6_0") ? 128 : 64;
+        run_context_sweep(g_configs[i], D, 2, 4, strstr(g_configs[i], "edge") ? 3 : 1);
+    }
+    if (!tr) fprintf(stderr, "  note: trellis bodies not in this build; sj:3/3t, sj:3/2t sweeps skipped\n");
+}
+
+TEST(test_attend_head_dims_and_gqa)
+{
+    run_context_sweep("sj:4/4", 128, 1, 4, 1);
+    run_context_sweep("sj:3/2", 256, 1, 3, 1);
+    run_context_sweep("f16", 256, 1, 4, 1);
+    run_context_sweep("sj:4/4:rot_block=64", 512, 1, 1, 1);
+}
+
+TEST(test_estimate_equals_allocation)
+{
+    const char *cfgs[] = {"f16", "q8_0/q4_0", "sj:4/4", "sj:3/2:stage=q8_0", "kvarn:4/4:tail=1024", "sj:3/3:edge=4/4"};
+    for (size_t i = 0; i < SJK_ARRAY_LEN(cfgs); i++) {
+        sjk_layer_config layers[4];
+        sjk_cache_params p = small_params(cfgs[i], 4, 2, 8, 128, 5000, 3, layers);
+        p.n_threads = 2;
+        size_t est = 0;
+        CHECK(sjk_cache_estimate(&p, &est) == SJK_OK);
+        sjk_cache *c = NULL;
+        CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+        if (!c) continue;
+        sjk_cache_memory m;
+        CHECK(sjk_cache_memory_report(c, &m) == SJK_OK);
+        CHECKF(m.total_nbytes == est, "%s: estimate %zu, allocated %zu", cfgs[i], est, m.total_nbytes);
+        CHECK(m.sink_nbytes + m.body_nbytes + m.ring_nbytes + m.uniform_nbytes + m.scratch_nbytes == m.total_nbytes);
+        CHECK(m.allocated_bits_per_value > 0);
+        sjk_cache_free(c);
+    }
+}
+
+TEST(test_memory_bits_per_value)
+{
+    /* One layer, D = 256, sj 4/4 with the default tail, 32K positions: after 32K appends
+     * and an idle seal the occupied figure follows SPEC §2.5's formula. */
+    sjk_cache_params p = sjk_cache_params_default();
+    p.max_pos = 16384;
+    p.max_q_rows = 1;
+    p.layer.tail_min = 1024;
+    p.layer.tail_max = 2048;
+    sjk_cache *c = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+    if (!c) return;
+    gen g;
+    gen_init(&g, 3, 256);
+    float *rows = malloc(sizeof(float) * 256 * 1024);
+    for (int i = 0; i < 16; i++) {
+        gen_rows(&g, rows, 512);
+        gen_rows(&g, rows + 512 * 256, 512);
+        CHECK(sjk_cache_append(c, 0, 0, rows, rows + 512 * 256, 512) == SJK_OK);
+    }
+    CHECK(sjk_cache_seal_idle(c, 0) == SJK_OK);
+    sjk_cache_memory m;
+    CHECK(sjk_cache_memory_report(c, &m) == SJK_OK);
+    uint32_t n, b;
+    sjk_cache_length(c, 0, 0, &n, &b);
+    double t = n - b;
+    double want = ((n - 128 - t) * (35072.0 * 8 / (2 * 128 * 256)) + t * 6.125 + 128 * 16) / n;
+    CHECKF(fabs(m.occupied_bits_per_value - want) < 1e-9, "occupied %.4f, formula %.4f", m.occupied_bits_per_value, want);
+    CHECK(m.allocated_bits_per_value > m.occupied_bits_per_value - 1e-9);
+    free(rows);
+    sjk_cache_free(c);
+}
+
+/* Sequences are independent: interleaved appends to 3 sequences equal the same appends
+ * into 3 separate caches. */
+TEST(test_sequences_are_independent)
+{
+    sjk_layer_config layers[2];
+    sjk_cache_params p = small_params("sj:4/4", 2, 1, 2, 64, 1400, 3, layers);
+    sjk_cache *c = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+    if (!c) return;
+    gen g[3];
+    for (int s = 0; s < 3; s++) gen_init(&g[s], 100 + (uint64_t)s, 64);
+    float kv[2 * 64 * 50], q[2 * 64 * 2], out[2 * 64 * 2];
+    sjk_rng r;
+    sjk_rng_seed(&r, 5);
+    uint32_t len[3] = {0, 0, 0};
+    for (int step = 0; step < 120; step++) {
+        int s = (int)(sjk_rng_u64(&r) % 3);
+        uint32_t n = 1 + (uint32_t)(sjk_rng_u64(&r) % 30);
+        if (len[s] + n > 1400) continue;
+        for (uint32_t l = 0; l < 2; l++) {
+            gen_rows(&g[s], kv, n);
+            gen_rows(&g[s], kv + 64 * n, n);
+            CHECK(sjk_cache_append(c, (uint32_t)s, l, kv, kv + 64 * n, n) == SJK_OK);
+        }
+        len[s] += n;
+        CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+        for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) q[i] = (float)sjk_rng_normal(&r);
+        uint32_t rows = len[s] >= 2 ? 2 : 1;
+        CHECK(sjk_cache_attend(c, (uint32_t)s, step % 2, q, rows, 0.125f, out) == SJK_OK);
+        double e = oracle_compare(c, (uint32_t)s, step % 2, q, rows, 0.125f, out);
+        CHECKF(e <= 1e-5, "seq %d len %u: rel err %.3g", s, len[s], e);
+    }
+    for (int s = 0; s < 3; s++) {
+        uint32_t n;
+        sjk_cache_length(c, (uint32_t)s, 1, &n, NULL);
+        CHECK(n == len[s]);
+    }
+    sjk_cache_free(c);
+}
+
+TEST(test_truncate_reports_reprocess)
+{
+    sjk_layer_config layers[2];
+    sjk_cache_params p = small_params("sj:4/4", 2, 1, 1, 64, 2000, 1, layers);
+    sjk_cache *c = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+    if (!c) return;
+    gen g;
+    gen_init(&g, 9, 64);
+    static float rows[2][2][2000 * 64]; /* [layer][k|v] */
+    for (int l = 0; l < 2; l++) { gen_rows(&g, rows[l][0], 2000); gen_rows(&g, rows[l][1], 2000); }
+    for (int l = 0; l < 2; l++) CHECK(sjk_cache_append(c, 0, (uint32_t)l, rows[l][0], rows[l][1], 1000) == SJK_OK);
+    uint32_t n, b, resume;
+    sjk_cache_length(c, 0, 0, &n, &b);
+    CHECK(n == 1000 && b > 128);
+    /* In the ring: plain. */
+    CHECK(sjk_cache_truncate(c, 0, 990, &resume) == SJK_OK && resume == 990);
+    sjk_cache_length(c, 0, 1, &n, NULL);
+    CHECK(n == 990);
+    /* Inside a record: reprocess from the group start. */
+    uint32_t pos = 128 + 128 + 50;
+    CHECK(b > pos);
+    CHECK(sjk_cache_truncate(c, 0, pos, &resume) == SJK_ERR_REPROCESS);
+    CHECK(resume == 256);
+    sjk_cache_length(c, 0, 0, &n, &b);
+    CHECK(n == 256 && b == 256);
+    CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+    /* Re-append and compare with the oracle. */
+    for (int l = 0; l < 2; l++)
+        CHECK(sjk_cache_append(c, 0, (uint32_t)l, rows[l][0] + 256 * 64, rows[l][1] + 256 * 64, 600) == SJK_OK);
+    float q[64], out[64];
+    for (int i = 0; i < 64; i++) q[i] = (float)sin(i);
+    CHECK(sjk_cache_attend(c, 0, 1, q, 1, 0.125f, out) == SJK_OK);
+    CHECK(oracle_compare(c, 0, 1, q, 1, 0.125f, out) <= 1e-5);
+    /* At a group start: no reprocess. */
+    CHECK(sjk_cache_truncate(c, 0, 384, &resume) == SJK_OK && resume == 384);
+    /* Into the sink: the sink is mutable. */
+    CHECK(sjk_cache_truncate(c, 0, 100, &resume) == SJK_OK && resume == 100);
+    sjk_cache_length(c, 0, 0, &n, &b);
+    CHECK(n == 100 && b == 128);
+    /* Past the end: no-op. */
+    CHECK(sjk_cache_truncate(c, 0, 5000, &resume) == SJK_OK && resume == 100);
+    CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+    sjk_cache_free(c);
+}
+
+TEST(test_append_past_max_pos_is_range_error)
+{
+    sjk_cache_params p = sjk_cache_params_default();
+    p.head_dim = 64;
+    p.max_pos = 10;
+    sjk_cache *c = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+    if (!c) return;
+    float kv[64 * 11 * 2] = {0};
+    CHECK(sjk_cache_append(c, 0, 0, kv, kv + 64 * 11, 11) == SJK_ERR_RANGE);
+    CHECK(sjk_cache_append(c, 0, 0, kv, kv + 64 * 11, 10) == SJK_OK);
+    CHECK(sjk_cache_append(c, 0, 0, kv, kv + 64 * 11, 1) == SJK_ERR_RANGE);
+    float q[64] = {1}, out[64];
+    CHECK(sjk_cache_attend(c, 0, 0, q, 0, 1.0f, out) == SJK_ERR_RANGE);
+    CHECK(sjk_cache_attend(c, 1, 0, q, 1, 1.0f, out) == SJK_ERR_PARAM);
+    sjk_cache_free(c);
+}
+
+TEST(test_params_validate_names_field)
+{
+    sjk_cache_params p = sjk_cache_params_default();
+    const char *bad = NULL;
+    p.head_dim = 96;
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && bad && !strcmp(bad, "head_dim"));
+    p = sjk_cache_params_default();
+    p.n_q_heads = 3;
+    p.n_kv_heads = 2;
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "n_q_heads"));
+    p = sjk_cache_params_default();
+    p.layer.tail_max = p.layer.tail_min + 5;
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "tail_max"));
+    p = sjk_cache_params_default();
+    p.layer.bits_k = 5;
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "bits_k"));
+    size_t est;
+    CHECK(sjk_cache_estimate(&p, &est) == SJK_ERR_PARAM);
+    sjk_cache *c = (sjk_cache *)&p;
+    CHECK(sjk_cache_create(&p, &c) == SJK_ERR_PARAM && c == NULL);
+}
+
+int main(void)
+{
+    RUN(test_attend_matches_decoded_cache_every_config);
+    RUN(test_attend_head_dims_and_gqa);
+    RUN(test_estimate_equals_allocation);
+    RUN(test_memory_bits_per_value);
+    RUN(test_sequences_are_independent);
+    RUN(test_truncate_reports_reprocess);
+    RUN(test_append_past_max_pos_is_range_error);
+    RUN(test_params_validate_names_field);
+    return test_summary();
+}

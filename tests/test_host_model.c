@@ -1,0 +1,622 @@
+/* test_host_model.c — the forward passes, on synthetic models written as GGUF files (so
+ * they run everywhere) and on the real models when the fetch cache has them.
+ *
+ * Synthetic: tiny `llama` and `gemma3` models with f32 weights; the host's logits must
+ * match a plain f32 reference forward written out below (a second implementation of
+ * reference/engine.md §3.3 and §4.2), for batched prefill and token-by-token decode,
+ * across the sliding-window ring's wrap-around. Bad input: unknown architecture, missing
+ * tensor, unsupported tensor type, a context overflow and an out-of-vocabulary id are
+ * refused with a status and a message.
+ *
+ * Real models (${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}, scripts/fetch-model): the
+ * obvious continuation is the top token, prefill equals decode, and, when the golden
+ * file from tests/oracle/make_golden.py is present, KL(llama.cpp || ours) is at
+ * llama.cpp's own noise level. Missing files SKIP loudly. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "sjkhost.h"
+
+/* ---- a small GGUF writer ------------------------------------------------------------ */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+} wbuf;
+
+static void w_bytes(wbuf *w, const void *src, size_t n)
+{
+    if (w->n + n > w->cap) {
+        w->cap = (w->n + n) * 2 + 1024;
+        w->p = realloc(w->p, w->cap);
+    }
+    memcpy(w->p + w->n, src, n);
+    w->n += n;
+}
+static void w_u32(wbuf *w, uint32_t v) { w_bytes(w, &v, 4); }
+static void w_u64(wbuf *w, uint64_t v) { w_bytes(w, &v, 8); }
+static void w_str(wbuf *w, const char *s)
+{
+    w_u64(w, strlen(s));
+    w_bytes(w, s, strlen(s));
+}
+static void kv_u32(wbuf *w, const char *k, uint32_t v)
+{
+    w_str(w, k);
+    w_u32(w, SJKH_GGUF_UINT32);
+    w_u32(w, v);
+}
+static void kv_f32(wbuf *w, const char *k, float v)
+{
+    w_str(w, k);
+    w_u32(w, SJKH_GGUF_FLOAT32);
+    w_bytes(w, &v, 4);
+}
+static void kv_str(wbuf *w, const char *k, const char *v)
+{
+    w_str(w, k);
+    w_u32(w, SJKH_GGUF_STRING);
+    w_str(w, v);
+}
+
+#define MAX_T 128
+typedef struct tdesc {
+    char name[64];
+    uint32_t n_dims, type;
+    uint64_t ne[2];
+    float *data; /* f32 values */
+} tdesc;
+
+typedef struct synth {
+    int gemma;
+    uint32_t n_layers, n_embd, n_head, n_kv, hd, n_ff, n_vocab, window, n_ctx;
+    float eps, base;
+    tdesc t[MAX_T];
+    int n_t;
+} synth;
+
+static uint64_t g_rng = 0x1234567887654321ull;
+static float frand(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 11) % 2000001) / 1000000.0f - 1.0f;
+}
+
+static float *add_tensor(synth *s, const char *name, uint64_t ne0, uint64_t ne1, float scale, float offset)
+{
+    tdesc *t = &s->t[s->n_t++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = ne1 > 1 ? 2 : 1;
+    t->type = SJKH_TYPE_F32;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->data = malloc(ne0 * ne1 * sizeof(float));
+    for (uint64_t i = 0; i < ne0 * ne1; i++) t->data[i] = offset + scale * frand();
+    return t->data;
+}
+
+static tdesc *find_t(synth *s, const char *name)
+{
+    for (int i = 0; i < s->n_t; i++)
+        if (!strcmp(s->t[i].name, name)) return &s->t[i];
+    return NULL;
+}
+
+static void synth_init(synth *s, int gemma)
+{
+    memset(s, 0, sizeof *s);
+    s->gemma = gemma;
+    s->n_layers = gemma ? 6 : 2;
+    s->n_embd = gemma ? 64 : 128; /* head sizes of 64: what libsjkvarn caches accept */
+    s->n_head = 2;
+    s->n_kv = 1;
+    s->hd = 64;
+    s->n_ff = 96;
+    s->n_vocab = 40;
+    s->window = gemma ? 4 : 0;
+    s->n_ctx = 64;
+    s->eps = 1e-6f;
+    s->base = gemma ? 1000000.0f : 10000.0f;
+    uint32_t E = s->n_embd, q = s->n_head * s->hd, kv = s->n_kv * s->hd;
+    add_tensor(s, "token_embd.weight", E, s->n_vocab, 0.5f, 0);
+    add_tensor(s, "output_norm.weight", E, 1, 0.2f, 1.0f);
+    char nm[64];
+    for (uint32_t l = 0; l < s->n_layers; l++) {
+#define T(suffix, a, b, sc, off)                                 \
+    snprintf(nm, sizeof nm, "blk.%u.%s.weight", l, suffix);     \
+    add_tensor(s, nm, a, b, sc, off);
+        T("attn_norm", E, 1, 0.2f, 1.0f)
+        T("attn_q", E, q, 0.25f, 0)
+        T("attn_k", E, kv, 0.25f, 0)
+        T("attn_v", E, kv, 0.25f, 0)
+        T("attn_output", q, E, 0.25f, 0)
+        T("ffn_norm", E, 1, 0.2f, 1.0f)
+        T("ffn_gate", E, s->n_ff, 0.25f, 0)
+        T("ffn_up", E, s->n_ff, 0.25f, 0)
+        T("ffn_down", s->n_ff, E, 0.2f, 0)
+        if (gemma) {
+            T("attn_q_norm", s->hd, 1, 0.2f, 1.0f)
+            T("attn_k_norm", s->hd, 1, 0.2f, 1.0f)
+            T("post_attention_norm", E, 1, 0.2f, 1.0f)
+            T("post_ffw_norm", E, 1, 0.2f, 1.0f)
+        }
+#undef T
+    }
+}
+
+static void synth_free(synth *s)
+{
+    for (int i = 0; i < s->n_t; i++) free(s->t[i].data);
+}
+
+/* Writes the model; skip_tensor (or NULL) is left out, bad_type_tensor gets type q2_K. */
+static void synth_write(const synth *s, const char *path, const char *arch, const char *skip_tensor,
+                        const char *bad_type_tensor)
+{
+    wbuf w = {0};
+    int n_t = 0;
+    for (int i = 0; i < s->n_t; i++) n_t += !(skip_tensor && !strcmp(skip_tensor, s->t[i].name));
+    w_u32(&w, 0x46554747u);
+    w_u32(&w, 3);
+    w_u64(&w, (uint64_t)n_t);
+    w_u64(&w, s->gemma ? 11 : 9);
+    const char *a = arch ? arch : (s->gemma ? "gemma3" : "llama");
+    char k[96];
+    kv_str(&w, "general.architecture", a);
+#define K(suffix) (snprintf(k, sizeof k, "%s.%s", a, suffix), k)
+    kv_u32(&w, K("block_count"), s->n_layers);
+    kv_u32(&w, K("embedding_length"), s->n_embd);
+    kv_u32(&w, K("feed_forward_length"), s->n_ff);
+    kv_u32(&w, K("attention.head_count"), s->n_head);
+    kv_u32(&w, K("attention.head_count_kv"), s->n_kv);
+    kv_u32(&w, K("context_length"), s->n_ctx);
+    kv_f32(&w, K("attention.layer_norm_rms_epsilon"), s->eps);
+    kv_f32(&w, K("rope.freq_base"), s->base);
+    if (s->gemma) {
+        kv_u32(&w, K("attention.key_length"), s->hd);
+        kv_u32(&w, K("attention.sliding_window"), s->window);
+    }
+#undef K
+    uint64_t off = 0;
+    for (int i = 0; i < s->n_t; i++) {
+        const tdesc *t = &s->t[i];
+        if (skip_tensor && !strcmp(skip_tensor, t->name)) continue;
+        w_str(&w, t->name);
+        w_u32(&w, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++) w_u64(&w, t->ne[d]);
+        w_u32(&w, bad_type_tensor && !strcmp(bad_type_tensor, t->name) ? SJKH_TYPE_Q2_K : t->type);
+        w_u64(&w, off);
+        off += (t->ne[0] * t->ne[1] * 4 + 31) / 32 * 32;
+    }
+    while (w.n % 32) w_bytes(&w, "", 1);
+    for (int i = 0; i < s->n_t; i++) {
+        const tdesc *t = &s->t[i];
+        if (skip_tensor && !strcmp(skip_tensor, t->name)) continue;
+        w_bytes(&w, t->data, t->ne[0] * t->ne[1] * 4);
+        while (w.n % 32) w_bytes(&w, "", 1);
+    }
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(w.p, 1, w.n, f);
+        fclose(f);
+    }
+    free(w.p);
+}
+
+/* ---- the reference forward (f32 throughout, one position at a time) --------------- */
+
+static void ref_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
+{
+    double ss = 0;
+    for (uint32_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float sc = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (uint32_t i = 0; i < n; i++) y[i] = x[i] * sc * w[i];
+}
+
+/* y[r] = sum_c W[r][c] x[c], W from a tensor of ne = [n_in, n_out] */
+static void ref_matvec(float *y, const tdesc *W, const float *x)
+{
+    for (uint64_t r = 0; r < W->ne[1]; r++) {
+        double s = 0;
+        for (uint64_t c = 0; c < W->ne[0]; c++) s += (double)W->data[r * W->ne[0] + c] * x[c];
+        y[r] = (float)s;
+    }
+}
+
+static void ref_rope(float *v, uint32_t hd, uint32_t pos, float base, int neox)
+{
+    for (uint32_t i = 0; i < hd / 2; i++) {
+        double th = pos * pow(base, -2.0 * i / hd);
+        uint32_t a = neox ? i : 2 * i, b = neox ? i + hd / 2 : 2 * i + 1;
+        float x0 = v[a], x1 = v[b], c = (float)cos(th), sn = (float)sin(th);
+        v[a] = x0 * c - x1 * sn;
+        v[b] = x0 * sn + x1 * c;
+    }
+}
+
+/* logits [n][V] for tokens at positions 0..n-1 */
+static void ref_forward(synth *s, const int32_t *tok, uint32_t n, float *logits)
+{
+    uint32_t E = s->n_embd, H = s->n_head, KV = s->n_kv, hd = s->hd, F = s->n_ff, L = s->n_layers;
+    float *kc = calloc((size_t)L * n * KV * hd, 4), *vc = calloc((size_t)L * n * KV * hd, 4);
+    float *x = malloc(E * 4), *xb = malloc(E * 4), *q = malloc(H * hd * 4), *att = malloc(H * hd * 4);
+    float *hb = malloc(F * 4), *hb2 = malloc(F * 4), *sc = malloc(n * 4);
+    char nm[64];
+#define W(suffix) (snprintf(nm, sizeof nm, "blk.%u.%s.weight", l, suffix), find_t(s, nm))
+    for (uint32_t p = 0; p < n; p++) {
+        const tdesc *emb = find_t(s, "token_embd.weight");
+        for (uint32_t i = 0; i < E; i++) x[i] = emb->data[(size_t)tok[p] * E + i] * (s->gemma ? sqrtf((float)E) : 1.0f);
+        for (uint32_t l = 0; l < L; l++) {
+            int global = !s->gemma || l % 6 == 5;
+            float base = s->gemma && !global ? 10000.0f : s->base;
+            float *k = kc + ((size_t)l * n + p) * KV * hd, *v = vc + ((size_t)l * n + p) * KV * hd;
+            ref_rmsnorm(xb, x, W("attn_norm")->data, E, s->eps);
+            ref_matvec(q, W("attn_q"), xb);
+            ref_matvec(k, W("attn_k"), xb);
+            ref_matvec(v, W("attn_v"), xb);
+            for (uint32_t h = 0; h < H; h++) {
+                if (s->gemma) ref_rmsnorm(q + h * hd, q + h * hd, W("attn_q_norm")->data, hd, s->eps);
+                ref_rope(q + h * hd, hd, p, base, s->gemma);
+            }
+            for (uint32_t h = 0; h < KV; h++) {
+                if (s->gemma) ref_rmsnorm(k + h * hd, k + h * hd, W("attn_k_norm")->data, hd, s->eps);
+                ref_rope(k + h * hd, hd, p, base, s->gemma);
+            }
+            uint32_t lo = (!global && s->window && p + 1 > s->window) ? p + 1 - s->window : 0;
+            for (uint32_t h = 0; h < H; h++) {
+                uint32_t g = h / (H / KV);
+                float mx = -INFINITY;
+                for (uint32_t t = lo; t <= p; t++) {
+                    const float *kt = kc + ((size_t)l * n + t) * KV * hd + g * hd;
+                    double d = 0;
+                    for (uint32_t i = 0; i < hd; i++) d += (double)q[h * hd + i] * kt[i];
+                    sc[t] = (float)d / sqrtf((float)hd);
+                    if (sc[t] > mx) mx = sc[t];
+                }
+                double sum = 0;
+                for (uint32_t t = lo; t <= p; t++) sum += sc[t] = expf(sc[t] - mx);
+                for (uint32_t i = 0; i < hd; i++) {
+                    double o = 0;
+                    for (uint32_t t = lo; t <= p; t++) o += sc[t] / sum * vc[((size_t)l * n + t) * KV * hd + g * hd + i];
+                    att[h * hd + i] = (float)o;
+                }
+            }
+            ref_matvec(xb, W("attn_output"), att);
+            if (s->gemma) ref_rmsnorm(xb, xb, W("post_attention_norm")->data, E, s->eps);
+            for (uint32_t i = 0; i < E; i++) x[i] += xb[i];
+            ref_rmsnorm(xb, x, W("ffn_norm")->data, E, s->eps);
+            ref_matvec(hb, W("ffn_gate"), xb);
+            ref_matvec(hb2, W("ffn_up"), xb);
+            for (uint32_t i = 0; i < F; i++) {
+                float a = hb[i];
+                a = s->gemma ? 0.5f * a * (1.0f + tanhf(0.7978845608f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
+                hb[i] = a * hb2[i];
+            }
+            ref_matvec(xb, W("ffn_down"), hb);
+            if (s->gemma) ref_rmsnorm(xb, xb, W("post_ffw_norm")->data, E, s->eps);
+            for (uint32_t i = 0; i < E; i++) x[i] += xb[i];
+        }
+        ref_rmsnorm(xb, x, find_t(s, "output_norm.weight")->data, E, s->eps);
+        ref_matvec(logits + (size_t)p * s->n_vocab, find_t(s, "token_embd.weight"), xb);
+    }
+#undef W
+    free(kc), free(vc), free(x), free(xb), free(q), free(att), free(hb), free(hb2), free(sc);
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+    double mx = 0, scale = 1e-6;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(a[i]));
+    for (size_t i = 0; i < n; i++) mx = fmax(mx, fabs((double)a[i] - b[i]));
+    return mx / scale;
+}
+
+static void check_synthetic(int gemma, const char *kv)
+{
+    synth s;
+    synth_init(&s, gemma);
+    char path[] = "/tmp/sjk_test_model_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        CHECK(fd >= 0);
+        synth_free(&s);
+        return;
+    }
+    close(fd);
+    synth_write(&s, path, NULL, NULL, NULL);
+    const uint32_t n = 20;
+    int32_t tok[20];
+    for (uint32_t i = 0; i < n; i++) tok[i] = (int32_t)((i * 7 + 3) % s.n_vocab);
+    float *ref = malloc((size_t)n * s.n_vocab * 4), *got = malloc((size_t)n * s.n_vocab * 4);
+    float *dec = malloc((size_t)n * s.n_vocab * 4);
+    ref_forward(&s, tok, n, ref);
+
+    sjkh_model *m = NULL;
+    char err[512] = "";
+    sjk_status st = sjkh_model_load(path, &m, err, sizeof err);
+    CHECKF(st == SJK_OK, "%s", err);
+    if (!st) {
+        const sjkh_model_info *in = sjkh_model_get_info(m);
+        CHECK(in->n_layers == s.n_layers && in->head_dim == s.hd && in->n_vocab == s.n_vocab);
+        CHECK(in->n_global_layers == (gemma ? 1u : s.n_layers));
+        sjkh_session_params sp = sjkh_session_params_default();
+        sp.n_ctx = 32;
+        sp.n_batch = 3; /* chunks of 3: the window ring (4 + 3 slots) wraps */
+        sp.n_threads = 2;
+        sp.kv = kv;
+        sjkh_session *ss = NULL;
+        st = sjkh_session_create(m, &sp, &ss, err, sizeof err);
+        CHECKF(st == SJK_OK, "%s", err);
+        if (!st) {
+            CHECK(sjkh_session_feed(ss, tok, n, got, 1, err, sizeof err) == SJK_OK);
+            double d = max_rel_diff(ref, got, (size_t)n * s.n_vocab);
+            CHECKF(d < 2e-2, "%s kv=%s prefill: max relative logit difference %g", gemma ? "gemma3" : "llama", kv, d);
+            /* decode one token at a time gives the same logits */
+            CHECK(sjkh_session_reset(ss) == SJK_OK && sjkh_session_n_past(ss) == 0);
+            for (uint32_t i = 0; i < n; i++)
+                CHECK(sjkh_session_feed(ss, tok + i, 1, dec + (size_t)i * s.n_vocab, 0, err, sizeof err) == SJK_OK);
+            d = max_rel_diff(got, dec, (size_t)n * s.n_vocab);
+            CHECKF(d < 1e-3, "%s kv=%s decode vs prefill: %g", gemma ? "gemma3" : "llama", kv, d);
+            /* context overflow and bad ids are refused without changing anything */
+            int32_t many[13] = {0};
+            err[0] = 0;
+            CHECK(sjkh_session_feed(ss, many, 13, NULL, 0, err, sizeof err) == SJK_ERR_RANGE && strstr(err, "context"));
+            int32_t bad = (int32_t)s.n_vocab;
+            CHECK(sjkh_session_feed(ss, &bad, 1, NULL, 0, err, sizeof err) == SJK_ERR_RANGE && strstr(err, "vocabulary"));
+            CHECK(sjkh_session_n_past(ss) == n);
+            sjkh_kv_report r;
+            CHECK(sjkh_session_kv_report(ss, &r) == SJK_OK && r.total_nbytes > 0 && r.occupied_nbytes > 0);
+            sjkh_session_free(ss);
+        }
+        sjkh_model_free(m);
+    }
+    unlink(path);
+    free(ref), free(got), free(dec);
+    synth_free(&s);
+}
+
+TEST(test_llama_forward_matches_reference) { check_synthetic(0, "host-f16"); }
+TEST(test_gemma3_forward_matches_reference_across_window_wrap) { check_synthetic(1, "host-f16"); }
+TEST(test_forward_through_libsjkvarn_f16_cache)
+{
+    check_synthetic(0, "f16");
+    check_synthetic(1, "f16");
+}
+
+TEST(test_model_bad_inputs)
+{
+    synth s;
+    synth_init(&s, 0);
+    char path[] = "/tmp/sjk_test_badmodel_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        CHECK(fd >= 0);
+        synth_free(&s);
+        return;
+    }
+    close(fd);
+    sjkh_model *m = NULL;
+    char err[512];
+    synth_write(&s, path, "mamba", NULL, NULL);
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_UNSUPPORTED && strstr(err, "mamba") && !m);
+    synth_write(&s, path, NULL, "blk.1.ffn_up.weight", NULL);
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && strstr(err, "blk.1.ffn_up.weight") && !m);
+    synth_write(&s, path, NULL, NULL, "blk.0.attn_q.weight");
+    /* q2_K needs rows of 256: the loader refuses the file before the model does */
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) != SJK_OK && !m);
+    CHECK(sjkh_model_load("/nonexistent/model.gguf", &m, err, sizeof err) == SJK_ERR_IO && strstr(err, "nonexistent"));
+    /* a truncated real-shaped file */
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECK(truncate(path, 4000) == 0);
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_CORRUPT && !m);
+    /* context larger than the model's */
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
+    if (m) {
+        sjkh_session_params sp = sjkh_session_params_default();
+        sp.n_ctx = 1000;
+        sjkh_session *ss = NULL;
+        CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) == SJK_ERR_PARAM && !ss && strstr(err, "context"));
+        sp.n_ctx = 16;
+        sp.kv = "no-such-cache";
+        CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) != SJK_OK && !ss);
+        sjkh_model_free(m);
+    }
+    unlink(path);
+    synth_free(&s);
+}
+
+TEST(test_sampler)
+{
+    float lg[8] = {0.1f, 3.0f, 2.9f, -1.0f, 0.0f, 2.0f, -5.0f, 1.0f};
+    sjkh_sampler *sm = NULL;
+    sjkh_sampler_params p = {0, 40, 0.95f, 7};
+    CHECK(sjkh_sampler_create(&p, 8, &sm) == SJK_OK);
+    CHECK(sjkh_sampler_sample(sm, lg) == 1);
+    sjkh_sampler_free(sm);
+    p.temp = 1.0f;
+    p.top_k = 2;
+    int seen[8] = {0};
+    CHECK(sjkh_sampler_create(&p, 8, &sm) == SJK_OK);
+    for (int i = 0; i < 200; i++) seen[sjkh_sampler_sample(sm, lg)]++;
+    CHECK(seen[1] > 50 && seen[2] > 50 && seen[1] + seen[2] == 200);
+    sjkh_sampler_free(sm);
+    /* same seed, same draws */
+    int32_t a[20], b[20];
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    for (int rep = 0; rep < 2; rep++) {
+        CHECK(sjkh_sampler_create(&p, 8, &sm) == SJK_OK);
+        for (int i = 0; i < 20; i++) (rep ? b : a)[i] = sjkh_sampler_sample(sm, lg);
+        sjkh_sampler_free(sm);
+    }
+    CHECK(!memcmp(a, b, sizeof a));
+}
+
+/* ---- real models --------------------------------------------------------------------- */
+
+static const char *model_path(const char *file)
+{
+    static char buf[4096];
+    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
+    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
+    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+/* Sanitizer builds run a few prompts only: the full comparison is minutes there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GOLDEN_MAX_POSITIONS 40
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GOLDEN_MAX_POSITIONS 40
+#endif
+#endif
+#ifndef GOLDEN_MAX_POSITIONS
+#define GOLDEN_MAX_POSITIONS 100000
+#endif
+
+/* Golden logits (tests/oracle/make_golden.py): KL over the top-k + one tail bucket. */
+static void check_golden(sjkh_model *m, const char *golden, double max_kl, double min_top1)
+{
+    FILE *f = fopen(test_data_path(golden), "rb");
+    if (!f) {
+        fprintf(stderr, "  NOTE: %s absent: llama.cpp logit comparison not run\n", golden);
+        return;
+    }
+    char magic[4];
+    uint32_t hdr[4];
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "SJKL", 4) || fread(hdr, 4, 4, f) != 4 || hdr[0] != 1) {
+        CHECKF(0, "%s: bad header", golden);
+        fclose(f);
+        return;
+    }
+    uint32_t V = hdr[1], K = hdr[2], np = hdr[3];
+    const sjkh_model_info *in = sjkh_model_get_info(m);
+    CHECK(V == in->n_vocab);
+    sjkh_session_params sp = sjkh_session_params_default();
+    sp.n_ctx = 512;
+    sp.n_threads = 2;
+    sp.kv = "host-f16";
+    sjkh_session *s = NULL;
+    char err[256];
+    CHECK(sjkh_session_create(m, &sp, &s, err, sizeof err) == SJK_OK);
+    double kl_sum = 0;
+    size_t same = 0, total = 0, max_positions = GOLDEN_MAX_POSITIONS;
+    int32_t *ids = malloc(K * 4);
+    float *top = malloc(K * 4);
+    for (uint32_t p = 0; p < np && s && V == in->n_vocab && total < max_positions; p++) {
+        uint32_t n;
+        if (fread(&n, 4, 1, f) != 1 || n == 0 || n > 512) break;
+        int32_t *tok = malloc(n * 4);
+        float *lg = malloc((size_t)n * V * 4);
+        if (fread(tok, 4, n, f) != n) break;
+        sjkh_session_reset(s);
+        CHECK(sjkh_session_feed(s, tok, n, lg, 1, err, sizeof err) == SJK_OK);
+        for (uint32_t i = 0; i < n; i++) {
+            float lse;
+            if (fread(&lse, 4, 1, f) != 1 || fread(ids, 4, K, f) != K || fread(top, 4, K, f) != K) break;
+            const float *q = lg + (size_t)i * V;
+            double mx = q[0], sum = 0;
+            uint32_t arg = 0;
+            for (uint32_t v = 1; v < V; v++)
+                if (q[v] > mx) mx = q[v], arg = v;
+            for (uint32_t v = 0; v < V; v++) sum += exp(q[v] - mx);
+            double qlse = mx + log(sum), kl = 0, p_top = 0, q_top = 0;
+            for (uint32_t j = 0; j < K; j++) {
+                double lp = top[j] - lse, lq = q[ids[j]] - qlse;
+                kl += exp(lp) * (lp - lq);
+                p_top += exp(lp);
+                q_top += exp(lq);
+            }
+            if (p_top < 1 && q_top < 1) kl += (1 - p_top) * log((1 - p_top) / (1 - q_top));
+            kl_sum += kl;
+            same += (int32_t)arg == ids[0];
+            total++;
+        }
+        free(tok);
+        free(lg);
+    }
+    free(ids);
+    free(top);
+    fclose(f);
+    sjkh_session_free(s);
+    if (!total) return;
+    double mean = kl_sum / (double)total, top1 = (double)same / (double)total;
+    fprintf(stderr, "  %s: %zu positions, mean KL(llama.cpp || ours) %.3e, same top-1 %.2f%%\n", golden, total, mean,
+            100 * top1);
+    CHECKF(mean <= max_kl, "mean KL %.3e > %.1e", mean, max_kl);
+    CHECKF(top1 >= min_top1, "same top-1 %.4f < %.2f", top1, min_top1);
+}
+
+static void check_real(const char *file, const char *prompt_ids_desc, const int32_t *prompt, size_t n_prompt,
+                       int32_t want_top, const char *golden, double max_kl, double min_top1)
+{
+    const char *path = model_path(file);
+    if (!path) SKIP("%s not in the model cache: run scripts/fetch-model", file);
+    sjkh_model *m = NULL;
+    char err[512];
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK, "%s", err);
+    if (!m) return;
+    const sjkh_model_info *in = sjkh_model_get_info(m);
+    sjkh_session_params sp = sjkh_session_params_default();
+    sp.n_ctx = 256;
+    sp.n_threads = 2;
+    sp.kv = "host-f16";
+    sjkh_session *s = NULL;
+    CHECKF(sjkh_session_create(m, &sp, &s, err, sizeof err) == SJK_OK, "%s", err);
+    float *a = malloc((size_t)in->n_vocab * 4), *b = malloc((size_t)in->n_vocab * 4);
+    if (s) {
+        CHECK(sjkh_session_feed(s, prompt, n_prompt, a, 0, err, sizeof err) == SJK_OK);
+        uint32_t arg = 0;
+        for (uint32_t v = 1; v < in->n_vocab; v++)
+            if (a[v] > a[arg]) arg = v;
+        CHECKF((int32_t)arg == want_top, "%s: top token %u, want %d", prompt_ids_desc, arg, want_top);
+        sjkh_session_reset(s);
+        for (size_t i = 0; i < n_prompt; i++) CHECK(sjkh_session_feed(s, prompt + i, 1, b, 0, err, sizeof err) == SJK_OK);
+        double d = max_rel_diff(a, b, in->n_vocab);
+        CHECKF(d < 0.05, "prefill vs decode logits differ by %g", d);
+        sjkh_session_free(s);
+    }
+    check_golden(m, golden, max_kl, min_top1);
+    free(a);
+    free(b);
+    sjkh_model_free(m);
+}
+
+/* Bounds: llama.cpp's own logits move by mean KL 3.6e-3 (SmolLM2) and 7.2e-3 (Gemma 3)
+ * between its flash and non-flash attention paths (same fp16 cache); ours sit closer
+ * to its non-flash path than that (1.6e-3 and 4.0e-3 measured), so the bound is the
+ * noise level, not the 1e-3 hoped for (see the host notes in docs). */
+TEST(test_real_smollm2)
+{
+    /* "The capital of France is" -> " Paris" */
+    const int32_t p[] = {504, 3575, 282, 4649, 314};
+    check_real("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2 'The capital of France is'", p, 5, 7042,
+               "golden/logits-smollm2-135m.bin", 5e-3, 0.97);
+}
+
+TEST(test_real_gemma3)
+{
+    /* "<bos>The capital of France is" -> top token as llama.cpp gives it */
+    const int32_t p[] = {2, 818, 5279, 529, 7001, 563};
+    check_real("gemma-3-270m-q4_k_m.gguf", "gemma3 'The capital of France is'", p, 6, 506,
+               "golden/logits-gemma3-270m.bin", 8e-3, 0.96);
+}
+
+int main(void)
+{
+    RUN(test_llama_forward_matches_reference);
+    RUN(test_gemma3_forward_matches_reference_across_window_wrap);
+    RUN(test_forward_through_libsjkvarn_f16_cache);
+    RUN(test_model_bad_inputs);
+    RUN(test_sampler);
+    RUN(test_real_smollm2);
+    RUN(test_real_gemma3);
+    return test_summary();
+}

@@ -1,0 +1,202 @@
+/* bench_attn.c — `sjkvarn bench attn`: attention time over a filled cache, per
+ * configuration, context and thread count, against f16 and memcpy measured in the same run.
+ *
+ * For each geometry (Gemma 3: 4 query heads / 1 KV head, D = 256; SmolLM2: 9 / 3, D = 64)
+ * and configuration, one single-layer cache is filled with synthetic post-RoPE rows
+ * (channel offsets and outliers, per-token swings) in increasing steps up to each
+ * context, so the regions (sink, sealed body, ring with its natural tail) are what a run
+ * of that length leaves. At each context:
+ *   - decode: one query row per head, timed over repeated calls (the best of 5 batches of
+ *     at least 50 ms: the machine this runs on is shared, and the least disturbed batch
+ *     is the best estimate of the kernel's own speed);
+ *     us_per_token is per call, i.e. per generated token and layer;
+ *   - bytes/s: the cache's occupied K/V bytes (sjk_cache_memory_report) read per call,
+ *     divided by the time; bandwidth_fraction relates it to a single-thread memcpy of a
+ *     256 MiB buffer measured in the same run (bytes copied per second);
+ *   - speedup_vs_f16: f16's time at the same geometry, context and threads over this one;
+ *   - prefill (contexts <= 32K): 128 query rows, causal, as tokens per second.
+ * Caches are warm (the loop re-reads the same layer); at 128K every configuration
+ * exceeds the caches of this machine, at 4K most fit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/rng.h"
+#include "sjkvarn.h"
+
+int sjk_bench_attn(int argc, char **argv);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double memcpy_bandwidth(void)
+{
+    const size_t n = (size_t)256 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) { free(a); free(b); return 0; }
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 1e30;
+    for (int i = 0; i < 3; i++) {
+        double t0 = now_s();
+        memcpy(i % 2 ? a : b, i % 2 ? b : a, n);
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    volatile char sink = a[n / 2] + b[n / 3];
+    (void)sink;
+    free(a);
+    free(b);
+    return (double)n / best;
+}
+
+typedef struct geom { const char *name; uint32_t hq, hkv, D; } geom;
+typedef struct result { double us, bytes, prefill_tps; } result;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Time of one attend call (seconds): best of 5 batches. */
+static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D)
+{
+    static float out[128 * 16 * 512];
+    double batch[5];
+    double t0 = now_s();
+    sjk_cache_attend(c, 0, 0, q, rows, 1.0f / sqrtf((float)D), out);
+    double one = now_s() - t0;
+    int reps = one > 0.05 ? 1 : (int)(0.05 / (one + 1e-9)) + 1;
+    for (int b = 0; b < 5; b++) {
+        t0 = now_s();
+        for (int r = 0; r < reps; r++) sjk_cache_attend(c, 0, 0, q, rows, 1.0f / sqrtf((float)D), out);
+        batch[b] = (now_s() - t0) / reps;
+        if (rows > 1 && b == 0) { for (int k = 1; k < 5; k++) batch[k] = batch[0]; break; }
+    }
+    qsort(batch, 5, sizeof batch[0], cmp_d);
+    return batch[0];
+}
+
+int sjk_bench_attn(int argc, char **argv)
+{
+    int json = 0, quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else {
+            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick]\n"
+                            "  decode and prefill attention per configuration, context and thread count\n"
+                            "  --quick: contexts 4K and 16K only\n");
+            return !strcmp(argv[i], "--help") ? 0 : 2;
+        }
+    }
+    static const geom geoms[] = {{"gemma3 4q/1kv D=256", 4, 1, 256}, {"smollm2 9q/3kv D=64", 9, 3, 64}};
+    static const char *const cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t"};
+    enum { NCFG = 6, NCTX = 4, NTH = 2 };
+    const uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
+    const int n_ctx = quick ? 2 : NCTX;
+    const double bw = memcpy_bandwidth();
+    const char *kernels = (sjk_cpu_features() & SJK_CPU_AVX2) ? "avx2" : "ref";
+    if (json) printf("[\n");
+    else printf("# sjkvarn bench attn: memcpy %.2f GB/s (one thread), kernels %s\n", bw / 1e9, kernels);
+    int first = 1;
+    for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
+        const geom *g = &geoms[gi];
+        static result res[NCFG][NCTX][NTH];
+        memset(res, 0, sizeof res);
+        for (int ci = 0; ci < NCFG; ci++) {
+            sjk_cache_params p = sjk_cache_params_default();
+            p.n_kv_heads = g->hkv;
+            p.n_q_heads = g->hq;
+            p.head_dim = g->D;
+            p.max_pos = ctxs[n_ctx - 1];
+            p.max_q_rows = 128;
+            p.n_threads = NTH;
+            char err[200];
+            if (sjk_cache_config_parse(cfgs[ci], 1, &p.layer, err, sizeof err) != SJK_OK) {
+                fprintf(stderr, "%s\n", err);
+                return 1;
+            }
+            sjk_cache *c = NULL;
+            sjk_status st = sjk_cache_create(&p, &c);
+            if (st != SJK_OK) {
+                fprintf(stderr, "bench attn: %s: %s\n", cfgs[ci], sjk_status_str(st));
+                continue;
+            }
+            sjk_rng r;
+            sjk_rng_seed(&r, 1234);
+            const size_t W = (size_t)g->hkv * g->D, chunk = 1024;
+            float *kv = malloc(sizeof(float) * 2 * chunk * W);
+            float *q = malloc(sizeof(float) * 128 * g->hq * g->D);
+            float *off = malloc(sizeof(float) * W);
+            for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * sjk_rng_normal(&r)) * (i % 23 == 1 ? 8.0f : 1.0f);
+            for (size_t i = 0; i < 128 * (size_t)g->hq * g->D; i++) q[i] = (float)sjk_rng_normal(&r);
+            uint32_t have = 0;
+            for (int xi = 0; xi < n_ctx; xi++) {
+                while (have < ctxs[xi]) {
+                    size_t n = ctxs[xi] - have < chunk ? ctxs[xi] - have : chunk;
+                    for (size_t t = 0; t < n; t++) {
+                        double swing = 0.5 + sjk_rng_uniform(&r);
+                        for (size_t i = 0; i < W; i++) {
+                            kv[t * W + i] = off[i] + (float)(swing * sjk_rng_normal(&r));
+                            kv[(chunk + t) * W + i] = (float)(swing * sjk_rng_normal(&r));
+                        }
+                    }
+                    if (sjk_cache_append(c, 0, 0, kv, kv + chunk * W, n) != SJK_OK) break;
+                    have += (uint32_t)n;
+                }
+                sjk_cache_memory m;
+                sjk_cache_memory_report(c, &m);
+                for (int th = 0; th < NTH; th++) {
+                    sjk_cache_set_threads(c, (uint32_t)th + 1);
+                    result *R = &res[ci][xi][th];
+                    R->us = time_attend(c, q, 1, g->D) * 1e6;
+                    R->bytes = (double)m.occupied_nbytes;
+                    R->prefill_tps = 0;
+                    if (ctxs[xi] <= 32768) R->prefill_tps = 128.0 / time_attend(c, q, 128, g->D);
+                }
+            }
+            free(kv); free(q); free(off);
+            sjk_cache_free(c);
+        }
+        for (int ci = 0; ci < NCFG; ci++)
+            for (int xi = 0; xi < n_ctx; xi++)
+                for (int th = 0; th < NTH; th++) {
+                    const result *R = &res[ci][xi][th], *F = &res[0][xi][th];
+                    if (R->us <= 0) continue;
+                    double bps = R->bytes / (R->us * 1e-6);
+                    double sp = F->us > 0 ? F->us / R->us : 0;
+                    double pf = F->prefill_tps > 0 ? R->prefill_tps / F->prefill_tps : 0;
+                    if (json) {
+                        printf("%s  {\"geometry\": \"%s\", \"config\": \"%s\", \"context\": %u, \"threads\": %d, "
+                               "\"us_per_token\": %.2f, \"speedup_vs_f16\": %.3f, \"bytes_per_s\": %.4g, "
+                               "\"bandwidth_fraction\": %.3f, \"prefill_tokens_per_s\": %.1f, "
+                               "\"prefill_speedup_vs_f16\": %.3f}",
+                               first ? "" : ",\n", g->name, cfgs[ci], ctxs[xi], th + 1, R->us, sp, bps,
+                               bw > 0 ? bps / bw : 0, R->prefill_tps, pf);
+                        first = 0;
+                    } else {
+                        if (ci == 0 && xi == 0 && th == 0)
+                            printf("\n## %s\n%-9s %7s %3s %12s %8s %10s %8s %14s %8s\n", g->name, "config", "context",
+                                   "thr", "us/token", "vs f16", "GB/s", "of memcpy", "prefill tok/s", "vs f16");
+                        char pfs[32] = "-", pfr[32] = "-";
+                        if (R->prefill_tps > 0) {
+                            snprintf(pfs, sizeof pfs, "%.0f", R->prefill_tps);
+                            snprintf(pfr, sizeof pfr, "%.2fx", pf);
+                        }
+                        printf("%-9s %7u %3d %12.1f %7.2fx %10.2f %8.2f %14s %8s\n", cfgs[ci], ctxs[xi], th + 1,
+                               R->us, sp, bps / 1e9, bw > 0 ? bps / bw : 0, pfs, pfr);
+                    }
+                }
+    }
+    if (json) printf("\n]\n");
+    return 0;
+}

@@ -1,0 +1,214 @@
+/* bench_trellis.c — `sjkvarn bench trellis`: the measurements behind the trellis body's
+ * design choices (docs/FORMAT.md, src/codec/trellis.c), rerunnable:
+ *
+ *   1. start state: tail-biting vs a fixed start, i.i.d. Gaussian rows of 128, SNR of the
+ *      search alone (committed codebooks, rows normalised to mean 0 / variance 1);
+ *   2. refit: least squares vs moment matching (mean and spread) vs none, through the tile
+ *      layer (fp16 scales), on Gaussian and on the synthetic outlier generator (rotated),
+ *      for K tiles (rows = channels) and V tiles (rows = tokens);
+ *   3. speed on this core, D = 256: seal and decode of one record, scalar vs trellis
+ *      (best of many runs; the search path is the dispatched one, see SJK_CPU_DISABLE).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codec/trellis.h"
+#include "common/rng.h"
+#include "common/synth.h"
+#include "sjkvarn.h"
+
+int sjk_bench_trellis(int argc, char **argv);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* CPU time: other jobs on a shared machine do not count */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xalloc(size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    if (!p) {
+        fprintf(stderr, "bench trellis: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void start_state(size_t n_seq)
+{
+    const size_t T = 128;
+    float *u = xalloc(T * n_seq * sizeof(float));
+    uint8_t *codes = xalloc(T * n_seq);
+    void *scratch = xalloc(sjk_trellis_scratch_nbytes(T));
+    sjk_rng r;
+    sjk_rng_seed(&r, 0xBE7C4);
+    double *row = xalloc(T * sizeof(double));
+    for (size_t s = 0; s < n_seq; s++) {
+        double m = 0, v = 0;
+        for (size_t t = 0; t < T; t++) m += row[t] = sjk_rng_normal(&r);
+        m /= (double)T;
+        for (size_t t = 0; t < T; t++) v += (row[t] - m) * (row[t] - m);
+        for (size_t t = 0; t < T; t++) u[t * n_seq + s] = (float)((row[t] - m) / sqrt(v / (double)T));
+    }
+    printf("1. start state (Gaussian rows of 128, %zu rows, search SNR in dB; tail-biting with a\n"
+           "   first pass of P values around the wrap point; records use P = 64)\n", n_seq);
+    printf("   k   TB P=16   TB P=32   TB P=64  TB P=128   fixed start   TB64 - fixed\n");
+    static const size_t Ps[] = {16, 32, 64, 128};
+    for (unsigned k = 2; k <= 4; k++) {
+        const float *cb = sjk_trellis_codebook(k);
+        double snr[5];
+        for (int i = 0; i < 5; i++) {
+            sjk_trellis_start st = i < 4 ? SJK_TRELLIS_TAILBITE : SJK_TRELLIS_FIXED;
+            if (i < 4) sjk_trellis_encode_tb_pass1(cb, k, codes, u, T, n_seq, n_seq, Ps[i], scratch);
+            else sjk_trellis_encode(cb, k, st, codes, u, T, n_seq, n_seq, scratch);
+            double e = 0;
+            for (size_t s = 0; s < n_seq; s++) e += sjk_trellis_seq_sse(cb, k, st, codes + s, u + s, T, n_seq);
+            snr[i] = -10 * log10(e / (double)(T * n_seq));
+        }
+        printf("   %u   %7.3f   %7.3f   %7.3f   %7.3f   %11.3f   %+12.3f\n", k, snr[0], snr[1], snr[2],
+               snr[3], snr[4], snr[2] - snr[4]);
+    }
+    free(u); free(codes); free(scratch); free(row);
+}
+
+static void refit(size_t n_tiles)
+{
+    const size_t D = 256, G = SJK_GROUP, n = D * G;
+    float *x = xalloc(n * sizeof(float)), *out = xalloc(n * sizeof(float));
+    uint8_t *payload = xalloc(n);
+    float sc[256], ze[256];
+    static const char *names[] = {"lsq", "moment", "none"};
+    printf("\n2. refit after coding (tile layer, D = 256, %zu tiles, SNR in dB)\n", n_tiles);
+    printf("   data      tile  k      lsq   moment     none\n");
+    for (int kind = 0; kind < 2; kind++)
+        for (int is_v = 0; is_v < 2; is_v++)
+            for (unsigned k = 2; k <= 4; k++) {
+                double snr[3];
+                for (int m = 0; m < 3; m++) {
+                    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)k,
+                                           is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
+                                           SJK_TRELLIS_AXIS_TOKEN, (uint8_t)m};
+                    size_t sn = sjk_trellis_tile_scratch_nbytes(&tt);
+                    void *scratch = xalloc(sn);
+                    sjk_rng r;
+                    sjk_rng_seed(&r, 99);
+                    double s = 0, e = 0;
+                    for (size_t i = 0; i < n_tiles; i++) {
+                        sjk_synth_group(x, G, D, kind ? SJK_SYNTH_OUTLIER : SJK_SYNTH_GAUSSIAN, is_v, 1.0,
+                                        7, &r);
+                        sjk_hadamard(x, n, D);
+                        sjk_trellis_tile_encode(&tt, payload, sc, ze, x, scratch, sn);
+                        sjk_trellis_tile_decode(&tt, out, payload, sc, ze, NULL);
+                        for (size_t j = 0; j < n; j++) {
+                            s += (double)x[j] * x[j];
+                            e += ((double)x[j] - out[j]) * ((double)x[j] - out[j]);
+                        }
+                    }
+                    snr[m] = 10 * log10(s / e);
+                    free(scratch);
+                }
+                printf("   %-8s  %-4s  %u  %7.3f  %7.3f  %7.3f\n", kind ? "outlier" : "gaussian",
+                       is_v ? "V" : "K", k, snr[0], snr[1], snr[2]);
+            }
+    (void)names;
+    free(x); free(out); free(payload);
+}
+
+static double best_of(double *times, int n)
+{
+    double b = times[0];
+    for (int i = 1; i < n; i++) b = times[i] < b ? times[i] : b;
+    return b;
+}
+
+static void speed(int reps)
+{
+    const size_t D = 256, G = SJK_GROUP, n = D * G;
+    float *k = xalloc(n * sizeof(float)), *v = xalloc(n * sizeof(float));
+    float *dk = xalloc(n * sizeof(float)), *dv = xalloc(n * sizeof(float));
+    sjk_rng r;
+    sjk_rng_seed(&r, 5);
+    sjk_synth_group(k, G, D, SJK_SYNTH_OUTLIER, 0, 1.0, 3, &r);
+    sjk_synth_group(v, G, D, SJK_SYNTH_OUTLIER, 1, 1.0, 3, &r);
+    sjk_hadamard(k, n, D);
+    sjk_hadamard(v, n, D);
+    /* The search alone: one tile's 256 token-axis sequences of 128. */
+    {
+        const size_t T = 128, ns = 256;
+        float *u = xalloc(T * ns * sizeof(float));
+        uint8_t *codes = xalloc(T * ns);
+        void *scr = xalloc(sjk_trellis_scratch_nbytes(T));
+        for (size_t i = 0; i < T * ns; i++) u[i] = (float)sjk_rng_normal(&r);
+        printf("\n3a. search of 256 sequences x 128 values (path %s, best of %d), ms\n", sjk_trellis_path(), reps);
+        for (unsigned kk = 2; kk <= 4; kk++) {
+            double tb = 1e9, tf = 1e9;
+            for (int i = 0; i < reps; i++) {
+                double t0 = now_s();
+                sjk_trellis_encode(sjk_trellis_codebook(kk), kk, SJK_TRELLIS_TAILBITE, codes, u, T, ns, ns, scr);
+                double t1 = now_s();
+                sjk_trellis_encode(sjk_trellis_codebook(kk), kk, SJK_TRELLIS_FIXED, codes, u, T, ns, ns, scr);
+                double t2 = now_s();
+                tb = t1 - t0 < tb ? t1 - t0 : tb;
+                tf = t2 - t1 < tf ? t2 - t1 : tf;
+            }
+            printf("   k=%u  tail-biting %.3f   fixed start %.3f\n", kk, tb * 1e3, tf * 1e3);
+        }
+        free(u); free(codes); free(scr);
+    }
+    static const unsigned combos[][2] = {{4, 4}, {3, 3}, {3, 2}, {2, 2}};
+    printf("\n3. one record, D = 256, one core (search path: %s; best of %d)\n", sjk_trellis_path(), reps);
+    printf("   bits  body      seal ms   decode us   decode vs scalar\n");
+    for (size_t c = 0; c < 4; c++) {
+        double dec_scalar = 0;
+        for (int body = 0; body < 2; body++) {
+            sjk_record_params p = sjk_record_params_default();
+            p.bits_k = (uint8_t)combos[c][0];
+            p.bits_v = (uint8_t)combos[c][1];
+            p.body = (uint8_t)body;
+            size_t rn = sjk_record_nbytes(&p), sn = sjk_record_scratch_nbytes(&p);
+            uint8_t *rec = xalloc(rn);
+            void *scratch = xalloc(sn);
+            double *ts = xalloc((size_t)reps * sizeof(double)), *td = xalloc((size_t)reps * 4 * sizeof(double));
+            for (int i = 0; i < reps; i++) {
+                double t0 = now_s();
+                sjk_record_encode(&p, rec, rn, k, v, scratch, sn);
+                ts[i] = now_s() - t0;
+            }
+            for (int i = 0; i < reps * 4; i++) {
+                double t0 = now_s();
+                sjk_record_decode(&p, dk, dv, rec, rn);
+                td[i] = now_s() - t0;
+            }
+            double seal = best_of(ts, reps) * 1e3, dec = best_of(td, reps * 4) * 1e6;
+            if (!body) dec_scalar = dec;
+            printf("   %u/%u%s  %-8s %8.3f   %9.2f   %8.2fx\n", combos[c][0], combos[c][1], body ? "t" : " ",
+                   body ? "trellis" : "scalar", seal, dec, dec / dec_scalar);
+            free(rec); free(scratch); free(ts); free(td);
+        }
+    }
+    free(k); free(v); free(dk); free(dv);
+}
+
+int sjk_bench_trellis(int argc, char **argv)
+{
+    int quick = 0, only_speed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--speed")) only_speed = 1;
+        else {
+            fprintf(stderr, "usage: sjkvarn bench trellis [--quick] [--speed]\n");
+            return strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    if (!only_speed) {
+        start_state(quick ? 1024 : 8192);
+        refit(quick ? 2 : 16);
+    }
+    speed(quick ? 10 : 40);
+    return 0;
+}

@@ -1,0 +1,477 @@
+/* cmd_eval.c — `sjkvarn eval`: the KL study (SPEC §4). Parses the command line, loads the
+ * documents, opens the backend (the host, or the synthetic stand-in), runs every document
+ * through the lockstep driver and writes the table / JSON / CSV / SVG outputs. All the
+ * measuring is in host/src/eval_*.c; this file is plumbing and error messages. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "eval_backends.h"
+#include "sjkeval.h"
+
+#define MAX_DOCS 256
+#define MAX_CFGS 32
+#define MAX_DOC_NBYTES (64u << 20)
+
+static const char usage_text[] =
+"usage: sjkvarn eval -m MODEL --kv CFG[,CFG...] [--docs SET] [--text FILE]... [options]\n"
+"\n"
+"KL(p_f16 || q) in nats between a reference run with an fp16 cache and each candidate\n"
+"cache, on the tokens the reference generates (greedy). Every candidate replays the same\n"
+"token stream in lockstep; only generated positions are scored.\n"
+"\n"
+"  -m MODEL       a GGUF file, or a name fetched by scripts/fetch-model (gemma3-270m,\n"
+"                 smollm2-135m), looked up in ${SJK_MODEL_DIR:-~/.cache/sjkvarn/models}\n"
+"  --kv LIST      candidate cache configurations, comma-separated, e.g.\n"
+"                 q8_0/q8_0,sj:4/4,kvarn:4/4,kvarn:4/4:tail=1024,sj:3/3t (README: \"KV\n"
+"                 configuration strings\"); the reference is always \"f16\"\n"
+"  --docs SET     corpus documents (scripts/fetch-corpus): all | agentic | retrieval |\n"
+"                 code | KIND:N or all:N (the first N of each kind) | NAME[,NAME...] |\n"
+"                 none. Default: all, or none when --text is given\n"
+"  --text FILE    any text file as one more document (repeatable). A form feed splits a\n"
+"                 document into a haystack, cut to fit, and a query that is always kept\n"
+"  -n N           generated (scored) tokens per document (default 256)\n"
+"  --ctx N        context of each run: the prompt is the first N - n tokens (default 4096,\n"
+"                 at most the model's context)\n"
+"  --needle       also run the needle study: 8 facts planted per document at look-back\n"
+"                 distances up to the context, each asked for; answer-token KL per distance\n"
+"  --json         print JSON on stdout instead of the table\n"
+"  --csv FILE     write FILE (one row per configuration), BASE-pairs.csv and\n"
+"                 BASE-positions.csv (BASE = FILE without .csv)\n"
+"  --svg DIR      write DIR/frontier.svg (mean KL vs bits per value) and DIR/positions.svg\n"
+"  --threads N    threads per forward pass (default: online CPUs)\n"
+"  --boot N       bootstrap resamples (default 2000); --seed N: their seed (default 1)\n"
+"  --corpus DIR   corpus directory (default ${SJK_CORPUS_DIR:-~/.cache/sjkvarn/corpus})\n"
+"  --synthetic    no model: a synthetic stand-in that checks the pipeline end to end\n"
+"                 (its numbers measure nothing)\n"
+"  --progress, --no-progress   force the progress bar on stderr on or off (default: on\n"
+"                 when stderr is a terminal)\n"
+"\n"
+"Exit status: 0 done, 1 a run failed, 2 bad arguments or missing inputs, 3 this build's\n"
+"host cannot run models (no forward pass).\n";
+
+typedef struct doc {
+    char name[128];
+    char *text;
+    size_t n;
+    int32_t *prompt;
+    size_t n_prompt;
+} doc;
+
+typedef struct eval_args {
+    const char *model, *docs, *csv, *svg, *corpus;
+    const char *kv[MAX_CFGS];
+    size_t n_kv;
+    char kv_buf[4096];
+    const char *texts[MAX_DOCS];
+    size_t n_texts;
+    long n_gen, n_ctx, threads, boot, seed;
+    int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
+} eval_args;
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *e;
+    errno = 0;
+    long v = strtol(s, &e, 10);
+    if (errno || e == s || *e || v < lo || v > hi) {
+        fprintf(stderr, "sjkvarn eval: %s: '%s' is not a number in [%ld, %ld]\n", opt, s, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_args(int argc, char **argv, eval_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n_gen = 256;
+    a->n_ctx = 4096;
+    a->boot = 2000;
+    a->seed = 1;
+    a->progress = -1;
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    a->threads = nproc > 0 ? nproc : 1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int has = i + 1 < argc;
+        const char *v = has ? argv[i + 1] : NULL;
+#define NEED()                                                                      \
+    do {                                                                            \
+        if (!has) { fprintf(stderr, "sjkvarn eval: %s needs a value\n", o); return 0; } \
+        i++;                                                                        \
+    } while (0)
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) { NEED(); a->model = v; }
+        else if (!strcmp(o, "--kv")) {
+            NEED();
+            if (strlen(v) >= sizeof a->kv_buf) { fprintf(stderr, "sjkvarn eval: --kv too long\n"); return 0; }
+            memcpy(a->kv_buf, v, strlen(v) + 1);
+            a->n_kv = 0;
+            for (char *t = strtok(a->kv_buf, ","); t; t = strtok(NULL, ",")) {
+                if (a->n_kv == MAX_CFGS) { fprintf(stderr, "sjkvarn eval: at most %d configurations\n", MAX_CFGS); return 0; }
+                a->kv[a->n_kv++] = t;
+            }
+        }
+        else if (!strcmp(o, "--docs")) { NEED(); a->docs = v; }
+        else if (!strcmp(o, "--text")) {
+            NEED();
+            if (a->n_texts == MAX_DOCS) { fprintf(stderr, "sjkvarn eval: too many --text\n"); return 0; }
+            a->texts[a->n_texts++] = v;
+        }
+        else if (!strcmp(o, "-n")) { NEED(); if (!parse_long(o, v, 1, 1 << 20, &a->n_gen)) return 0; }
+        else if (!strcmp(o, "--ctx")) { NEED(); if (!parse_long(o, v, 16, 1 << 22, &a->n_ctx)) return 0; }
+        else if (!strcmp(o, "--threads")) { NEED(); if (!parse_long(o, v, 1, 256, &a->threads)) return 0; }
+        else if (!strcmp(o, "--boot")) { NEED(); if (!parse_long(o, v, 0, 1000000, &a->boot)) return 0; }
+        else if (!strcmp(o, "--seed")) { NEED(); if (!parse_long(o, v, 0, 0x7fffffffL, &a->seed)) return 0; }
+        else if (!strcmp(o, "--csv")) { NEED(); a->csv = v; }
+        else if (!strcmp(o, "--svg")) { NEED(); a->svg = v; }
+        else if (!strcmp(o, "--corpus")) { NEED(); a->corpus = v; }
+        else if (!strcmp(o, "--json")) a->json = 1;
+        else if (!strcmp(o, "--needle")) a->needle = 1;
+        else if (!strcmp(o, "--synthetic")) a->synthetic = 1;
+        else if (!strcmp(o, "--progress")) a->progress = 1;
+        else if (!strcmp(o, "--no-progress")) a->progress = 0;
+        else { fprintf(stderr, "sjkvarn eval: unknown option '%s' (see --help)\n", o); return 0; }
+#undef NEED
+    }
+    if (!a->model && !a->synthetic) {
+        fprintf(stderr, "sjkvarn eval: -m MODEL is required (or --synthetic)\n");
+        return 0;
+    }
+    if (!a->n_kv) {
+        fprintf(stderr, "sjkvarn eval: --kv is required, e.g. --kv q8_0/q8_0,sj:4/4\n");
+        return 0;
+    }
+    if (a->n_gen >= a->n_ctx) {
+        fprintf(stderr, "sjkvarn eval: -n %ld leaves no prompt in --ctx %ld\n", a->n_gen, a->n_ctx);
+        return 0;
+    }
+    /* Each configuration must parse, and names must be distinct (pairs are by name). */
+    for (size_t i = 0; i < a->n_kv; i++) {
+        sjk_layer_config lc;
+        char err[256];
+        if (sjk_cache_config_parse(a->kv[i], 1, &lc, err, sizeof err) != SJK_OK) {
+            fprintf(stderr, "sjkvarn eval: --kv: %s\n", err);
+            return 0;
+        }
+        if (strlen(a->kv[i]) >= 64) {
+            fprintf(stderr, "sjkvarn eval: --kv: '%s' is longer than 63 characters\n", a->kv[i]);
+            return 0;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(a->kv[i], a->kv[j])) {
+                fprintf(stderr, "sjkvarn eval: --kv: '%s' given twice\n", a->kv[i]);
+                return 0;
+            }
+    }
+    return 1;
+}
+
+/* ---- documents ----------------------------------------------------------------------- */
+
+static char *read_file(const char *path, size_t *n, char *err, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, cap, "%s: %s", path, strerror(errno)); return NULL; }
+    size_t len = 0, alloc = 1 << 16;
+    char *buf = malloc(alloc + 1);
+    while (buf) {
+        size_t r = fread(buf + len, 1, alloc - len, f);
+        len += r;
+        if (len < alloc) break;
+        if (alloc >= MAX_DOC_NBYTES) { free(buf); buf = NULL; snprintf(err, cap, "%s: larger than %u bytes", path, MAX_DOC_NBYTES); fclose(f); return NULL; }
+        alloc *= 2;
+        char *nb = realloc(buf, alloc + 1);
+        if (!nb) { free(buf); buf = NULL; }
+        else buf = nb;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) { snprintf(err, cap, "%s: out of memory", path); return NULL; }
+    if (bad) { free(buf); snprintf(err, cap, "%s: read error", path); return NULL; }
+    if (len == 0) { free(buf); snprintf(err, cap, "%s: empty file", path); return NULL; }
+    buf[len] = 0;
+    *n = len;
+    return buf;
+}
+
+static const char *const kinds[] = {"agentic", "retrieval", "code"};
+
+static int add_doc(doc *docs, size_t *nd, const char *name, const char *path)
+{
+    if (*nd == MAX_DOCS) { fprintf(stderr, "sjkvarn eval: more than %d documents\n", MAX_DOCS); return 0; }
+    doc *d = &docs[*nd];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    char err[512];
+    d->text = read_file(path, &d->n, err, sizeof err);
+    if (!d->text) { fprintf(stderr, "sjkvarn eval: %s\n", err); return 0; }
+    (*nd)++;
+    return 1;
+}
+
+static int corpus_doc(doc *docs, size_t *nd, const char *dir, const char *name, int quiet_missing)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/docs/%s.txt", dir, name) >= (int)sizeof path) {
+        fprintf(stderr, "sjkvarn eval: corpus path too long\n");
+        return 0;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (quiet_missing) return -1;
+        fprintf(stderr, "sjkvarn eval: document '%s' not found at %s (run scripts/fetch-corpus, "
+                "or pass --corpus DIR)\n", name, path);
+        return 0;
+    }
+    return add_doc(docs, nd, name, path);
+}
+
+/* Resolves --docs SET into documents. */
+static int load_docs(const eval_args *a, doc *docs, size_t *nd)
+{
+    char dir[4096];
+    const char *env = getenv("SJK_CORPUS_DIR"), *home = getenv("HOME");
+    if (a->corpus) snprintf(dir, sizeof dir, "%s", a->corpus);
+    else if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+    else snprintf(dir, sizeof dir, "%s/.cache/sjkvarn/corpus", home ? home : ".");
+    const char *set = a->docs ? a->docs : (a->n_texts ? "none" : "all");
+    if (strcmp(set, "none") != 0) {
+        char kind[32] = "";
+        long per = -1;
+        const char *colon = strchr(set, ':');
+        if (colon && (size_t)(colon - set) < sizeof kind) {
+            memcpy(kind, set, (size_t)(colon - set));
+            kind[colon - set] = 0;
+            if (!parse_long("--docs", colon + 1, 1, 1000, &per)) return 0;
+        } else if (strlen(set) < sizeof kind) {
+            snprintf(kind, sizeof kind, "%s", set);
+        }
+        int is_kind = !strcmp(kind, "all");
+        for (size_t k = 0; k < 3; k++) is_kind |= !strcmp(kind, kinds[k]);
+        if (is_kind) {
+            for (size_t k = 0; k < 3; k++) {
+                if (strcmp(kind, "all") && strcmp(kind, kinds[k])) continue;
+                for (long i = 0; per < 0 || i < per; i++) {
+                    char name[64];
+                    snprintf(name, sizeof name, "%s-%ld", kinds[k], i);
+                    int r = corpus_doc(docs, nd, dir, name, i > 0 || per < 0);
+                    if (r == 0) return 0;
+                    if (r < 0) {
+                        if (i == 0) {
+                            fprintf(stderr, "sjkvarn eval: no %s documents in %s/docs (run "
+                                    "scripts/fetch-corpus, or pass --corpus DIR)\n", kinds[k], dir);
+                            return 0;
+                        }
+                        if (per > 0)
+                            fprintf(stderr, "sjkvarn eval: note: only %ld %s document(s)\n", i, kinds[k]);
+                        break;
+                    }
+                }
+            }
+        } else if (colon) {
+            fprintf(stderr, "sjkvarn eval: --docs '%s': KIND:N needs KIND = all, agentic, "
+                    "retrieval or code\n", set);
+            return 0;
+        } else {
+            char buf[4096];
+            snprintf(buf, sizeof buf, "%s", set);
+            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+                if (!corpus_doc(docs, nd, dir, t, 0)) return 0;
+        }
+    }
+    for (size_t i = 0; i < a->n_texts; i++) {
+        const char *b = strrchr(a->texts[i], '/');
+        if (!add_doc(docs, nd, b ? b + 1 : a->texts[i], a->texts[i])) return 0;
+    }
+    if (*nd == 0) {
+        fprintf(stderr, "sjkvarn eval: no documents (use --docs or --text)\n");
+        return 0;
+    }
+    return 1;
+}
+
+/* MODEL: an existing path, or a known name in the model directory. */
+static int resolve_model(const char *m, char *out, size_t cap)
+{
+    struct stat sb;
+    if (stat(m, &sb) == 0) { snprintf(out, cap, "%s", m); return 1; }
+    static const char *const names[][2] = {
+        {"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"},
+        {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"},
+    };
+    const char *env = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
+    char dir[4096];
+    if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+    else snprintf(dir, sizeof dir, "%s/.cache/sjkvarn/models", home ? home : ".");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(m, names[i][0])) {
+            if (snprintf(out, cap, "%s/%s", dir, names[i][1]) >= (int)cap) {
+                fprintf(stderr, "sjkvarn eval: model directory path too long\n");
+                return 0;
+            }
+            if (stat(out, &sb) == 0) return 1;
+            fprintf(stderr, "sjkvarn eval: model '%s' not found at %s (run scripts/fetch-model %s)\n",
+                    m, out, m);
+            return 0;
+        }
+    fprintf(stderr, "sjkvarn eval: -m %s: no such file, and not a known model name "
+            "(gemma3-270m, smollm2-135m)\n", m);
+    return 0;
+}
+
+/* ---- outputs ------------------------------------------------------------------------- */
+
+static int write_to(const char *path, sjk_status (*w)(const sjk_eval_study *, FILE *),
+                    const sjk_eval_study *st)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "sjkvarn eval: %s: %s\n", path, strerror(errno)); return 0; }
+    sjk_status s = w(st, f);
+    if (fclose(f) != 0 && s == SJK_OK) s = SJK_ERR_IO;
+    if (s != SJK_OK) { fprintf(stderr, "sjkvarn eval: writing %s: %s\n", path, sjk_status_str(s)); return 0; }
+    fprintf(stderr, "sjkvarn eval: wrote %s\n", path);
+    return 1;
+}
+
+static int write_outputs(const eval_args *a, const sjk_eval_study *st)
+{
+    int ok = 1;
+    if (a->csv) {
+        char base[4000], path[4096];
+        snprintf(base, sizeof base, "%s", a->csv);
+        size_t l = strlen(base);
+        if (l > 4 && !strcmp(base + l - 4, ".csv")) base[l - 4] = 0;
+        ok &= write_to(a->csv, sjk_eval_write_csv_configs, st);
+        if (snprintf(path, sizeof path, "%s-pairs.csv", base) < (int)sizeof path)
+            ok &= write_to(path, sjk_eval_write_csv_pairs, st);
+        if (snprintf(path, sizeof path, "%s-positions.csv", base) < (int)sizeof path)
+            ok &= write_to(path, sjk_eval_write_csv_positions, st);
+    }
+    if (a->svg) {
+        char path[4096];
+        if (mkdir(a->svg, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "sjkvarn eval: --svg %s: %s\n", a->svg, strerror(errno));
+            return 0;
+        }
+        if (snprintf(path, sizeof path, "%s/frontier.svg", a->svg) < (int)sizeof path)
+            ok &= write_to(path, sjk_eval_write_svg_frontier, st);
+        if (snprintf(path, sizeof path, "%s/positions.svg", a->svg) < (int)sizeof path)
+            ok &= write_to(path, sjk_eval_write_svg_positions, st);
+    }
+    sjk_status s = a->json ? sjk_eval_write_json(st, stdout) : sjk_eval_write_table(st, stdout);
+    if (s != SJK_OK) { fprintf(stderr, "sjkvarn eval: writing results: %s\n", sjk_status_str(s)); ok = 0; }
+    return ok;
+}
+
+/* ---- the command --------------------------------------------------------------------- */
+
+static void free_docs(doc *docs, size_t nd)
+{
+    for (size_t i = 0; i < nd; i++) { free(docs[i].text); free(docs[i].prompt); }
+}
+
+static const char *be_error(const sjk_eval_backend *be)
+{
+    const char *e = be->last_error ? be->last_error(be->user) : NULL;
+    return e && *e ? e : "";
+}
+
+int sjk_cmd_eval(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    eval_args a;
+    if (!parse_args(argc, argv, &a)) {
+        fprintf(stderr, "(sjkvarn eval --help for usage)\n");
+        return 2;
+    }
+    char model_path[4096] = "";
+    if (!a.synthetic && !resolve_model(a.model, model_path, sizeof model_path)) return 2;
+    static doc docs[MAX_DOCS];
+    size_t nd = 0;
+    if (!load_docs(&a, docs, &nd)) { free_docs(docs, nd); return 2; }
+
+    sjk_eval_backend be;
+    void *hstate = NULL;
+    if (a.synthetic) {
+        sjk_eval_synthetic_open(&be);
+        fprintf(stderr, "sjkvarn eval: SYNTHETIC backend (no model; a pipeline check whose "
+                "numbers measure nothing)\n");
+    } else {
+        char err[1024];
+        sjk_status s = sjk_eval_host_open(model_path, (unsigned)a.threads, &be, &hstate, err, sizeof err);
+        if (s != SJK_OK) {
+            fprintf(stderr, "sjkvarn eval: %s\n", err);
+            free_docs(docs, nd);
+            return s == SJK_ERR_UNSUPPORTED ? 3 : 1;
+        }
+        fprintf(stderr, "sjkvarn eval: %s: %s\n", model_path, sjk_eval_host_describe(hstate));
+    }
+    int rc = 0;
+    sjk_eval_study *st = NULL;
+    if (be.n_ctx_max && (size_t)a.n_ctx > be.n_ctx_max) {
+        fprintf(stderr, "sjkvarn eval: --ctx %ld exceeds the model's context %zu\n", a.n_ctx, be.n_ctx_max);
+        rc = 2;
+        goto out;
+    }
+
+    /* Prompts first (cheap), so the progress bar knows the total. */
+    size_t n_prompt = (size_t)(a.n_ctx - a.n_gen);
+    uint64_t total = 0;
+    for (size_t i = 0; i < nd; i++) {
+        sjk_status s = sjk_eval_prompt_tokens(&be, docs[i].text, docs[i].n, n_prompt,
+                                              &docs[i].prompt, &docs[i].n_prompt);
+        if (s != SJK_OK) {
+            fprintf(stderr, "sjkvarn eval: %s: tokenizing: %s%s%s\n", docs[i].name,
+                    s == SJK_ERR_RANGE ? "its query (after the form feed) does not fit the prompt"
+                                       : sjk_status_str(s),
+                    *be_error(&be) ? ": " : "", be_error(&be));
+            rc = 1;
+            goto out;
+        }
+        if (docs[i].n_prompt < n_prompt)
+            fprintf(stderr, "sjkvarn eval: note: %s has only %zu tokens (prompt %zu)\n",
+                    docs[i].name, docs[i].n_prompt, n_prompt);
+        total += (uint64_t)(docs[i].n_prompt + (size_t)a.n_gen - 1) * (a.n_kv + 1);
+        if (a.needle) total += (uint64_t)a.n_ctx * (a.n_kv + 1);
+    }
+    const char *doc_names[MAX_DOCS];
+    for (size_t i = 0; i < nd; i++) doc_names[i] = docs[i].name;
+    st = sjk_eval_study_create(a.n_kv, a.kv, nd, doc_names);
+    if (!st) { fprintf(stderr, "sjkvarn eval: out of memory\n"); rc = 1; goto out; }
+    fprintf(stderr, "sjkvarn eval: %zu document(s), context %ld (prompt <= %zu, %ld generated), "
+            "reference f16, %zu candidate(s)\n", nd, a.n_ctx, n_prompt, a.n_gen, a.n_kv);
+
+    sjk_eval_progress prog;
+    sjk_eval_progress_start(&prog, a.progress == 0 ? NULL : stderr, a.progress == 1, total, "eval");
+    sjk_eval_opts opts = {(size_t)a.n_ctx, (size_t)a.n_gen, 512, &prog};
+    for (size_t i = 0; i < nd && rc == 0; i++) {
+        sjk_status s = sjk_eval_run_doc(&be, st, i, docs[i].prompt, docs[i].n_prompt, &opts, NULL);
+        if (s == SJK_OK && a.needle)
+            s = sjk_eval_run_needles(&be, st, i, docs[i].text, docs[i].n, &opts, (uint64_t)a.seed);
+        if (s != SJK_OK) {
+            sjk_eval_progress_end(&prog);
+            fprintf(stderr, "sjkvarn eval: %s: %s%s%s\n", docs[i].name, sjk_status_str(s),
+                    *be_error(&be) ? ": " : "", be_error(&be));
+            rc = 1;
+        }
+    }
+    sjk_eval_progress_end(&prog);
+    if (rc) goto out;
+    sjk_status s = sjk_eval_study_finish(st, (uint32_t)a.boot, (uint64_t)a.seed);
+    if (s != SJK_OK) { fprintf(stderr, "sjkvarn eval: statistics: %s\n", sjk_status_str(s)); rc = 1; goto out; }
+    if (!write_outputs(&a, st)) rc = 1;
+out:
+    sjk_eval_study_free(st);
+    if (a.synthetic) { /* nothing to close */ }
+    else sjk_eval_host_close(hstate);
+    free_docs(docs, nd);
+    return rc;
+}

@@ -1,0 +1,322 @@
+/* cmd_run.c — `sjkvarn run`: generate text with a GGUF model through a chosen KV cache.
+ *
+ * The prompt and the generated text go to stdout as they are produced; everything else
+ * (model summary, speeds, KV memory, errors) goes to stderr. Flags follow llama.cpp's. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sjkhost.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sjkvarn run -m MODEL -p PROMPT [options]\n"
+            "\n"
+            "  -m, --model M      gemma3-270m | smollm2-135m (from the fetch cache,\n"
+            "                     ${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}) or a path to a .gguf\n"
+            "  -p, --prompt TEXT  the prompt\n"
+            "  -f, --file PATH    read the prompt from a file\n"
+            "  -n, --n-predict N  tokens to generate (default 64)\n"
+            "  -c, --ctx-size N   context positions (default min(4096, the model's))\n"
+            "  -b, --batch-size N prefill chunk (default 512)\n"
+            "  -t, --threads N    threads (default: online CPUs)\n"
+            "      --kv CONFIG    KV cache of the growing layers: f16 (default), q8_0, q8_0/q4_0,\n"
+            "                     sj:4/4, sj:3/3t, kvarn:4/4, ... or host-f16 (the host's own)\n"
+            "      --temp T       temperature; 0 = greedy (default 0.8)\n"
+            "      --top-k K      (default 40)   --top-p P  (default 0.95)\n"
+            "      --seed S       sampling seed (default 1)\n"
+            "      --chat         wrap the prompt in the model's chat template as a user turn\n"
+            "\n"
+            "Prompt and generated text go to stdout; speeds and KV memory to stderr.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Model names resolve through the fetch cache (scripts/fetch-model). */
+static int resolve_model(const char *name, char *path, size_t cap)
+{
+    static const struct {
+        const char *name, *file;
+    } known[] = {{"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"}, {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strcmp(name, known[i].name)) continue;
+        const char *dir = getenv("SJK_MODEL_DIR");
+        const char *home = getenv("HOME");
+        if (dir && *dir) snprintf(path, cap, "%s/%s", dir, known[i].file);
+        else snprintf(path, cap, "%s/.cache/sjkvarn/models/%s", home ? home : ".", known[i].file);
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            fprintf(stderr, "sjkvarn run: model '%s' is not in the cache (%s); fetch it with\n  scripts/fetch-model %s\n",
+                    name, path, name);
+            return 0;
+        }
+        return 1;
+    }
+    snprintf(path, cap, "%s", name);
+    return 1;
+}
+
+static char *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "sjkvarn run: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        size_t r = fread(buf + len, 1, cap - len - 1, f);
+        len += r;
+        if (len + 1 < cap) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        }
+        buf = nb;
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "sjkvarn run: out of memory reading %s\n", path);
+        return NULL;
+    }
+    buf[len] = 0;
+    *n = len;
+    return buf;
+}
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end || !(d >= lo && d <= hi)) {
+        fprintf(stderr, "sjkvarn run: %s needs a number in [%g, %g]%s%s\n", flag, lo, hi, v ? ", got " : "",
+                v ? v : "");
+        return 0;
+    }
+    *out = d;
+    return 1;
+}
+
+static int flag_is(const char *a, const char *s1, const char *s2)
+{
+    return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
+}
+
+int sjk_cmd_run(int argc, char **argv)
+{
+    const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16";
+    double n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
+    int chat = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define IS(s1, s2) flag_is(a, s1, s2)
+        if (IS("-h", "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (IS("--chat", NULL)) {
+            chat = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "sjkvarn run: %s needs a value (or unknown flag)\n", a);
+            usage(stderr);
+            return 2;
+        }
+        int ok = 1;
+        if (IS("-m", "--model")) model = v;
+        else if (IS("-p", "--prompt")) prompt = v;
+        else if (IS("-f", "--file")) file = v;
+        else if (IS("--kv", NULL)) kv = v;
+        else if (IS("-n", "--n-predict")) ok = parse_num(a, v, 0, 1e7, &n_predict);
+        else if (IS("-c", "--ctx-size")) ok = parse_num(a, v, 1, 1 << 24, &n_ctx);
+        else if (IS("-b", "--batch-size")) ok = parse_num(a, v, 1, 65536, &n_batch);
+        else if (IS("-t", "--threads")) ok = parse_num(a, v, 1, 256, &n_threads);
+        else if (IS("--temp", NULL)) ok = parse_num(a, v, 0, 100, &temp);
+        else if (IS("--top-k", NULL)) ok = parse_num(a, v, 0, 1e9, &top_k);
+        else if (IS("--top-p", NULL)) ok = parse_num(a, v, 0, 1, &top_p);
+        else if (IS("--seed", NULL)) ok = parse_num(a, v, 0, 1.8e19, &seed);
+        else {
+            fprintf(stderr, "sjkvarn run: unknown flag %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+#undef IS
+        if (!ok) return 2;
+        i++;
+    }
+    if (!model || (!prompt && !file)) {
+        fprintf(stderr, "sjkvarn run: -m and -p (or -f) are required\n");
+        usage(stderr);
+        return 2;
+    }
+
+    char path[4096], err[1024] = "";
+    if (!resolve_model(model, path, sizeof path)) return 1;
+    char *ptext = NULL;
+    size_t plen = 0;
+    if (file) {
+        if (!(ptext = read_file(file, &plen))) return 1;
+    } else {
+        plen = strlen(prompt);
+        ptext = malloc(plen + 1);
+        if (!ptext) return 1;
+        memcpy(ptext, prompt, plen + 1);
+    }
+
+    int rc = 1;
+    sjkh_model *m = NULL;
+    sjkh_tokenizer *tok = NULL;
+    sjkh_session *s = NULL;
+    sjkh_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    char *rendered = NULL;
+
+    double t_load = now_s();
+    sjk_status st = sjkh_model_load(path, &m, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "sjkvarn run: %s\n", err);
+        goto done;
+    }
+    const sjkh_model_info *in = sjkh_model_get_info(m);
+    if ((st = sjkh_tokenizer_from_gguf(sjkh_model_gguf(m), &tok, err, sizeof err))) {
+        fprintf(stderr, "sjkvarn run: tokenizer: %s\n", err);
+        goto done;
+    }
+    if (chat) {
+        sjkh_chat_message msg = {"user", ptext};
+        size_t need = plen + 4096;
+        rendered = malloc(need + 1);
+        st = rendered ? sjkh_tokenizer_chat_render(tok, &msg, 1, 1, rendered, need + 1, &need) : SJK_ERR_NOMEM;
+        if (st == SJK_ERR_UNSUPPORTED) {
+            fprintf(stderr, "sjkvarn run: this model has no chat template\n");
+            goto done;
+        }
+        if (st == SJK_ERR_BUFFER) {
+            free(rendered);
+            rendered = malloc(need + 1);
+            st = rendered ? sjkh_tokenizer_chat_render(tok, &msg, 1, 1, rendered, need + 1, &need) : SJK_ERR_NOMEM;
+        }
+        if (st) {
+            fprintf(stderr, "sjkvarn run: cannot render the chat template\n");
+            goto done;
+        }
+    }
+    const char *text = rendered ? rendered : ptext;
+    size_t tlen = strlen(text), cap = tlen * 2 + 2, n_ids = 0;
+    ids = malloc(cap * sizeof *ids);
+    if (!ids) goto done;
+    unsigned flags = SJKH_TOKENIZE_ADD_SPECIAL | (chat ? SJKH_TOKENIZE_PARSE_SPECIAL : 0);
+    if ((st = sjkh_tokenizer_encode(tok, text, tlen, flags, ids, cap, &n_ids))) {
+        fprintf(stderr, "sjkvarn run: cannot tokenize the prompt (%s)\n", sjk_status_str(st));
+        goto done;
+    }
+    if (n_ids == 0) {
+        fprintf(stderr, "sjkvarn run: the prompt is empty\n");
+        goto done;
+    }
+
+    sjkh_session_params sp = sjkh_session_params_default();
+    sp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : (in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
+    sp.n_batch = (uint32_t)n_batch;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    sp.n_threads = n_threads > 0 ? (uint32_t)n_threads : (uint32_t)(ncpu > 0 ? ncpu : 1);
+    sp.kv = kv;
+    if (sp.n_ctx > in->n_ctx_train) {
+        fprintf(stderr, "sjkvarn run: context %u exceeds the model's %u\n", sp.n_ctx, in->n_ctx_train);
+        goto done;
+    }
+    if (n_ids > sp.n_ctx) {
+        fprintf(stderr, "sjkvarn run: the prompt has %zu tokens, more than the context of %u (use -c)\n", n_ids,
+                sp.n_ctx);
+        goto done;
+    }
+    if ((st = sjkh_session_create(m, &sp, &s, err, sizeof err))) {
+        fprintf(stderr, "sjkvarn run: %s\n", err);
+        goto done;
+    }
+    sjkh_sampler_params smpp = {(float)temp, (int32_t)top_k, (float)top_p, (uint64_t)seed};
+    if ((st = sjkh_sampler_create(&smpp, in->n_vocab, &smp))) {
+        fprintf(stderr, "sjkvarn run: bad sampling parameters\n");
+        goto done;
+    }
+    logits = malloc((size_t)in->n_vocab * sizeof *logits);
+    if (!logits) goto done;
+    fprintf(stderr, "sjkvarn run: %s (%s, %u layers, %u growing), %.1f MiB weights, loaded in %.2f s\n", path,
+            in->arch_name, in->n_layers, in->n_global_layers, (double)in->weights_nbytes / 1048576.0,
+            now_s() - t_load);
+    fprintf(stderr, "sjkvarn run: context %u, batch %u, threads %u, kv %s, prompt %zu tokens\n", sp.n_ctx, sp.n_batch,
+            sp.n_threads, kv, n_ids);
+
+    fwrite(text, 1, tlen, stdout);
+    fflush(stdout);
+    double t0 = now_s();
+    if ((st = sjkh_session_feed(s, ids, n_ids, logits, 0, err, sizeof err))) {
+        fprintf(stderr, "\nsjkvarn run: %s\n", err);
+        goto done;
+    }
+    double t1 = now_s();
+    size_t n_gen = 0, want = (size_t)n_predict;
+    if (want > sp.n_ctx - n_ids) {
+        fprintf(stderr, "sjkvarn run: generation limited to %zu tokens by the context\n", (size_t)(sp.n_ctx - n_ids));
+        want = sp.n_ctx - n_ids;
+    }
+    int stopped = 0;
+    while (n_gen < want) {
+        int32_t id = sjkh_sampler_sample(smp, logits);
+        n_gen++;
+        if (sjkh_tokenizer_is_eog(tok, id)) {
+            stopped = 1;
+            break;
+        }
+        char piece[512];
+        size_t pn = 0;
+        if (sjkh_tokenizer_token_to_piece(tok, id, 0, piece, sizeof piece, &pn) == SJK_OK) fwrite(piece, 1, pn, stdout);
+        fflush(stdout);
+        if (n_gen == want) break;
+        if ((st = sjkh_session_feed(s, &id, 1, logits, 0, err, sizeof err))) {
+            fprintf(stderr, "\nsjkvarn run: %s\n", err);
+            goto done;
+        }
+    }
+    double t2 = now_s();
+    fputc('\n', stdout);
+    fflush(stdout);
+    sjkh_kv_report r;
+    double dec = n_gen > 1 ? (double)(n_gen - 1) / (t2 - t1) : 0;
+    fprintf(stderr, "sjkvarn run: prefill %zu tokens in %.3f s = %.1f tok/s; decode %zu tokens in %.3f s = %.1f tok/s%s\n",
+            n_ids, t1 - t0, (double)n_ids / (t1 - t0), n_gen, t2 - t1, dec, stopped ? " (end of generation)" : "");
+    if (sjkh_session_kv_report(s, &r) == SJK_OK)
+        fprintf(stderr,
+                "sjkvarn run: KV memory %.2f MiB allocated (growing layers %.2f MiB, windows %.2f MiB), %.2f MiB "
+                "occupied, %.2f bits/value\n",
+                (double)r.total_nbytes / 1048576.0, (double)r.growing_nbytes / 1048576.0,
+                (double)r.window_nbytes / 1048576.0, (double)r.occupied_nbytes / 1048576.0, r.bits_per_value);
+    rc = 0;
+done:
+    free(ids);
+    free(logits);
+    free(rendered);
+    free(ptext);
+    sjkh_sampler_free(smp);
+    sjkh_session_free(s);
+    sjkh_tokenizer_free(tok);
+    sjkh_model_free(m);
+    return rc;
+}

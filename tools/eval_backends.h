@@ -1,0 +1,24 @@
+/* eval_backends.h — the backends `sjkvarn eval` can drive (see sjkeval.h's
+ * sjk_eval_backend): the real host (a GGUF model through libsjkhost, one session per cache
+ * configuration) and a synthetic self-test that needs no model. */
+#ifndef SJK_EVAL_BACKENDS_H
+#define SJK_EVAL_BACKENDS_H
+
+#include "sjkeval.h"
+
+/* Opens model_path with the host and fills *be. n_threads per session. On failure
+ * returns a status and writes one line into err. *state is freed by
+ * sjk_eval_host_close. SJK_ERR_UNSUPPORTED if this build's host has no forward pass. */
+sjk_status sjk_eval_host_open(const char *model_path, unsigned n_threads, sjk_eval_backend *be,
+                              void **state, char *err, size_t err_cap);
+void sjk_eval_host_close(void *state);
+/* One line describing the loaded model ("gemma3, 18 layers (3 global), ..."). */
+const char *sjk_eval_host_describe(void *state);
+
+/* The synthetic backend: a byte tokenizer, logits that are a fixed function of the recent
+ * tokens, and "caches" that add noise of size 2^-bits (bits from the configuration
+ * string). It exercises the whole pipeline (driver, statistics, every output) in
+ * milliseconds; its numbers say nothing about any real cache. */
+void sjk_eval_synthetic_open(sjk_eval_backend *be);
+
+#endif

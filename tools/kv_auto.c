@@ -1,0 +1,185 @@
+/* kv_auto.c — model names and `--kv auto` for the commands (tools/kv_auto.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kv_auto.h"
+#include "sjkplan.h"
+
+const char sjk_kv_auto_usage[] =
+    "      --kv auto          choose the cache tier: the least compression of f16, q8_0/q8_0,\n"
+    "                         q8_0/q4_0, sj:4/4, sj:3/3t, sj:3/2t that fits --mem-budget and is\n"
+    "                         allowed by the quality floor (docs/PLAN.md)\n"
+    "      --mem-budget SIZE  KV memory budget (512M, 8G, 8GiB, bytes)\n"
+    "      --kl-floor X|off   largest measured mean KL a tier may have (default 0.02)\n"
+    "      --quality-floor F  the KL table (default docs/quality-floor.csv)\n";
+
+static const struct {
+    const char *name, *file;
+} g_known[] = {{"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"}, {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
+
+int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, const char *value)
+{
+    const char **slot = NULL;
+    if (!strcmp(flag, "--mem-budget")) slot = &o->budget;
+    else if (!strcmp(flag, "--kl-floor")) slot = &o->kl_floor;
+    else if (!strcmp(flag, "--quality-floor")) slot = &o->floor_path;
+    else return 0;
+    if (!value) {
+        fprintf(stderr, "%s: %s needs a value\n", prog, flag);
+        return -1;
+    }
+    if (slot == &o->budget) {
+        size_t b;
+        if (sjkh_parse_size(value, &b)) {
+            fprintf(stderr, "%s: --mem-budget '%s' is not a size (512M, 8G, 8GiB, bytes)\n", prog, value);
+            return -1;
+        }
+    } else if (slot == &o->kl_floor && strcmp(value, "off")) {
+        char *end;
+        errno = 0;
+        double d = strtod(value, &end);
+        if (errno || end == value || *end || !(d >= 0)) {
+            fprintf(stderr, "%s: --kl-floor '%s' is neither a mean KL >= 0 nor 'off'\n", prog, value);
+            return -1;
+        }
+    }
+    *slot = value;
+    return 1;
+}
+
+static const char *model_dir(char *buf, size_t cap)
+{
+    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
+    if (dir && *dir) snprintf(buf, cap, "%s", dir);
+    else snprintf(buf, cap, "%s/.cache/sjkvarn/models", home && *home ? home : ".");
+    return buf;
+}
+
+int sjk_cli_resolve_model(const char *prog, const char *name, char *path, size_t cap)
+{
+    struct stat sb;
+    for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++) {
+        if (strcmp(name, g_known[i].name)) continue;
+        char dir[4096];
+        if (snprintf(path, cap, "%s/%s", model_dir(dir, sizeof dir), g_known[i].file) >= (int)cap) {
+            fprintf(stderr, "%s: model directory path too long\n", prog);
+            return 0;
+        }
+        if (stat(path, &sb) == 0) return 1;
+        fprintf(stderr, "%s: model '%s' is not in the cache (%s); fetch it with\n  scripts/fetch-model %s\n", prog,
+                name, path, name);
+        return 0;
+    }
+    if (snprintf(path, cap, "%s", name) >= (int)cap || stat(path, &sb) != 0) {
+        fprintf(stderr, "%s: -m %s: no such file, and not a known model name (gemma3-270m, smollm2-135m)\n", prog,
+                name);
+        return 0;
+    }
+    return 1;
+}
+
+void sjk_cli_model_key(const char *name_or_path, char *key, size_t cap)
+{
+    const char *base = strrchr(name_or_path, '/');
+    base = base ? base + 1 : name_or_path;
+    for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++)
+        if (!strcmp(base, g_known[i].name) || !strcmp(base, g_known[i].file)) {
+            snprintf(key, cap, "%s", g_known[i].name);
+            return;
+        }
+    snprintf(key, cap, "%s", base);
+    size_t n = strlen(key);
+    if (n > 5 && !strcmp(key + n - 5, ".gguf")) key[n - 5] = 0;
+}
+
+const char *sjk_cli_floor_path(const sjk_kv_auto_opts *o, char *buf, size_t cap)
+{
+    struct stat sb;
+    if (o && o->floor_path) {
+        snprintf(buf, cap, "%s", o->floor_path);
+        return buf; /* named: reading it reports any error */
+    }
+    const char *env = getenv("SJK_QUALITY_FLOOR");
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
+        return buf;
+    }
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        static const char *const up[] = {"", "/..", "/../.."};
+        for (size_t i = 0; i < 3; i++) {
+            if (snprintf(buf, cap, "%s%s/docs/quality-floor.csv", exe, up[i]) >= (int)cap) continue;
+            if (stat(buf, &sb) == 0) return buf;
+        }
+    }
+    snprintf(buf, cap, "docs/quality-floor.csv");
+    return stat(buf, &sb) == 0 ? buf : NULL;
+}
+
+int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char *model_path, const char *model_name,
+                        uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads, const char *kv, char *out, size_t cap)
+{
+    int is_auto = kv && !strcmp(kv, "auto");
+    if (!is_auto && !o->budget) { /* nothing to decide or check */
+        if (snprintf(out, cap, "%s", kv ? kv : "f16") >= (int)cap) {
+            fprintf(stderr, "%s: --kv '%s' is too long\n", prog, kv);
+            return 0;
+        }
+        return 1;
+    }
+    if (is_auto && !o->budget) {
+        fprintf(stderr, "%s: --kv auto needs --mem-budget SIZE (the KV memory to fit in)\n", prog);
+        return 0;
+    }
+    sjkh_plan_model *m = calloc(1, sizeof *m);
+    sjkh_quality_floor *floor = NULL;
+    int ok = 0;
+    char err[512] = "", fbuf[4096], key[128];
+    if (!m) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 0;
+    }
+    if (sjkh_plan_model_open(model_path, m, err, sizeof err)) {
+        fprintf(stderr, "%s: --kv auto: %s\n", prog, err);
+        goto done;
+    }
+    sjkh_tier_request r = {kv, 0, NULL, NULL, SJK_KV_AUTO_KL_FLOOR};
+    sjkh_parse_size(o->budget, &r.budget_nbytes);
+    if (o->kl_floor) r.max_kl = strcmp(o->kl_floor, "off") ? strtod(o->kl_floor, NULL) : -1.0;
+    sjk_cli_model_key(model_name ? model_name : model_path, key, sizeof key);
+    r.model_key = key;
+    if (is_auto && r.max_kl >= 0) {
+        const char *fp = sjk_cli_floor_path(o, fbuf, sizeof fbuf);
+        if (!fp) {
+            fprintf(stderr, "%s: kv auto: no quality-floor table found (docs/quality-floor.csv); only f16 is "
+                    "allowed under the floor\n", prog);
+        } else if (sjkh_quality_floor_load(fp, &floor, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            goto done;
+        }
+    }
+    sjkh_plan_params p = {n_ctx, n_batch, n_threads, 1};
+    sjkh_tier_choice c;
+    sjk_status st = sjkh_plan_choose_tier(m, &p, &r, &c);
+    if (st) {
+        fprintf(stderr, "%s: %s%s\n", prog, is_auto ? "kv auto: " : "", c.reason);
+        goto done;
+    }
+    fprintf(stderr, "%s: %s", prog, c.reason);
+    if (is_auto && floor) fprintf(stderr, " [quality floor: mean KL <= %g, table %s]", r.max_kl, floor->path);
+    fputc('\n', stderr);
+    if (snprintf(out, cap, "%s", c.kv) >= (int)cap) goto done;
+    ok = 1;
+done:
+    sjkh_quality_floor_free(floor);
+    free(m);
+    return ok;
+}

@@ -1,0 +1,54 @@
+/* kv_auto.h — helpers the model-running commands share (run, eval, plan): model names,
+ * and `--kv auto --mem-budget SIZE` (the automatic cache tier of host/include/sjkplan.h).
+ *
+ * Wiring into a command is two calls:
+ *   in the flag loop:   else if ((r = sjk_kv_auto_flag(&ka, prog, flag, value)) != 0) ...
+ *                       (r > 0: consumed the value; r < 0: bad value, message printed)
+ *   before the session: sjk_kv_auto_resolve(&ka, prog, path, name, ctx, batch, threads,
+ *                                           kv, chosen, sizeof chosen)
+ * resolve passes an explicit --kv through unchanged (checking it against --mem-budget
+ * when one is given) and replaces "auto" with the ladder's choice, logging why on
+ * stderr. */
+#ifndef SJK_KV_AUTO_H
+#define SJK_KV_AUTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct sjk_kv_auto_opts {
+    const char *budget;     /* --mem-budget SIZE (512M, 8G, 8GiB, bytes) */
+    const char *kl_floor;   /* --kl-floor X | off (default SJK_KV_AUTO_KL_FLOOR) */
+    const char *floor_path; /* --quality-floor FILE (default: see sjk_cli_floor_path) */
+} sjk_kv_auto_opts;
+
+/* The default quality floor: the largest measured mean KL (nats) a rung may have. A
+ * policy choice, not a measurement (docs/PLAN.md). */
+#define SJK_KV_AUTO_KL_FLOOR 0.02
+
+/* Usage lines for the three flags (for a command's --help). */
+extern const char sjk_kv_auto_usage[];
+
+/* If flag is --mem-budget, --kl-floor or --quality-floor: stores value and returns 1, or
+ * prints why it is bad and returns -1. Returns 0 for any other flag. */
+int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, const char *value);
+
+/* Model names: "gemma3-270m", "smollm2-135m" resolve to files in
+ * ${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}; anything else is a path. Returns 1 with
+ * path filled, or 0 after printing why (a known name whose file is missing, or a path
+ * that does not exist). */
+int sjk_cli_resolve_model(const char *prog, const char *name, char *path, size_t cap);
+/* The model's key in the quality-floor table: the known name for a known file or name,
+ * else the file's base name without ".gguf". */
+void sjk_cli_model_key(const char *name_or_path, char *key, size_t cap);
+/* The quality-floor table to read: o->floor_path, else $SJK_QUALITY_FLOOR, else
+ * docs/quality-floor.csv beside the executable (., .., ../..), else in the working
+ * directory. Returns path or NULL when none exists. */
+const char *sjk_cli_floor_path(const sjk_kv_auto_opts *o, char *buf, size_t cap);
+
+/* See the top of the file. Returns 1 with the configuration to use in out, or 0 after
+ * printing why (a bad budget, nothing fits: with what would). */
+int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char *model_path,
+                        const char *model_name, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
+                        const char *kv, char *out, size_t cap);
+
+#endif
