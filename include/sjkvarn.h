@@ -117,9 +117,11 @@ typedef struct sjk_format_info {
     uint32_t block_values;   /* values per block */
     uint32_t block_nbytes;   /* bytes per block */
     double bits_per_value;   /* 8 * block_nbytes / block_values */
-    /* Encode n values (a multiple of block_values) into n/block_values blocks. */
+    /* Encode n values (a multiple of block_values) into n/block_values blocks. Unchecked:
+     * the caller guarantees n and the buffer sizes (sjk_format_encode_row checks them).
+     * Thread-safe; never allocates; dst and src must not overlap. */
     void (*encode)(void *dst, const float *src, size_t n);
-    /* Decode n values. */
+    /* Decode n values (unchecked, as encode). */
     void (*decode)(float *dst, const void *src, size_t n);
 } sjk_format_info;
 
@@ -129,8 +131,10 @@ const sjk_format_info *sjk_format_get(sjk_format f);
 sjk_status sjk_format_from_name(const char *name, sjk_format *out);
 /* Bytes for a row of n values; 0 if n is not a multiple of the block size. */
 size_t sjk_format_row_nbytes(sjk_format f, size_t n);
-/* Checked encode/decode of one row. SJK_ERR_PARAM for a bad n, SJK_ERR_BUFFER for a
- * small dst or short src. NaN/Inf inputs are defined per format in docs/FORMAT.md. */
+/* Checked encode/decode of one row. SJK_ERR_PARAM for an unknown format, a bad n or a
+ * NULL buffer (n = 0 is an empty row: SJK_OK, nothing touched), SJK_ERR_BUFFER for a
+ * small dst or short src (nothing written). NaN/Inf inputs are defined per format in
+ * docs/FORMAT.md. Thread-safe, never allocate. */
 sjk_status sjk_format_encode_row(sjk_format f, void *dst, size_t dst_cap,
                                  const float *src, size_t n);
 sjk_status sjk_format_decode_row(sjk_format f, float *dst, size_t n,
@@ -177,7 +181,10 @@ typedef enum sjk_balance_mode {
 
 typedef enum sjk_body {
     SJK_BODY_SCALAR = 0,   /* asymmetric round-to-nearest per row */
-    SJK_BODY_TRELLIS       /* 64-state bitshift trellis, same record size */
+    SJK_BODY_TRELLIS,      /* 64-state bitshift trellis, same record size; sequences run
+                              along the token axis (128 tokens of one channel) */
+    SJK_BODY_TRELLIS_CHANNEL /* the same trellis with sequences along the channel axis (D
+                              channels of one token; the seed's earlier default) */
 } sjk_body;
 
 typedef struct sjk_record_params {

@@ -27,7 +27,11 @@ quantizers follow ggml-quants.c's *_ref functions, including roundf (ties away f
 via np_roundf) for q8_0 - the x86 SIMD quantize_row_q8_0 would round ties to even - and
 the first-max rule (argmax returns the first index). Known differences, both only the sign
 of a zero field: a -0.0 block minimum in q4_1/q5_1, and all-zero q4_0/q5_0 blocks that
-start with -0.0 (see the negative_zeros case).
+start with -0.0 (see the negative_zeros case). f16 NaN is left out: numpy keeps a
+signalling NaN signalling (0x7F800001 -> 0x7C01) where F16C, which ggml uses on x86, and
+libsjkvarn set the quiet bit (-> 0x7E00); ggml's portable software converter returns
+0x7E00 for every NaN. Inputs never contain NaN for the quantized formats (undefined in
+llama.cpp; defined by libsjkvarn, docs/FORMAT.md).
 """
 import sys
 import warnings

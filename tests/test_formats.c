@@ -372,6 +372,30 @@ TEST(test_zero_and_denormal_blocks_decode_to_zero)
     }
 }
 
+/* Decoding reads only table entries its code bits can name: any bytes decode without
+ * reading out of bounds (run under ASan by make asan), and finite scales give finite
+ * values. */
+TEST(test_decode_accepts_any_bytes)
+{
+    uint8_t buf[98 * 4];
+    float y[512];
+    sjk_rng r;
+    sjk_rng_seed(&r, 4242);
+    for (int trial = 0; trial < 200; trial++) {
+        for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)sjk_rng_u64(&r);
+        for (int f = 0; f < SJK_FMT_COUNT; f++) {
+            const sjk_format_info *fi = sjk_format_get((sjk_format)f);
+            const size_t n = fi->block_values == 1 ? 64 : 4 * fi->block_values;
+            CHECK(sjk_format_decode_row((sjk_format)f, y, n, buf, sizeof buf) == SJK_OK);
+        }
+    }
+    /* a q8_0 block with the largest finite scale decodes to finite values */
+    memset(buf, 0x80, 34);
+    sjk_wr_u16le(buf, 0x7BFF);
+    CHECK(sjk_format_decode_row(SJK_FMT_Q8_0, y, 32, buf, 34) == SJK_OK);
+    for (int i = 0; i < 32; i++) CHECK(isfinite(y[i]) && y[i] == -128.0f * 65504.0f);
+}
+
 /* llama.cpp's C reference on signed zeros (where the gguf Python quantizers differ). */
 TEST(test_signed_zero_follows_c_reference)
 {
@@ -411,6 +435,29 @@ TEST(test_rotation_block_follows_llama_cpp)
 }
 
 static void check_encode_f16(const sjk_fmt_kernels *k);
+
+/* The rotation kernel must match the reference bit for bit, both directions, on Gaussian
+ * blocks, blocks with signed zeros and denormals, and huge values. */
+static void check_rht(const sjk_fmt_kernels *k)
+{
+    sjk_rng r;
+    sjk_rng_seed(&r, 17);
+    for (int trial = 0; trial < 60; trial++) {
+        float a[128], b[128];
+        for (int i = 0; i < 128; i++) {
+            const int kind = (trial + i) % 9;
+            a[i] = kind == 0 ? ((i & 1) ? -0.0f : 0.0f)
+                 : kind == 1 ? (float)(sjk_rng_normal(&r) * 1e-41)
+                 : kind == 2 ? (float)(sjk_rng_normal(&r) * 1e30)
+                             : (float)sjk_rng_normal(&r);
+        }
+        memcpy(b, a, sizeof a);
+        const int fwd = trial & 1;
+        sjk_fmt_kernels_ref()->rht128(a, fwd ? sjk_rht_signs1 : sjk_rht_signs2, fwd ? sjk_rht_signs2 : sjk_rht_signs1);
+        k->rht128(b, fwd ? sjk_rht_signs1 : sjk_rht_signs2, fwd ? sjk_rht_signs2 : sjk_rht_signs1);
+        CHECKF(memcmp(a, b, sizeof a) == 0, "%s rht128 trial %d", k->name, trial);
+    }
+}
 
 /* q8_0 / q4_0 encoders on a SIMD path must give the reference's bytes: Gaussian blocks,
  * exact ties (k/2 grids with amax 127 or 8), first-max pairs, all-zero blocks with -0,
@@ -491,6 +538,7 @@ static void check_kernels(const sjk_fmt_kernels *k)
     const sjk_fmt_kernels *ref = sjk_fmt_kernels_ref();
     check_encode_f16(k);
     check_encode_q(k);
+    check_rht(k);
     check_tq_codes(k);
     enum { N = 1024 };
     static float x[N], q[N], a[N], b[N], ya[N], yb[N];
@@ -615,6 +663,7 @@ int main(void)
     RUN(test_tq5_sign_magnitude_mapping);
     RUN(test_nonfinite_inputs_are_defined);
     RUN(test_zero_and_denormal_blocks_decode_to_zero);
+    RUN(test_decode_accepts_any_bytes);
     RUN(test_signed_zero_follows_c_reference);
     RUN(test_rotation_block_follows_llama_cpp);
     RUN(test_kernels_match_reference);

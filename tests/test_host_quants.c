@@ -208,20 +208,10 @@ TEST(test_vec_dot_ref_matches_dequant)
     free(xb);
 }
 
-TEST(test_simd_dots_match_ref)
+static void check_simd_dots(const kpair *pairs, size_t n_pairs, const char *isa)
 {
-    if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
-#if defined(__x86_64__)
-    const kpair pairs[] = {
-        {SJKH_TYPE_F32, sjkh_vec_dot_f32_avx2},   {SJKH_TYPE_F16, sjkh_vec_dot_f16_avx2},
-        {SJKH_TYPE_BF16, sjkh_vec_dot_bf16_avx2}, {SJKH_TYPE_Q4_0, sjkh_vec_dot_q4_0_avx2},
-        {SJKH_TYPE_Q4_1, sjkh_vec_dot_q4_1_avx2}, {SJKH_TYPE_Q5_0, sjkh_vec_dot_q5_0_avx2},
-        {SJKH_TYPE_Q5_1, sjkh_vec_dot_q5_1_avx2}, {SJKH_TYPE_Q8_0, sjkh_vec_dot_q8_0_avx2},
-        {SJKH_TYPE_Q4_K, sjkh_vec_dot_q4_K_avx2}, {SJKH_TYPE_Q5_K, sjkh_vec_dot_q5_K_avx2},
-        {SJKH_TYPE_Q6_K, sjkh_vec_dot_q6_K_avx2},
-    };
     const size_t sizes[] = {256, 768, 2048};
-    for (size_t p = 0; p < SJKH_ARRAY_LEN(pairs); p++) {
+    for (size_t p = 0; p < n_pairs; p++) {
         const sjkh_qtraits *qt = sjkh_qtraits_get(pairs[p].type);
         for (size_t s = 0; s < SJKH_ARRAY_LEN(sizes); s++) {
             size_t n = sizes[s];
@@ -241,8 +231,8 @@ TEST(test_simd_dots_match_ref)
                     xa = xb;
                 }
                 float r = qt->vec_dot_ref(n, w, xa), f = pairs[p].fast(n, w, xa);
-                CHECKF(fabs((double)r - f) <= 1e-5 * mag + 1e-6, "%s n=%zu: ref %.9g avx2 %.9g",
-                       sjkh_type_get(pairs[p].type)->name, n, r, f);
+                CHECKF(fabs((double)r - f) <= 1e-5 * mag + 1e-6, "%s %s n=%zu: ref %.9g simd %.9g",
+                       sjkh_type_get(pairs[p].type)->name, isa, n, r, f);
             }
             free(x);
             free(wf);
@@ -250,6 +240,34 @@ TEST(test_simd_dots_match_ref)
             free(xb);
         }
     }
+}
+
+TEST(test_simd_dots_match_ref)
+{
+    if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
+#if defined(__x86_64__)
+    const kpair avx2[] = {
+        {SJKH_TYPE_F32, sjkh_vec_dot_f32_avx2},   {SJKH_TYPE_F16, sjkh_vec_dot_f16_avx2},
+        {SJKH_TYPE_BF16, sjkh_vec_dot_bf16_avx2}, {SJKH_TYPE_Q4_0, sjkh_vec_dot_q4_0_avx2},
+        {SJKH_TYPE_Q4_1, sjkh_vec_dot_q4_1_avx2}, {SJKH_TYPE_Q5_0, sjkh_vec_dot_q5_0_avx2},
+        {SJKH_TYPE_Q5_1, sjkh_vec_dot_q5_1_avx2}, {SJKH_TYPE_Q8_0, sjkh_vec_dot_q8_0_avx2},
+        {SJKH_TYPE_Q4_K, sjkh_vec_dot_q4_K_avx2}, {SJKH_TYPE_Q5_K, sjkh_vec_dot_q5_K_avx2},
+        {SJKH_TYPE_Q6_K, sjkh_vec_dot_q6_K_avx2},
+    };
+    check_simd_dots(avx2, SJKH_ARRAY_LEN(avx2), "avx2");
+    if (!(sjk_cpu_features() & SJK_CPU_AVX512)) {
+        fprintf(stderr, "  NOTE: no AVX-512 VNNI here: the avx512 kernels were not run\n");
+        return;
+    }
+    const kpair avx512[] = {
+        {SJKH_TYPE_F32, sjkh_vec_dot_f32_avx512},   {SJKH_TYPE_F16, sjkh_vec_dot_f16_avx512},
+        {SJKH_TYPE_BF16, sjkh_vec_dot_bf16_avx512}, {SJKH_TYPE_Q4_0, sjkh_vec_dot_q4_0_avx512},
+        {SJKH_TYPE_Q4_1, sjkh_vec_dot_q4_1_avx512}, {SJKH_TYPE_Q5_0, sjkh_vec_dot_q5_0_avx512},
+        {SJKH_TYPE_Q5_1, sjkh_vec_dot_q5_1_avx512}, {SJKH_TYPE_Q8_0, sjkh_vec_dot_q8_0_avx512},
+        {SJKH_TYPE_Q4_K, sjkh_vec_dot_q4_K_avx512}, {SJKH_TYPE_Q5_K, sjkh_vec_dot_q5_K_avx512},
+        {SJKH_TYPE_Q6_K, sjkh_vec_dot_q6_K_avx512},
+    };
+    check_simd_dots(avx512, SJKH_ARRAY_LEN(avx512), "avx512");
 #endif
 }
 

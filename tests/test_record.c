@@ -341,6 +341,39 @@ TEST(test_record_bad_params_name_the_field)
     CHECK(sjk_record_decode_ref(&p, g_yk, g_yv, g_rec2, n) == SJK_ERR_CORRUPT);
 }
 
+/* Integer-only input (no libm), so the bytes are the same on every platform. */
+static void fill_exact(size_t D, uint64_t seed)
+{
+    static const float cs[8] = {1, 0.5f, 8, 0.25f, 1, 2, 16, 0.125f}, ts[5] = {1, 4, 0.5f, 1, 0.25f};
+    sjk_rng r;
+    sjk_rng_seed(&r, seed);
+    for (size_t t = 0; t < G; t++)
+        for (size_t d = 0; d < D; d++) {
+            float a = (float)((int32_t)(sjk_rng_u64(&r) >> 41) - (1 << 22)) * 0x1p-22f;
+            float b = (float)((int32_t)(sjk_rng_u64(&r) >> 41) - (1 << 22)) * 0x1p-22f;
+            g_k[t * D + d] = a * cs[d % 8] * ts[t % 5] + 0.25f * cs[(d + 3) % 8];
+            g_v[t * D + d] = b * cs[(d * 5) % 8] * ts[(t + 2) % 5];
+        }
+}
+
+TEST(test_record_golden_bytes_format_v1)
+{
+    /* Pins the bytes of record format v1 for every D, bit width and balancing mode. A
+     * change here changes what every cache file holds: bump SJK_RECORD_FORMAT_VERSION and
+     * docs/FORMAT.md, then update the hash (printed on failure). */
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t D = 64; D <= 512; D *= 2)
+        for (int m = 0; m < 3; m++)
+            for (unsigned bk = 2; bk <= 4; bk++) {
+                unsigned bv = bk == 4 ? 2 : bk + 1;
+                sjk_record_params p = params(D, bk, bv, (sjk_balance_mode)m);
+                fill_exact(D, 31 * D + 7 * (uint64_t)m + bk);
+                CHECK(encode(&p, g_rec) == SJK_OK);
+                for (size_t i = 0; i < sjk_record_nbytes(&p); i++) h = (h ^ g_rec[i]) * 1099511628211ull;
+            }
+    CHECKF(h == 0x0ull, "record bytes hash %016llx", (unsigned long long)h);
+}
+
 TEST(test_record_scratch_alignment_does_not_matter)
 {
     sjk_record_params p = params(256, 4, 3, SJK_BALANCE_SJ);
@@ -367,5 +400,6 @@ int main(void)
     RUN(test_record_constant_and_zero_tiles_decode_exactly);
     RUN(test_record_bad_params_name_the_field);
     RUN(test_record_scratch_alignment_does_not_matter);
+    RUN(test_record_golden_bytes_format_v1);
     return test_summary();
 }

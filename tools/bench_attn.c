@@ -6,13 +6,13 @@
  * (channel offsets and outliers, per-token swings) in increasing steps up to each
  * context, so the regions (sink, sealed body, ring with its natural tail) are what a run
  * of that length leaves. At each context:
- *   - decode: one query row per head, timed over repeated calls (the best of 5 batches of
- *     at least 50 ms: the machine this runs on is shared, and the least disturbed batch
- *     is the best estimate of the kernel's own speed);
+ *   - decode: one query row per head, timed over ~0.3 s of repeated calls: on one thread
+ *     the process CPU time per call, on more the shortest call (see time_attend: the
+ *     machines this runs on are shared, and both measures exclude other processes);
  *     us_per_token is per call, i.e. per generated token and layer;
  *   - bytes/s: the cache's occupied K/V bytes (sjk_cache_memory_report) read per call,
  *     divided by the time; bandwidth_fraction relates it to a single-thread memcpy of a
- *     256 MiB buffer measured in the same run (bytes copied per second);
+ *     256 MiB buffer measured in the same run (bytes copied per CPU second);
  *   - speedup_vs_f16: f16's time at the same geometry, context and threads over this one;
  *   - prefill (contexts <= 32K): 128 query rows, causal, as tokens per second.
  * Caches are warm (the loop re-reads the same layer); at 128K every configuration
@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "attention/attn_kernels.h"
 #include "common/rng.h"
 #include "sjkvarn.h"
 
@@ -36,6 +37,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double cpu_s(void);
+
 static double memcpy_bandwidth(void)
 {
     const size_t n = (size_t)256 << 20;
@@ -45,9 +48,9 @@ static double memcpy_bandwidth(void)
     memset(b, 2, n);
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
-        double t0 = now_s();
+        double t0 = cpu_s();
         memcpy(i % 2 ? a : b, i % 2 ? b : a, n);
-        double t = now_s() - t0;
+        double t = cpu_s() - t0;
         if (t < best) best = t;
     }
     volatile char sink = a[n / 2] + b[n / 3];
@@ -60,29 +63,33 @@ static double memcpy_bandwidth(void)
 typedef struct geom { const char *name; uint32_t hq, hkv, D; } geom;
 typedef struct result { double us, bytes, prefill_tps; } result;
 
-static int cmp_d(const void *a, const void *b)
+static double cpu_s(void)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Time of one attend call (seconds): best of 5 batches. */
-static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D)
+/* Time of one attend call (seconds). One thread: the process CPU time per call (the
+ * workers sleep, so this is the caller's compute, and it does not count the time other
+ * processes on a shared machine take from us). Several threads: the shortest wall time of
+ * the calls (the least disturbed one). About 0.3 s of calls, at least 3. */
+static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D, int threads)
 {
     static float out[128 * 16 * 512];
-    double batch[5];
-    double t0 = now_s();
-    sjk_cache_attend(c, 0, 0, q, rows, 1.0f / sqrtf((float)D), out);
-    double one = now_s() - t0;
-    int reps = one > 0.05 ? 1 : (int)(0.05 / (one + 1e-9)) + 1;
-    for (int b = 0; b < 5; b++) {
-        t0 = now_s();
-        for (int r = 0; r < reps; r++) sjk_cache_attend(c, 0, 0, q, rows, 1.0f / sqrtf((float)D), out);
-        batch[b] = (now_s() - t0) / reps;
-        if (rows > 1 && b == 0) { for (int k = 1; k < 5; k++) batch[k] = batch[0]; break; }
+    const float scale = 1.0f / sqrtf((float)D);
+    sjk_cache_attend(c, 0, 0, q, rows, scale, out); /* warm */
+    double best = 1e30, cpu0 = cpu_s(), t_end = now_s() + 0.3;
+    int calls = 0;
+    while (calls < 3 || now_s() < t_end) {
+        double t0 = now_s();
+        sjk_cache_attend(c, 0, 0, q, rows, scale, out);
+        double t = now_s() - t0;
+        if (t < best) best = t;
+        calls++;
     }
-    qsort(batch, 5, sizeof batch[0], cmp_d);
-    return batch[0];
+    double cpu = (cpu_s() - cpu0) / calls;
+    return threads == 1 ? cpu : best;
 }
 
 int sjk_bench_attn(int argc, char **argv)
@@ -104,9 +111,10 @@ int sjk_bench_attn(int argc, char **argv)
     const uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
     const int n_ctx = quick ? 2 : NCTX;
     const double bw = memcpy_bandwidth();
-    const char *kernels = (sjk_cpu_features() & SJK_CPU_AVX2) ? "avx2" : "ref";
+    const char *kernels = sjk_attn_kernels_get()->name;
     if (json) printf("[\n");
-    else printf("# sjkvarn bench attn: memcpy %.2f GB/s (one thread), kernels %s\n", bw / 1e9, kernels);
+    else printf("# sjkvarn bench attn: memcpy %.2f GB/s (one thread), kernels %s; 1 thread: CPU time per call,\n"
+                "# 2 threads: shortest wall time per call\n", bw / 1e9, kernels);
     int first = 1;
     for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
         const geom *g = &geoms[gi];
@@ -158,10 +166,10 @@ int sjk_bench_attn(int argc, char **argv)
                 for (int th = 0; th < NTH; th++) {
                     sjk_cache_set_threads(c, (uint32_t)th + 1);
                     result *R = &res[ci][xi][th];
-                    R->us = time_attend(c, q, 1, g->D) * 1e6;
+                    R->us = time_attend(c, q, 1, g->D, th + 1) * 1e6;
                     R->bytes = (double)m.occupied_nbytes;
                     R->prefill_tps = 0;
-                    if (ctxs[xi] <= 32768) R->prefill_tps = 128.0 / time_attend(c, q, 128, g->D);
+                    if (ctxs[xi] <= 32768) R->prefill_tps = 128.0 / time_attend(c, q, 128, g->D, th + 1);
                 }
             }
             free(kv); free(q); free(off);

@@ -161,11 +161,12 @@ static void speed(int reps)
         free(u); free(codes); free(scr);
     }
     static const unsigned combos[][2] = {{4, 4}, {3, 3}, {3, 2}, {2, 2}};
-    printf("\n3. one record, D = 256, one core (search path: %s; best of %d)\n", sjk_trellis_path(), reps);
-    printf("   bits  body      seal ms   decode us   decode vs scalar\n");
+    printf("\n3. one record, D = 256, outlier generator, one core (search path: %s; best of %d;\n"
+           "   CPU time of this thread)\n", sjk_trellis_path(), reps);
+    printf("   bits  body            SNR dB   seal ms   decode us   decode vs scalar\n");
     for (size_t c = 0; c < 4; c++) {
         double dec_scalar = 0;
-        for (int body = 0; body < 2; body++) {
+        for (int body = 0; body < 3; body++) {
             sjk_record_params p = sjk_record_params_default();
             p.bits_k = (uint8_t)combos[c][0];
             p.bits_v = (uint8_t)combos[c][1];
@@ -186,8 +187,10 @@ static void speed(int reps)
             }
             double seal = best_of(ts, reps) * 1e3, dec = best_of(td, reps * 4) * 1e6;
             if (!body) dec_scalar = dec;
-            printf("   %u/%u%s  %-8s %8.3f   %9.2f   %8.2fx\n", combos[c][0], combos[c][1], body ? "t" : " ",
-                   body ? "trellis" : "scalar", seal, dec, dec / dec_scalar);
+            double snr = 0.5 * (sjk_snr_db(k, dk, n) + sjk_snr_db(v, dv, n));
+            static const char *names[] = {"scalar", "trellis", "trellis-chan"};
+            printf("   %u/%u%s  %-13s %8.2f  %8.3f   %9.2f   %8.2fx\n", combos[c][0], combos[c][1],
+                   body ? "t" : " ", names[body], snr, seal, dec, dec / dec_scalar);
             free(rec); free(scratch); free(ts); free(td);
         }
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kv_auto.h"
 #include "eval_backends.h"
 #include "sjkeval.h"
 
@@ -71,6 +72,7 @@ typedef struct eval_args {
     size_t n_texts;
     long n_gen, n_ctx, threads, boot, seed;
     int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
+    sjk_kv_auto_opts ka;                   /* --kv auto: --mem-budget, --kl-floor, ... */
 } eval_args;
 
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
@@ -111,7 +113,8 @@ static int parse_args(int argc, char **argv, eval_args *a)
             if (strlen(v) >= sizeof a->kv_buf) { fprintf(stderr, "sjkvarn eval: --kv too long\n"); return 0; }
             memcpy(a->kv_buf, v, strlen(v) + 1);
             a->n_kv = 0;
-            for (char *t = strtok(a->kv_buf, ","); t; t = strtok(NULL, ",")) {
+            char *save = NULL;
+            for (char *t = strtok_r(a->kv_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 if (a->n_kv == MAX_CFGS) { fprintf(stderr, "sjkvarn eval: at most %d configurations\n", MAX_CFGS); return 0; }
                 a->kv[a->n_kv++] = t;
             }
@@ -135,6 +138,10 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--synthetic")) a->synthetic = 1;
         else if (!strcmp(o, "--progress")) a->progress = 1;
         else if (!strcmp(o, "--no-progress")) a->progress = 0;
+        else if (!strcmp(o, "--mem-budget") || !strcmp(o, "--kl-floor") || !strcmp(o, "--quality-floor")) {
+            NEED();
+            if (sjk_kv_auto_flag(&a->ka, "sjkvarn eval", o, v) < 0) return 0;
+        }
         else { fprintf(stderr, "sjkvarn eval: unknown option '%s' (see --help)\n", o); return 0; }
 #undef NEED
     }
@@ -154,7 +161,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     for (size_t i = 0; i < a->n_kv; i++) {
         sjk_layer_config lc;
         char err[256];
-        if (sjk_cache_config_parse(a->kv[i], 1, &lc, err, sizeof err) != SJK_OK) {
+        if (strcmp(a->kv[i], "auto") && sjk_cache_config_parse(a->kv[i], 1, &lc, err, sizeof err) != SJK_OK) {
             fprintf(stderr, "sjkvarn eval: --kv: %s\n", err);
             return 0;
         }
@@ -280,7 +287,8 @@ static int load_docs(const eval_args *a, doc *docs, size_t *nd)
         } else {
             char buf[4096];
             snprintf(buf, sizeof buf, "%s", set);
-            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+            char *save = NULL;
+            for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
                 if (!corpus_doc(docs, nd, dir, t, 0)) return 0;
         }
     }
@@ -373,6 +381,7 @@ static int write_outputs(const eval_args *a, const sjk_eval_study *st)
 static void free_docs(doc *docs, size_t nd)
 {
     for (size_t i = 0; i < nd; i++) { free(docs[i].text); free(docs[i].prompt); }
+    free(docs);
 }
 
 static const char *be_error(const sjk_eval_backend *be)
@@ -385,6 +394,7 @@ int sjk_cmd_eval(int argc, char **argv)
 {
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_text, stdout);
+        fputs(sjk_kv_auto_usage, stdout);
         return 0;
     }
     eval_args a;
@@ -394,8 +404,23 @@ int sjk_cmd_eval(int argc, char **argv)
     }
     char model_path[4096] = "";
     if (!a.synthetic && !resolve_model(a.model, model_path, sizeof model_path)) return 2;
-    static doc docs[MAX_DOCS];
+    static char kv_auto[64]; /* --kv auto: the tier chosen for --ctx under --mem-budget */
+    for (size_t i = 0; i < a.n_kv; i++) {
+        if (strcmp(a.kv[i], "auto")) continue;
+        if (a.synthetic) { fprintf(stderr, "sjkvarn eval: --kv auto needs a model\n"); return 2; }
+        if (!sjk_kv_auto_resolve(&a.ka, "sjkvarn eval", model_path, a.model, (uint32_t)a.n_ctx, 512,
+                                 (uint32_t)a.threads, "auto", kv_auto, sizeof kv_auto))
+            return 2;
+        a.kv[i] = kv_auto;
+        for (size_t j = 0; j < a.n_kv; j++)
+            if (j != i && !strcmp(a.kv[j], kv_auto)) {
+                fprintf(stderr, "sjkvarn eval: --kv auto chose %s, which is already a candidate\n", kv_auto);
+                return 2;
+            }
+    }
+    doc *docs = calloc(MAX_DOCS, sizeof *docs);
     size_t nd = 0;
+    if (!docs) { fprintf(stderr, "sjkvarn eval: out of memory\n"); return 1; }
     if (!load_docs(&a, docs, &nd)) { free_docs(docs, nd); return 2; }
 
     sjk_eval_backend be;

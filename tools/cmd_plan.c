@@ -193,7 +193,7 @@ int sjk_cmd_plan(int argc, char **argv)
         one.n_sessions = 1;
         r->st = sjkh_plan_estimate(m, r->kv, &one, &r->s, r->err, sizeof r->err);
         if (r->st == SJK_ERR_PARAM) {
-            fprintf(stderr, PROG ": %s\n", r->err);
+            fprintf(stderr, "sjkvarn %s\n", r->err); /* r->err starts with "plan: " */
             goto done;
         }
         if (r->st) continue;

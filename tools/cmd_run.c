@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kv_auto.h"
 #include "sjkhost.h"
 
 static void usage(FILE *f)
@@ -34,6 +35,7 @@ static void usage(FILE *f)
             "      --chat         wrap the prompt in the model's chat template as a user turn\n"
             "\n"
             "Prompt and generated text go to stdout; speeds and KV memory to stderr.\n");
+    fputs(sjk_kv_auto_usage, f);
 }
 
 static double now_s(void)
@@ -122,7 +124,8 @@ int sjk_cmd_run(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16";
     double n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
-    int chat = 0;
+    int chat = 0, ka_r;
+    sjk_kv_auto_opts ka = {NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define IS(s1, s2) flag_is(a, s1, s2)
@@ -143,6 +146,7 @@ int sjk_cmd_run(int argc, char **argv)
         else if (IS("-p", "--prompt")) prompt = v;
         else if (IS("-f", "--file")) file = v;
         else if (IS("--kv", NULL)) kv = v;
+        else if ((ka_r = sjk_kv_auto_flag(&ka, "sjkvarn run", a, v)) != 0) ok = ka_r > 0;
         else if (IS("-n", "--n-predict")) ok = parse_num(a, v, 0, 1e7, &n_predict);
         else if (IS("-c", "--ctx-size")) ok = parse_num(a, v, 1, 1 << 24, &n_ctx);
         else if (IS("-b", "--batch-size")) ok = parse_num(a, v, 1, 65536, &n_batch);
@@ -237,7 +241,11 @@ int sjk_cmd_run(int argc, char **argv)
     sp.n_batch = (uint32_t)n_batch;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     sp.n_threads = n_threads > 0 ? (uint32_t)n_threads : (uint32_t)(ncpu > 0 ? ncpu : 1);
-    sp.kv = kv;
+    char kv_chosen[64];
+    if (!sjk_kv_auto_resolve(&ka, "sjkvarn run", path, model, sp.n_ctx, sp.n_batch, sp.n_threads, kv, kv_chosen,
+                             sizeof kv_chosen))
+        goto done;
+    sp.kv = kv = kv_chosen;
     if (sp.n_ctx > in->n_ctx_train) {
         fprintf(stderr, "sjkvarn run: context %u exceeds the model's %u\n", sp.n_ctx, in->n_ctx_train);
         goto done;

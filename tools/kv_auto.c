@@ -117,7 +117,11 @@ const char *sjk_cli_floor_path(const sjk_kv_auto_opts *o, char *buf, size_t cap)
         static const char *const up[] = {"", "/..", "/../.."};
         for (size_t i = 0; i < 3; i++) {
             if (snprintf(buf, cap, "%s%s/docs/quality-floor.csv", exe, up[i]) >= (int)cap) continue;
-            if (stat(buf, &sb) == 0) return buf;
+            if (stat(buf, &sb) == 0) {
+                char real[4096];
+                if (realpath(buf, real) && strlen(real) < cap) strcpy(buf, real);
+                return buf;
+            }
         }
     }
     snprintf(buf, cap, "docs/quality-floor.csv");
@@ -166,6 +170,7 @@ int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char 
             goto done;
         }
     }
+    r.floor = floor;
     sjkh_plan_params p = {n_ctx, n_batch, n_threads, 1};
     sjkh_tier_choice c;
     sjk_status st = sjkh_plan_choose_tier(m, &p, &r, &c);

@@ -113,8 +113,10 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
     }
     if (st->n_pairs) {
         fprintf(f, "\npaired ratio of mean KL (a ÷ b; < 1: a is closer to f16), bootstrap 95%% CI\n");
-        fprintf(f, "%-*s %10s %21s %21s %9s %13s\n", (int)(2 * w + 3), "a ÷ b", "ratio",
-                "CI positions", "CI documents", "docs won", "positions won");
+        fprintf(f, "%-*s %10s %21s %21s %9s %13s\n", (int)(2 * w + 4), "a ÷ b", "ratio",
+                "CI positions", "CI documents", "a won", "a won");
+        fprintf(f, "%-*s %10s %21s %21s %9s %13s\n", (int)(2 * w + 3), "", "", "", "",
+                "documents", "positions");
         for (size_t a = 0; a < st->n_configs; a++)
             for (size_t b = a + 1; b < st->n_configs; b++) {
                 const sjk_eval_pair *p = &st->pairs[eval_pair_index(st->n_configs, a, b)];

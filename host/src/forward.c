@@ -110,14 +110,23 @@ typedef struct mm_job {
     sjkh_vec_dot_fn dot;
 } mm_job;
 
+/* Rows [r0, r1) of the output for every token, in 16 x 16 tiles so that the weight rows
+ * and activation rows of a tile stay in L1 while they are combined. */
+#define MM_TILE 16
 static void mm_task(void *ctx, size_t task, int thread)
 {
     const mm_job *j = ctx;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
-    for (size_t r = r0; r < r1; r++) {
-        const uint8_t *w = j->w + r * j->w_row_nbytes;
-        for (size_t t = 0; t < j->n_tok; t++)
-            j->y[t * j->n_out + r] = j->dot(j->n_in, w, j->xa + t * j->xa_row_nbytes);
+    for (size_t rt = r0; rt < r1; rt += MM_TILE) {
+        size_t re = SJKH_MIN(r1, rt + MM_TILE);
+        for (size_t tt = 0; tt < j->n_tok; tt += MM_TILE) {
+            size_t te = SJKH_MIN(j->n_tok, tt + MM_TILE);
+            for (size_t r = rt; r < re; r++) {
+                const uint8_t *w = j->w + r * j->w_row_nbytes;
+                for (size_t t = tt; t < te; t++)
+                    j->y[t * j->n_out + r] = j->dot(j->n_in, w, j->xa + t * j->xa_row_nbytes);
+            }
+        }
     }
 }
 

@@ -22,6 +22,8 @@
 #include "kv.h"
 #include "ops.h"
 
+#define SPLIT_MAX 64 /* most position ranges one decode attention is split into */
+
 typedef struct host_layer {
     uint32_t cap;     /* ring slots */
     uint32_t window;  /* 0 = full attention */
@@ -35,7 +37,12 @@ struct sjkh_kv {
     int32_t *cache_layer; /* [n_layers] index in `cache`, -1 = host layer */
     sjk_cache *cache;
     uint32_t n_cache_layers;
-    float *scratch;       /* [n_threads][max visible] scores */
+    float *scratch;       /* [n_threads][max visible][G] scores */
+    float *qr;            /* [max_rows][n_q][hd] queries rounded to f16 */
+    float *dsc;           /* decode split: [max visible][n_q] scores */
+    float *smax;          /* [SPLIT_MAX][n_q] */
+    double *ssum;         /* [SPLIT_MAX][n_q] */
+    float *po;            /* [SPLIT_MAX][n_q][hd] partial outputs */
     uint32_t scratch_stride;
     uint32_t n_scratch;
     size_t host_full_nbytes, host_window_nbytes;
@@ -54,6 +61,11 @@ void sjkh_kv_free(sjkh_kv *kv)
     free(kv->len);
     free(kv->cache_layer);
     free(kv->scratch);
+    free(kv->qr);
+    free(kv->dsc);
+    free(kv->smax);
+    free(kv->ssum);
+    free(kv->po);
     free(kv);
 }
 
@@ -110,10 +122,21 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         uint32_t vis = h->window ? SJKH_MIN(h->cap, h->window + p->max_rows) : p->n_ctx;
         if (vis > max_visible) max_visible = vis;
     }
-    kv->scratch_stride = max_visible;
+    size_t G = p->n_q_heads / p->n_kv_heads, nq = p->n_q_heads;
+    if (G > 16 || nq > 64 || p->head_dim > 1024) {
+        sjkh_kv_free(kv);
+        return sjkh_fail(SJK_ERR_UNSUPPORTED, err, err_cap, "kv: %u query heads per KV head (at most 16), %u in all",
+                         (unsigned)G, p->n_q_heads);
+    }
+    kv->scratch_stride = (uint32_t)(max_visible * G);
     kv->n_scratch = p->n_threads ? p->n_threads : 1;
-    kv->scratch = malloc((size_t)kv->n_scratch * max_visible * sizeof(float));
-    if (!kv->scratch) goto nomem;
+    kv->scratch = malloc((size_t)kv->n_scratch * max_visible * G * sizeof(float));
+    kv->qr = malloc((size_t)p->max_rows * nq * p->head_dim * sizeof(float));
+    kv->dsc = malloc((size_t)max_visible * nq * sizeof(float));
+    kv->smax = malloc(SPLIT_MAX * nq * sizeof(float));
+    kv->ssum = malloc(SPLIT_MAX * nq * sizeof(double));
+    kv->po = malloc(SPLIT_MAX * nq * p->head_dim * sizeof(float));
+    if (!kv->scratch || !kv->qr || !kv->dsc || !kv->smax || !kv->ssum || !kv->po) goto nomem;
 
     if (kv->n_cache_layers) {
         sjk_cache_params cp = sjk_cache_params_default();
@@ -180,52 +203,120 @@ sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const flo
     return SJK_OK;
 }
 
+/* f16 rounding, as llama.cpp applies to the query (for q.k with f16 K) and to the
+ * softmax weights (for the product with f16 V) */
+static inline float r16(float x) { return sjkh_f16_to_f32(sjkh_f32_to_f16(x)); }
+
 typedef struct attend_job {
     sjkh_kv *kv;
     const host_layer *h;
-    const float *q;
     float *out;
     size_t n_rows;
     uint32_t N;
     float scale;
+    /* decode split: positions [lo, lo + n_vis) in n_split ranges of split_len */
+    uint32_t lo, n_vis, n_split, split_len;
+    double *inv;     /* [n_q] 1 / sum over all splits */
+    float *gmax;     /* [n_q] max over all splits */
 } attend_job;
 
+/* One (query row, KV head): the G query heads of the group read each K and V row once. */
 static void attend_task(void *ctx, size_t task, int thread)
 {
     const attend_job *j = ctx;
-    const sjkh_kv_params *p = &j->kv->p;
+    sjkh_kv *kv = j->kv;
+    const sjkh_kv_params *p = &kv->p;
     const sjkh_ops *ops = sjkh_ops_get();
-    size_t hd = p->head_dim, nq = p->n_q_heads, row = (size_t)p->n_kv_heads * hd;
-    size_t i = task / nq, hq = task % nq, hk = hq / (nq / p->n_kv_heads);
+    size_t hd = p->head_dim, nq = p->n_q_heads, G = nq / p->n_kv_heads, row = (size_t)p->n_kv_heads * hd;
+    size_t i = task / p->n_kv_heads, g = task % p->n_kv_heads;
     uint32_t pos = j->N - (uint32_t)j->n_rows + (uint32_t)i;
     uint32_t lo = (j->h->window && pos + 1 > j->h->window) ? pos + 1 - j->h->window : 0;
-    const float *q = j->q + (i * nq + hq) * hd;
-    float *o = j->out + (i * nq + hq) * hd;
-    float *sc = j->kv->scratch + (size_t)thread * j->kv->scratch_stride;
-    /* as llama.cpp does with an f16 K cache: the query is rounded to f16 for q.k */
-    float qr[1024]; /* hd <= 1024 (checked at model load) */
-    for (size_t d = 0; d < hd; d++) qr[d] = sjkh_f16_to_f32(sjkh_f32_to_f16(q[d]));
-    q = qr;
     uint32_t cap = j->h->cap, n_vis = pos - lo + 1;
-    float mx = -INFINITY;
+    const float *q = kv->qr + (i * nq + g * G) * hd; /* [G][hd] */
+    float *o = j->out + (i * nq + g * G) * hd;      /* [G][hd] */
+    float *sc = kv->scratch + (size_t)thread * kv->scratch_stride; /* [n_vis][G] */
+    float mx[16], w[16];
+    double sum[16];
+    for (size_t h = 0; h < G; h++) {
+        mx[h] = -INFINITY;
+        sum[h] = 0;
+    }
     for (uint32_t t = 0; t < n_vis; t++) {
         size_t slot = (lo + t) % cap;
-        float s = j->scale * ops->dot_f16(j->h->k + slot * row + hk * hd, q, hd);
-        sc[t] = s;
-        if (s > mx) mx = s;
+        float *st = sc + (size_t)t * G;
+        ops->dot_f16_multi(j->h->k + slot * row + g * hd, q, hd, G, hd, st);
+        for (size_t h = 0; h < G; h++) {
+            st[h] *= j->scale;
+            if (st[h] > mx[h]) mx[h] = st[h];
+        }
     }
-    double sum = 0;
-    for (uint32_t t = 0; t < n_vis; t++) {
-        sc[t] = expf(sc[t] - mx);
-        sum += sc[t];
-    }
-    float inv = (float)(1.0 / sum);
-    memset(o, 0, hd * sizeof *o);
+    for (uint32_t t = 0; t < n_vis; t++)
+        for (size_t h = 0; h < G; h++) {
+            float e = expf(sc[(size_t)t * G + h] - mx[h]);
+            sc[(size_t)t * G + h] = e;
+            sum[h] += e;
+        }
+    float inv[16];
+    for (size_t h = 0; h < G; h++) inv[h] = (float)(1.0 / sum[h]);
+    memset(o, 0, G * hd * sizeof *o);
     for (uint32_t t = 0; t < n_vis; t++) {
         size_t slot = (lo + t) % cap;
-        /* ... and the softmax weights are rounded to f16 for the product with f16 V */
-        float w = sjkh_f16_to_f32(sjkh_f32_to_f16(sc[t] * inv));
-        ops->axpy_f16(w, j->h->v + slot * row + hk * hd, o, hd);
+        for (size_t h = 0; h < G; h++) w[h] = r16(sc[(size_t)t * G + h] * inv[h]);
+        ops->axpy_f16_multi(w, j->h->v + slot * row + g * hd, o, hd, G, hd);
+    }
+}
+
+/* Decode over many positions, split so every thread helps (flash-decoding):
+ *   phase 0  scores of split s into dsc[t][nq], split maxima into smax[s][nq]
+ *   phase 1  exp(score - global max) in place, split sums into ssum[s][nq]
+ *   phase 2  partial outputs po[s][nq][hd] with the f16-rounded normalized weights
+ * then the caller adds the partial outputs in split order. The split length depends on
+ * the number of positions only, so results do not depend on the thread count. */
+typedef struct split_job {
+    attend_job *a;
+    int phase;
+} split_job;
+
+static void split_task(void *ctx, size_t task, int thread)
+{
+    const split_job *sj = ctx;
+    const attend_job *j = sj->a;
+    sjkh_kv *kv = j->kv;
+    const sjkh_kv_params *p = &kv->p;
+    const sjkh_ops *ops = sjkh_ops_get();
+    size_t hd = p->head_dim, nq = p->n_q_heads, G = nq / p->n_kv_heads, row = (size_t)p->n_kv_heads * hd;
+    size_t s = task / p->n_kv_heads, g = task % p->n_kv_heads;
+    uint32_t t0 = (uint32_t)s * j->split_len, t1 = SJKH_MIN(j->n_vis, t0 + j->split_len), cap = j->h->cap;
+    float *dsc = kv->dsc; /* [n_vis][nq] */
+    if (sj->phase == 0) {
+        float *mx = kv->smax + s * nq + g * G;
+        for (size_t h = 0; h < G; h++) mx[h] = -INFINITY;
+        for (uint32_t t = t0; t < t1; t++) {
+            size_t slot = (j->lo + t) % cap;
+            float *st = dsc + (size_t)t * nq + g * G;
+            ops->dot_f16_multi(j->h->k + slot * row + g * hd, kv->qr + g * G * hd, hd, G, hd, st);
+            for (size_t h = 0; h < G; h++) {
+                st[h] *= j->scale;
+                if (st[h] > mx[h]) mx[h] = st[h];
+            }
+        }
+    } else if (sj->phase == 1) {
+        double *sum = kv->ssum + s * nq + g * G;
+        for (size_t h = 0; h < G; h++) sum[h] = 0;
+        for (uint32_t t = t0; t < t1; t++)
+            for (size_t h = 0; h < G; h++) {
+                float *e = dsc + (size_t)t * nq + g * G + h;
+                *e = expf(*e - j->gmax[g * G + h]);
+                sum[h] += *e;
+            }
+    } else {
+        float *po = kv->po + (s * nq + g * G) * hd, w[16];
+        memset(po, 0, G * hd * sizeof *po);
+        for (uint32_t t = t0; t < t1; t++) {
+            size_t slot = (j->lo + t) % cap;
+            for (size_t h = 0; h < G; h++) w[h] = r16((float)(dsc[(size_t)t * nq + g * G + h] * j->inv[g * G + h]));
+            ops->axpy_f16_multi(w, j->h->v + slot * row + g * hd, po, hd, G, hd);
+        }
     }
 }
 
@@ -237,8 +328,41 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
     if (kv->cache_layer[layer] >= 0)
         return sjk_cache_attend(kv->cache, 0, (uint32_t)kv->cache_layer[layer], q, n_rows, scale, out);
     if (sjkh_pool_n_threads(pool) > (int)kv->n_scratch) return SJK_ERR_PARAM;
-    attend_job j = {kv, &kv->host[layer], q, out, n_rows, kv->len[layer], scale};
-    sjkh_pool_run(pool, attend_task, &j, n_rows * kv->p.n_q_heads);
+    size_t nq = kv->p.n_q_heads, hd = kv->p.head_dim, nkv = kv->p.n_kv_heads;
+    for (size_t e = 0; e < n_rows * nq * hd; e++) kv->qr[e] = r16(q[e]);
+    const host_layer *h = &kv->host[layer];
+    attend_job j = {kv, h, out, n_rows, kv->len[layer], scale, 0, 0, 0, 0, NULL, NULL};
+    uint32_t pos = j.N - 1;
+    j.lo = (h->window && pos + 1 > h->window) ? pos + 1 - h->window : 0;
+    j.n_vis = pos - j.lo + 1;
+    j.split_len = SJKH_MAX(256u, (j.n_vis + SPLIT_MAX - 1) / SPLIT_MAX);
+    j.n_split = (j.n_vis + j.split_len - 1) / j.split_len;
+    if (n_rows > 1 || j.n_split < 2 || sjkh_pool_n_threads(pool) < 2) {
+        sjkh_pool_run(pool, attend_task, &j, n_rows * nkv);
+        return SJK_OK;
+    }
+    float gmax[64];
+    double inv[64];
+    j.gmax = gmax;
+    j.inv = inv;
+    split_job sj = {&j, 0};
+    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    for (size_t hq = 0; hq < nq; hq++) {
+        gmax[hq] = -INFINITY;
+        for (uint32_t s = 0; s < j.n_split; s++) gmax[hq] = SJKH_MAX(gmax[hq], kv->smax[s * nq + hq]);
+    }
+    sj.phase = 1;
+    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    for (size_t hq = 0; hq < nq; hq++) {
+        double sum = 0;
+        for (uint32_t s = 0; s < j.n_split; s++) sum += kv->ssum[s * nq + hq];
+        inv[hq] = 1.0 / sum;
+    }
+    sj.phase = 2;
+    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    memcpy(out, kv->po, nq * hd * sizeof *out);
+    for (uint32_t s = 1; s < j.n_split; s++)
+        for (size_t e = 0; e < nq * hd; e++) out[e] += kv->po[s * nq * hd + e];
     return SJK_OK;
 }
 

@@ -22,14 +22,27 @@ void sjkh_to_f16_ref(const float *src, uint16_t *dst, size_t n)
     for (size_t i = 0; i < n; i++) dst[i] = sjkh_f32_to_f16(src[i]);
 }
 
+void sjkh_dot_f16_multi_ref(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out)
+{
+    for (size_t h = 0; h < nq; h++) out[h] = sjkh_dot_f16_ref(k, q + h * q_stride, n);
+}
+
+void sjkh_axpy_f16_multi_ref(const float *w, const uint16_t *v, float *o, size_t o_stride, size_t nq, size_t n)
+{
+    for (size_t h = 0; h < nq; h++) sjkh_axpy_f16_ref(w[h], v, o + h * o_stride, n);
+}
+
 static sjkh_ops g_ops; /* written once under g_once */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void ops_init(void)
 {
-    g_ops = (sjkh_ops){sjkh_dot_f16_ref, sjkh_axpy_f16_ref, sjkh_to_f16_ref};
+    g_ops = (sjkh_ops){sjkh_dot_f16_ref, sjkh_axpy_f16_ref, sjkh_to_f16_ref, sjkh_dot_f16_multi_ref,
+                       sjkh_axpy_f16_multi_ref};
 #if defined(__x86_64__)
-    if (sjk_cpu_features() & SJK_CPU_AVX2) g_ops = (sjkh_ops){sjkh_dot_f16_avx2, sjkh_axpy_f16_avx2, sjkh_to_f16_avx2};
+    if (sjk_cpu_features() & SJK_CPU_AVX2)
+        g_ops = (sjkh_ops){sjkh_dot_f16_avx2, sjkh_axpy_f16_avx2, sjkh_to_f16_avx2, sjkh_dot_f16_multi_avx2,
+                           sjkh_axpy_f16_multi_avx2};
 #endif
 }
 

@@ -14,6 +14,11 @@ typedef struct sjkh_ops {
     void (*axpy_f16)(float s, const uint16_t *x, float *y, size_t n);
     /* dst[i] = f16(src[i]), round to nearest even */
     void (*to_f16)(const float *src, uint16_t *dst, size_t n);
+    /* out[h] = sum_d f16(k[d]) * q[h*q_stride + d], h < nq <= 16: one read of k for a
+     * GQA group of query heads */
+    void (*dot_f16_multi)(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out);
+    /* o[h*o_stride + d] += w[h] * f16(v[d]), h < nq <= 16 */
+    void (*axpy_f16_multi)(const float *w, const uint16_t *v, float *o, size_t o_stride, size_t nq, size_t n);
 } sjkh_ops;
 
 const sjkh_ops *sjkh_ops_get(void);
@@ -21,6 +26,10 @@ const sjkh_ops *sjkh_ops_get(void);
 float sjkh_dot_f16_ref(const uint16_t *a, const float *b, size_t n);
 void sjkh_axpy_f16_ref(float s, const uint16_t *x, float *y, size_t n);
 void sjkh_to_f16_ref(const float *src, uint16_t *dst, size_t n);
+void sjkh_dot_f16_multi_ref(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out);
+void sjkh_axpy_f16_multi_ref(const float *w, const uint16_t *v, float *o, size_t o_stride, size_t nq, size_t n);
+void sjkh_dot_f16_multi_avx2(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out);
+void sjkh_axpy_f16_multi_avx2(const float *w, const uint16_t *v, float *o, size_t o_stride, size_t nq, size_t n);
 float sjkh_dot_f16_avx2(const uint16_t *a, const float *b, size_t n);
 void sjkh_axpy_f16_avx2(float s, const uint16_t *x, float *y, size_t n);
 void sjkh_to_f16_avx2(const float *src, uint16_t *dst, size_t n);

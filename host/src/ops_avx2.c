@@ -39,3 +39,43 @@ void sjkh_to_f16_avx2(const float *src, uint16_t *dst, size_t n)
         _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++) dst[i] = sjkh_f32_to_f16(src[i]);
 }
+
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+void sjkh_dot_f16_multi_avx2(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out)
+{
+    if (nq > 16 || n % 8) {
+        for (size_t h = 0; h < nq; h++) out[h] = sjkh_dot_f16_avx2(k, q + h * q_stride, n);
+        return;
+    }
+    __m256 acc[16];
+    for (size_t h = 0; h < nq; h++) acc[h] = _mm256_setzero_ps();
+    for (size_t d = 0; d < n; d += 8) {
+        __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + d)));
+        for (size_t h = 0; h < nq; h++) acc[h] = _mm256_fmadd_ps(kv, _mm256_loadu_ps(q + h * q_stride + d), acc[h]);
+    }
+    for (size_t h = 0; h < nq; h++) out[h] = hsum8(acc[h]);
+}
+
+void sjkh_axpy_f16_multi_avx2(const float *w, const uint16_t *v, float *o, size_t o_stride, size_t nq, size_t n)
+{
+    if (nq > 16 || n % 8) {
+        for (size_t h = 0; h < nq; h++) sjkh_axpy_f16_avx2(w[h], v, o + h * o_stride, n);
+        return;
+    }
+    __m256 wv[16];
+    for (size_t h = 0; h < nq; h++) wv[h] = _mm256_set1_ps(w[h]);
+    for (size_t d = 0; d < n; d += 8) {
+        __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + d)));
+        for (size_t h = 0; h < nq; h++) {
+            float *y = o + h * o_stride + d;
+            _mm256_storeu_ps(y, _mm256_fmadd_ps(wv[h], vv, _mm256_loadu_ps(y)));
+        }
+    }
+}

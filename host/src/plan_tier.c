@@ -280,8 +280,14 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
             if (row) out->rungs[i].mean_kl = row->mean_kl;
         }
         out->rungs[i].verdict = v;
-        if (v == SJKH_RUNG_FITS || v == SJKH_RUNG_TOO_BIG) cheapest_allowed = (int)i;
-        else if (fits && cheapest_fitting_disallowed < 0) cheapest_fitting_disallowed = (int)i;
+        /* "cheapest" by bytes at this context: at short contexts an sj tier (sink +
+         * staging ring + records) can cost more than a uniform one above it */
+        if (v == SJKH_RUNG_FITS || v == SJKH_RUNG_TOO_BIG) {
+            if (cheapest_allowed < 0 || s.total_nbytes < out->rungs[cheapest_allowed].nbytes)
+                cheapest_allowed = (int)i;
+        } else if (fits && cheapest_fitting_disallowed < 0) {
+            cheapest_fitting_disallowed = (int)i;
+        }
         if (chosen < 0) {
             sjkh_format_size(s.total_nbytes, b1, sizeof b1);
             if (v == SJKH_RUNG_FITS) {
@@ -312,14 +318,25 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     snprintf(out->reason, sizeof out->reason, "nothing fits the budget %s for %u %s at context %u (%s)", b_budget,
              p->n_sessions, sess, p->n_ctx, why);
     if (cheapest_allowed >= 0) {
-        const char *kv = ladder[cheapest_allowed];
-        uint32_t ctx = 0;
-        sjkh_plan_max_ctx(m, kv, p, r->budget_nbytes, p->n_ctx, &ctx);
+        /* the longest context any allowed rung keeps resident in this budget */
+        uint32_t best_ctx = 0;
+        int best = -1;
+        for (size_t i = 0; i < out->n_rungs; i++) {
+            sjkh_rung_verdict v = out->rungs[i].verdict;
+            if (v != SJKH_RUNG_FITS && v != SJKH_RUNG_TOO_BIG) continue;
+            uint32_t ctx = 0;
+            if (sjkh_plan_max_ctx(m, ladder[i], p, r->budget_nbytes, p->n_ctx, &ctx) == SJK_OK && ctx > best_ctx) {
+                best_ctx = ctx;
+                best = (int)i;
+            }
+        }
         sjkh_format_size(out->rungs[cheapest_allowed].nbytes, b2, sizeof b2);
-        if (ctx) append(out->reason, sizeof out->reason, ". At the cheapest allowed tier %s the budget holds "
-                        "context %u (--ctx %u), or this context needs a budget of %s", kv, ctx, ctx, b2);
-        else append(out->reason, sizeof out->reason, ". The cheapest allowed tier %s needs a budget of %s at this "
-                    "context (not even one position fits %s)", kv, b2, b_budget);
+        if (best >= 0)
+            append(out->reason, sizeof out->reason, ". What would fit: context %u at %s (--ctx %u), or a budget "
+                   "of %s for this context at %s", best_ctx, ladder[best], best_ctx, b2, ladder[cheapest_allowed]);
+        else
+            append(out->reason, sizeof out->reason, ". What would fit: a budget of %s for this context at %s (no "
+                   "context fits %s)", b2, ladder[cheapest_allowed], b_budget);
     }
     if (cheapest_fitting_disallowed >= 0) {
         const char *kv = ladder[cheapest_fitting_disallowed];

@@ -539,6 +539,16 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q4_1].quantize = sjkh_quantize_q8_1_avx2;
         g_traits[SJKH_TYPE_Q5_1].quantize = sjkh_quantize_q8_1_avx2;
     }
+    if (sjk_cpu_features() & SJK_CPU_AVX512) {
+        g_traits[SJKH_TYPE_Q4_0].vec_dot = sjkh_vec_dot_q4_0_avx512;
+        g_traits[SJKH_TYPE_Q4_1].vec_dot = sjkh_vec_dot_q4_1_avx512;
+        g_traits[SJKH_TYPE_Q5_0].vec_dot = sjkh_vec_dot_q5_0_avx512;
+        g_traits[SJKH_TYPE_Q5_1].vec_dot = sjkh_vec_dot_q5_1_avx512;
+        g_traits[SJKH_TYPE_Q8_0].vec_dot = sjkh_vec_dot_q8_0_avx512;
+        g_traits[SJKH_TYPE_Q4_K].vec_dot = sjkh_vec_dot_q4_K_avx512;
+        g_traits[SJKH_TYPE_Q5_K].vec_dot = sjkh_vec_dot_q5_K_avx512;
+        g_traits[SJKH_TYPE_Q6_K].vec_dot = sjkh_vec_dot_q6_K_avx512;
+    }
 #endif
 }
 

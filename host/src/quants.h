@@ -98,6 +98,21 @@ float sjkh_vec_dot_f32_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_f16_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_bf16_avx2(size_t n, const void *w, const void *x);
 
+/* AVX512-VNNI versions (quants_avx512.c); only call when sjk_cpu_features() has SJK_CPU_AVX512. */
+void sjkh_quantize_q8_0_avx512(const float *x, void *dst, size_t n);
+void sjkh_quantize_q8_1_avx512(const float *x, void *dst, size_t n);
+float sjkh_vec_dot_q4_0_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q4_1_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_0_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_1_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q8_0_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q4_K_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q5_K_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_q6_K_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_f32_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_f16_avx512(size_t n, const void *w, const void *x);
+float sjkh_vec_dot_bf16_avx512(size_t n, const void *w, const void *x);
+
 /* Decodes the 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void sjkh_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
 {

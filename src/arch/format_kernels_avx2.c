@@ -8,6 +8,7 @@
 #if defined(__x86_64__) && defined(__AVX2__)
 #include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "codec/format.h"
@@ -166,6 +167,46 @@ static inline void tq6_codes(int32_t c[SJK_TQ_BLOCK], const uint8_t *blk)
     }
 }
 
+/* ---- TurboQuant rotation: the reference's operations, 8 lanes at a time ---------------
+ * Stages h = 1, 2, 4 pair lanes inside a register (partner = lane ^ h; the lower lane
+ * keeps a + b, the upper b' - a', the scalar butterfly's operands), h = 8..64 pair whole
+ * registers. Sign flips XOR the sign bit, as the reference. */
+static inline __m256 flip8(__m256 v, uint32_t bits)
+{
+    const __m256i lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i sel = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)(bits & 0xFFu)), lanes), lanes);
+    return _mm256_xor_ps(v, _mm256_and_ps(_mm256_castsi256_ps(sel), _mm256_set1_ps(-0.0f)));
+}
+
+static void rht128_avx2(float *x, const uint32_t first[4], const uint32_t last[4])
+{
+    __m256 v[16];
+    for (int k = 0; k < 16; k++) v[k] = flip8(_mm256_loadu_ps(x + 8 * k), first[k >> 2] >> (8 * (k & 3)));
+    static const int upper[3] = { 0xAA, 0xCC, 0xF0 };
+    for (int s = 0; s < 3; s++) {
+        const __m256i idx = _mm256_xor_si256(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(1 << s));
+        const __m256i lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        const __m256 up = _mm256_castsi256_ps(
+            _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(upper[s]), lanes), lanes));
+        for (int k = 0; k < 16; k++) {
+            const __m256 p = _mm256_permutevar8x32_ps(v[k], idx);
+            v[k] = _mm256_blendv_ps(_mm256_add_ps(v[k], p), _mm256_sub_ps(p, v[k]), up);
+        }
+    }
+    for (int h = 1; h < 16; h <<= 1) { /* 8, 16, 32, 64 values apart */
+        for (int i = 0; i < 16; i += 2 * h) {
+            for (int j = i; j < i + h; j++) {
+                const __m256 a = v[j], b = v[j + h];
+                v[j] = _mm256_add_ps(a, b);
+                v[j + h] = _mm256_sub_ps(a, b);
+            }
+        }
+    }
+    const __m256 sc = _mm256_set1_ps((float)(1.0 / sqrt(128.0)));
+    for (int k = 0; k < 16; k++)
+        _mm256_storeu_ps(x + 8 * k, flip8(_mm256_mul_ps(v[k], sc), last[k >> 2] >> (8 * (k & 3))));
+}
+
 /* ---- f16 ------------------------------------------------------------------------------ */
 
 static void encode_f16_avx2(void *dst, const float *src, size_t n)
@@ -310,6 +351,7 @@ void sjk_fmt_kernels_init_avx2(sjk_fmt_kernels *k)
 {
     k->name = "avx2";
     k->encode_q8_0 = encode_q8_0_avx2;
+    k->rht128 = rht128_avx2;
     k->encode_q4_0 = encode_q4_0_avx2;
     /* tq_codes128 stays scalar here: a gather per search step measured slower than the
      * unrolled scalar search; the AVX-512 version reads the table from registers. */

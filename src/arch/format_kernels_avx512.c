@@ -8,6 +8,7 @@
 #if defined(__x86_64__) && defined(__AVX512F__)
 #include <float.h>
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "codec/format.h"
@@ -250,6 +251,43 @@ static void axpy_tq6_0_stage_avx512(float *y, float a, const void *src, size_t n
     }
 }
 
+/* The TurboQuant rotation: the reference's operations, 16 lanes at a time. Stages
+ * h = 1..8 pair lanes inside a register (partner = lane ^ h; the lower lane keeps a + b,
+ * the upper b' - a' with the same operands as the scalar butterfly), h = 16..64 pair
+ * whole registers. Sign flips are XORs of the sign bit, exactly as the reference. */
+static inline __m512 flip16(__m512 v, uint32_t bits)
+{
+    return _mm512_mask_xor_ps(v, (__mmask16)bits, v, _mm512_set1_ps(-0.0f));
+}
+
+static void rht128_avx512(float *x, const uint32_t first[4], const uint32_t last[4])
+{
+    __m512 v[8];
+    for (int k = 0; k < 8; k++) v[k] = flip16(_mm512_loadu_ps(x + 16 * k), first[k >> 1] >> (16 * (k & 1)));
+    static const __mmask16 upper[4] = { 0xAAAA, 0xCCCC, 0xF0F0, 0xFF00 };
+    for (int s = 0; s < 4; s++) {
+        const int h = 1 << s;
+        const __m512i idx = _mm512_xor_si512(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(h));
+        for (int k = 0; k < 8; k++) {
+            const __m512 p = _mm512_permutexvar_ps(idx, v[k]);
+            v[k] = _mm512_mask_blend_ps(upper[s], _mm512_add_ps(v[k], p), _mm512_sub_ps(p, v[k]));
+        }
+    }
+    for (int h = 1; h < 8; h <<= 1) { /* 16, 32, 64 values apart */
+        for (int i = 0; i < 8; i += 2 * h) {
+            for (int j = i; j < i + h; j++) {
+                const __m512 a = v[j], b = v[j + h];
+                v[j] = _mm512_add_ps(a, b);
+                v[j + h] = _mm512_sub_ps(a, b);
+            }
+        }
+    }
+    const __m512 sc = _mm512_set1_ps((float)(1.0 / sqrt(128.0)));
+    for (int k = 0; k < 8; k++)
+        _mm512_storeu_ps(x + 16 * k, flip16(_mm512_mul_ps(v[k], sc), last[k >> 1] >> (16 * (k & 1))));
+}
+
 /* The TurboQuant ladder, 16 values at a time: a branchless binary search whose table
  * reads are register permutes (the up to 63 midpoints live in four registers). */
 static void tq_codes128_avx512(uint8_t *codes, const float *u, const float *mid, unsigned bits)
@@ -283,6 +321,7 @@ void sjk_fmt_kernels_init_avx512(sjk_fmt_kernels *k)
     k->encode_q8_0 = encode_q8_0_avx512;
     k->encode_q4_0 = encode_q4_0_avx512;
     k->tq_codes128 = tq_codes128_avx512;
+    k->rht128 = rht128_avx512;
     k->encode_f16 = encode_f16_avx512;
     k->decode_f16 = decode_f16_avx512;
     k->decode_q8_0 = decode_q8_0_avx512;

@@ -1,12 +1,33 @@
 /* format_kernels.c — scalar references of the cache kernels (format_kernels.h) and the
  * one-time choice of the dispatched table. */
 #include <pthread.h>
+#include <string.h>
 
 #include "codec/format.h"
 #include "codec/format_kernels.h"
+#include "codec/hadamard.h"
 #include "common/cpu.h"
 #include "common/fp16.h"
 #include "common/util.h"
+
+/* ---- TurboQuant rotation ------------------------------------------------------------ */
+
+/* Flips the sign bit of x[e] where the mask bit is set (branch-free: the masks are
+ * random, so a branch would mispredict half the time). */
+static void apply_signs(float *x, const uint32_t s[4])
+{
+    uint32_t u[SJK_TQ_BLOCK];
+    memcpy(u, x, sizeof u);
+    for (int e = 0; e < SJK_TQ_BLOCK; e++) u[e] ^= ((s[e >> 5] >> (e & 31)) & 1u) << 31;
+    memcpy(x, u, sizeof u);
+}
+
+static void rht128_ref(float *x, const uint32_t first[4], const uint32_t last[4])
+{
+    apply_signs(x, first);
+    sjk_hadamard_block_ref(x, SJK_TQ_BLOCK);
+    apply_signs(x, last);
+}
 
 /* ---- TurboQuant ladder: branchless binary search over the sorted midpoints --------- */
 
@@ -157,6 +178,7 @@ static const sjk_fmt_kernels g_ref = {
     .encode_f16 = sjk_encode_f16_ref,
     .encode_q8_0 = sjk_encode_q8_0_ref,
     .encode_q4_0 = sjk_encode_q4_0_ref,
+    .rht128 = rht128_ref,
     .tq_codes128 = tq_codes128_ref,
     .decode_f16 = sjk_decode_f16_ref,
     .decode_q8_0 = sjk_decode_q8_0_ref,

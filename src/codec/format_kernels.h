@@ -1,15 +1,18 @@
-/* format_kernels.h — the hot kernels over encoded rows that a KV cache needs: decode,
- * dot product with a query row (attention scores) and y += a * row (attention output),
- * for the formats a cache reads most (f16, q8_0, q4_0, tq6_0_stage).
+/* format_kernels.h — the hot kernels of the value formats, one dispatch table:
+ *  - for a KV cache's reads of f16, q8_0, q4_0 and tq6_0_stage rows: decode, dot product
+ *    with a query row (attention scores) and y += a * row (attention output);
+ *  - for its appends: f16, q8_0 and q4_0 encoders, and the TurboQuant rotation and ladder
+ *    that every tq / turbo encoder uses.
  *
  * Every kernel has a scalar reference (sjk_fmt_kernels_ref()); sjk_fmt_kernels_get()
  * returns the table chosen once per process from sjk_cpu_features() (AVX-512, AVX2 or
- * the references). Tolerances against the reference (tests/test_formats.c):
- *  - encoders, tq_codes128 and decoders: bit-identical (each output is one correctly rounded
- *    conversion or one product of exact operands);
- *  - dot: |simd - ref| <= 1e-5 * sum_i |q_i * x_i| + 1e-30 (summation order differs);
- *  - axpy: bit-identical when the target has no FMA contraction difference; tested with
- *    a relative tolerance of 1e-6.
+ * the references). Tolerances against the reference (tests/test_formats.c checks every
+ * path the CPU has, in one process):
+ *  - encoders, rht128, tq_codes128 and decoders: bit-identical (the same IEEE operations
+ *    lane by lane, exact comparisons, or one product of exact operands), so encoded bytes
+ *    never depend on the dispatch path;
+ *  - dot: |simd - ref| <= 1e-5 * sum_i |q_i * x_i| + 1e-30 (FMA, other summation order);
+ *  - axpy: |simd - ref| <= 1e-6 * (|y_i| + |a * x_i|) (FMA, a folded into the scale).
  * tq6_0_stage values are in the rotated (Hadamard) basis: no inverse rotation is applied.
  * n must be a multiple of the format's block size; buffers must not overlap. Thread-safe,
  * never allocates. */
@@ -28,6 +31,11 @@ typedef struct sjk_fmt_kernels {
      * need the non-finite/out-of-range treatment go to the reference), bit-identical */
     void (*encode_q8_0)(void *dst, const float *src, size_t n);
     void (*encode_q4_0)(void *dst, const float *src, size_t n);
+    /* The TurboQuant rotation of one 128-value block, in place: flip the signs named by
+     * first (bit e of word e/32), the Walsh-Hadamard butterfly (h = 1, 2, ..., 64, pairs
+     * (a, b) -> (a + b, a - b)), times (float)(1/sqrt(128)), flip the signs named by last.
+     * The same IEEE operations on every path, so bit-identical. */
+    void (*rht128)(float *x, const uint32_t first[4], const uint32_t last[4]);
     /* codes[i] = number of mid[k] <= u[i] for 128 values (mid: 2^bits - 1 ascending
      * midpoints, bits 3..6): the TurboQuant ladder; exact, so identical on every path */
     void (*tq_codes128)(uint8_t *codes, const float *u, const float *mid, unsigned bits);

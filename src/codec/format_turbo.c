@@ -38,7 +38,6 @@
 
 #include "codec/format.h"
 #include "codec/format_kernels.h"
-#include "codec/hadamard.h"
 #include "common/fp16.h"
 #include "common/util.h"
 
@@ -60,30 +59,10 @@ typedef struct tq_type {
 
 /* ---- rotation ----------------------------------------------------------------------- */
 
-/* Flips the sign bit of x[e] where the mask bit is set (branch-free: the masks are
- * random, so a branch would mispredict half the time). */
-static void apply_signs(float *x, const uint32_t s[4])
-{
-    uint32_t u[TQ];
-    memcpy(u, x, sizeof u);
-    for (int e = 0; e < TQ; e++) u[e] ^= ((s[e >> 5] >> (e & 31)) & 1u) << 31;
-    memcpy(x, u, sizeof u);
-}
-
-/* The reference (scalar) Hadamard keeps encoding identical on every dispatch path. */
-void sjk_rht128_forward(float *x)
-{
-    apply_signs(x, sjk_rht_signs1);
-    sjk_hadamard_block_ref(x, TQ);
-    apply_signs(x, sjk_rht_signs2);
-}
-
-void sjk_rht128_inverse(float *x)
-{
-    apply_signs(x, sjk_rht_signs2);
-    sjk_hadamard_block_ref(x, TQ);
-    apply_signs(x, sjk_rht_signs1);
-}
+/* Both directions go through the dispatched kernel, which is bit-identical on every path
+ * (format_kernels.h), so encoding stays the same everywhere. */
+void sjk_rht128_forward(float *x) { sjk_fmt_kernels_get()->rht128(x, sjk_rht_signs1, sjk_rht_signs2); }
+void sjk_rht128_inverse(float *x) { sjk_fmt_kernels_get()->rht128(x, sjk_rht_signs2, sjk_rht_signs1); }
 
 /* ---- packing ------------------------------------------------------------------------ */
 

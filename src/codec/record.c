@@ -47,7 +47,7 @@ size_t sjk_record_scratch_nbytes(const sjk_record_params *p)
     const size_t D = p->head_dim;
     size_t own = 64 + 4 * scratch_floats(D) + (D > SJK_GROUP ? D : SJK_GROUP);
     /* a trellis body's scratch follows record.c's own (trellis_record.h) */
-    return own + (p->body == SJK_BODY_TRELLIS ? sjk_trellis_record_scratch_nbytes(p) : 0);
+    return own + (p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0);
 }
 
 
@@ -131,14 +131,8 @@ sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_c
                              const float *k, const float *v, void *scratch, size_t scratch_nbytes)
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
-    if (p->body == SJK_BODY_TRELLIS) { /* trellis_record.c, in the scratch after our own */
-        if (!scratch) return SJK_ERR_PARAM;
-        size_t need = sjk_record_scratch_nbytes(p), extra = sjk_trellis_record_scratch_nbytes(p);
-        if (scratch_nbytes < need) return SJK_ERR_BUFFER;
-        sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra};
-        return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
-                                      sjk_trellis_quantize_tile, &ts, NULL);
-    }
+    if (p->body != SJK_BODY_SCALAR) /* trellis_record.c, in the scratch after our own */
+        return sjk_trellis_record_encode(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL);
     return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL, NULL, NULL);
 }
 
@@ -155,7 +149,7 @@ static sjk_status decode_prepare(const sjk_record_params *p, float *k, float *v,
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
     if (!k || !v || !src) return SJK_ERR_PARAM;
-    if (p->body == SJK_BODY_TRELLIS) return SJK_ERR_UNSUPPORTED;
+    if (p->body != SJK_BODY_SCALAR) return SJK_ERR_UNSUPPORTED;
     sjk_record_layout_init(L, p->head_dim, p->bits_k, p->bits_v);
     if (src_nbytes < L->nbytes) return SJK_ERR_BUFFER;
     const uint8_t *rec = src;
@@ -179,7 +173,7 @@ static sjk_status decode_prepare(const sjk_record_params *p, float *k, float *v,
 sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v, const void *src,
                                  size_t src_nbytes)
 {
-    if (p && p->body == SJK_BODY_TRELLIS) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
+    if (p && p->body != SJK_BODY_SCALAR) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
     sjk_record_layout L;
     scales S;
     sjk_status st = decode_prepare(p, k, v, src, src_nbytes, &L, &S);
@@ -199,7 +193,7 @@ sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v,
 sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v, const void *src,
                              size_t src_nbytes)
 {
-    if (p && p->body == SJK_BODY_TRELLIS) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
+    if (p && p->body != SJK_BODY_SCALAR) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
     sjk_record_layout L;
     scales S;
     sjk_status st = decode_prepare(p, k, v, src, src_nbytes, &L, &S);

@@ -20,7 +20,7 @@ sjk_status sjk_record_params_validate(const sjk_record_params *p, const char **b
         bad = "head_dim";
     else if (p->bits_k < 2 || p->bits_k > 4) bad = "bits_k";
     else if (p->bits_v < 2 || p->bits_v > 4) bad = "bits_v";
-    else if (p->body > SJK_BODY_TRELLIS) bad = "body";
+    else if (p->body > SJK_BODY_TRELLIS_CHANNEL) bad = "body";
     else if (p->balance > SJK_BALANCE_OFF) bad = "balance";
     if (bad_field) *bad_field = bad;
     return bad ? SJK_ERR_PARAM : SJK_OK;

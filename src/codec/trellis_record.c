@@ -1,23 +1,22 @@
-/* trellis_record.c — the trellis record body: glue between the seal in record.c (which
+/* trellis_record.c — the trellis record bodies: glue between the seal in record.c (which
  * sanitizes and balances the two tiles) and the tile layer of trellis.c.
  *
- * Same record, same scale fields as the scalar body (record.h); only the payload differs:
+ * Same record, same scale fields as the scalar body (record.h); only the payloads differ
+ * (normative order: docs/FORMAT.md, "Trellis record body"):
  *
- *   K payload: D sequences (one per channel d), each the G = 128 tokens of that channel,
- *              G*bK/8 bytes, in channel order.
- *   V payload: D sequences (one per channel d), each the G tokens of that channel,
- *              G*bV/8 bytes, in channel order (token axis for V too: the sequence crosses
- *              V's rows, whose scales stay per token).
- *   A sequence is its k-bit symbols, symbol t at bits k*t .. k*t+k-1 of the sequence's
- *   bytes, LSB first; it is read as a ring (tail-biting): window t = (sym[t] << 6) | the
- *   6 bits before it, wrapping to the end of the sequence for t = 0, 1 (k = 3), ...
+ *   SJK_BODY_TRELLIS (token axis, default): each payload holds D sequences, one per
+ *     channel, each the 128 tokens of that channel, packed 16 channels to a group
+ *     (trellis.c). For V the sequences cross V's rows (tokens), whose scales stay per row.
+ *   SJK_BODY_TRELLIS_CHANNEL: each payload holds 128 sequences, one per token, each the D
+ *     channels of that token, 16 tokens to a group.
  *
- *   K[t,d] = (Ck[wK[d][t]] * Kscale[d] + Kzero[d]) * Ktok[t]
- *   V[t,d] = (Cv[wV[d][t]] * Vscale[t] + Vzero[t]) * Vch[d]
+ *   K[t,d] = (Ck[wK(d,t)] * Kscale[d] + Kzero[d]) * Ktok[t]
+ *   V[t,d] = (Cv[wV(d,t)] * Vscale[t] + Vzero[t]) * Vch[d]
  *
  * The trellis ignores the balancing's row scales (each row is normalised by its own mean
  * and standard deviation before the search, which absorbs them) and uses its column
- * scales as the scalar body does: Ktok and Vch are stored unchanged.
+ * scales as the scalar body does: Ktok and Vch are stored the same way, and the tile is
+ * divided by their stored fp16 values so decode multiplies back exactly.
  */
 #include <string.h>
 
@@ -33,7 +32,8 @@ static void tiles_of(const sjk_record_params *p, sjk_trellis_tile *tk, sjk_trell
     tv->bits = p->bits_v;
     tk->rows = SJK_TRELLIS_ROWS_CHANNELS;
     tv->rows = SJK_TRELLIS_ROWS_TOKENS;
-    tk->axis = tv->axis = SJK_TRELLIS_AXIS_TOKEN;
+    tk->axis = tv->axis = p->body == SJK_BODY_TRELLIS_CHANNEL ? SJK_TRELLIS_AXIS_CHANNEL
+                                                              : SJK_TRELLIS_AXIS_TOKEN;
     tk->refit = tv->refit = SJK_TRELLIS_REFIT_LSQ;
 }
 
@@ -66,7 +66,8 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
     const size_t RC = SJK_MAX(D, G);
     sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)tile->bits,
                            is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
-                           SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ};
+                           sc->axis ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN,
+                           SJK_TRELLIS_REFIT_LSQ};
     if (G != SJK_GROUP || row_nbytes * (is_v ? G : D) != sjk_trellis_tile_payload_nbytes(&tt))
         return SJK_ERR_PARAM;
     uint8_t *base = (uint8_t *)(((uintptr_t)sc->scratch + 63) & ~(uintptr_t)63);
@@ -99,6 +100,20 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
         lo[r] = z[r] * tile->inv_row[r];
     }
     return SJK_OK;
+}
+
+sjk_status sjk_trellis_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                     const float *k, const float *v, void *scratch,
+                                     size_t scratch_nbytes, const sjk_codec_kernels *kern)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK || p->body == SJK_BODY_SCALAR || !scratch)
+        return SJK_ERR_PARAM;
+    size_t need = sjk_record_scratch_nbytes(p), extra = sjk_trellis_record_scratch_nbytes(p);
+    if (scratch_nbytes < need || need < extra) return SJK_ERR_BUFFER;
+    sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra,
+                              (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
+    return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
+                                  sjk_trellis_quantize_tile, &ts, kern);
 }
 
 sjk_status sjk_trellis_record_decode(const sjk_record_params *p, float *k, float *v,

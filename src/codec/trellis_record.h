@@ -18,7 +18,15 @@ size_t sjk_trellis_record_scratch_nbytes(const sjk_record_params *p);
 typedef struct sjk_trellis_scratch {
     void *scratch;
     size_t nbytes;
+    uint8_t axis;  /* sjk_trellis_axis: SJK_BODY_TRELLIS = token, _CHANNEL = channel */
 } sjk_trellis_scratch;
+
+/* sjk_record_encode for the trellis bodies: sjk_record_encode_body with the trellis
+ * quantizer, its scratch taken from the end of `scratch` (sjk_record_scratch_nbytes(p)
+ * bytes in all). kern: NULL = the dispatched balancing/kernel path. */
+sjk_status sjk_trellis_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                     const float *k, const float *v, void *scratch,
+                                     size_t scratch_nbytes, const sjk_codec_kernels *kern);
 
 /* The trellis body as an sjk_tile_quantizer: codes a whole balanced tile (sequences along
  * the token axis), writes its payload and returns each row's map in balanced-row units

@@ -1,0 +1,342 @@
+/* quants_x86.h — the x86 SIMD dot products and activation quantizers, written once and
+ * compiled twice: quants_avx2.c (AVX2/FMA/F16C) and quants_avx512.c (the same code with
+ * AVX512-VNNI's vpdpbusd in place of vpmaddubsw + vpmaddwd). Include it after defining
+ * SJKH_SFX(name) (the suffix of the exported names) and SJKH_VNNI (0 or 1).
+ *
+ * Every kernel computes the same integer block sums as its `_ref` twin in quants.c; only
+ * the order of the float accumulation differs (tests: relative error <= 1e-5). The
+ * quantizers are bit-exact with their references. (Not a normal header: no include guard,
+ * included by exactly those two files.) */
+#include <immintrin.h>
+#include <math.h>
+
+#include "hcommon.h"
+#include "quants.h"
+
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 16 packed bytes of nibbles -> 32 bytes: [0..15] low nibbles, [16..31] high nibbles. */
+static inline __m256i nibbles32(const uint8_t *p)
+{
+    __m128i t = _mm_loadu_si128((const __m128i *)p);
+    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* 32 bits -> 32 bytes, 0xFF where the bit is set (byte i <- bit i). */
+static inline __m256i bits32(const uint8_t *p)
+{
+    uint32_t v = sjkh_rd_u32(p);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL, 0x0101010101010101LL, 0);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), shuf);
+    const __m256i m = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(b, m), m);
+}
+
+/* unsigned x (0..127) times signed y, summed in groups of 4, as 8 float partial sums */
+static inline __m256 dot_u8(__m256i x, __m256i y)
+{
+#if SJKH_VNNI
+    return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), x, y));
+#else
+    __m256i p = _mm256_maddubs_epi16(x, y);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+#endif
+}
+
+/* sum of signed x[i]*y[i] over 32 int8 pairs (x > -128), as 8 float partial sums */
+static inline __m256 dot_i8(__m256i x, __m256i y)
+{
+    return dot_u8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+float SJKH_SFX(sjkh_vec_dot_q4_0)(size_t n, const void *w, const void *xv)
+{
+    const blk_q4_0 *a = w;
+    const blk_q8_0 *x = xv;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < n / QK; b++) {
+        __m256 d = _mm256_set1_ps(f16(a[b].d) * f16(x[b].d));
+        __m256i q = _mm256_sub_epi8(nibbles32(a[b].qs), _mm256_set1_epi8(8));
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = _mm256_fmadd_ps(d, dot_i8(q, y), acc);
+    }
+    return hsum8(acc);
+}
+
+float SJKH_SFX(sjkh_vec_dot_q5_0)(size_t n, const void *w, const void *xv)
+{
+    const blk_q5_0 *a = w;
+    const blk_q8_0 *x = xv;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < n / QK; b++) {
+        __m256 d = _mm256_set1_ps(f16(a[b].d) * f16(x[b].d));
+        /* nib | 0xF0 (as int8: nib - 16) where the fifth bit is clear, nib where set */
+        __m256i hi = _mm256_andnot_si256(bits32(a[b].qh), _mm256_set1_epi8((char)0xF0));
+        __m256i q = _mm256_or_si256(nibbles32(a[b].qs), hi);
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = _mm256_fmadd_ps(d, dot_i8(q, y), acc);
+    }
+    return hsum8(acc);
+}
+
+float SJKH_SFX(sjkh_vec_dot_q8_0)(size_t n, const void *w, const void *xv)
+{
+    const blk_q8_0 *a = w;
+    const blk_q8_0 *x = xv;
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < n / QK; b++) {
+        __m256 d = _mm256_set1_ps(f16(a[b].d) * f16(x[b].d));
+        __m256i q = _mm256_loadu_si256((const __m256i *)a[b].qs);
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = _mm256_fmadd_ps(d, dot_i8(q, y), acc);
+    }
+    return hsum8(acc);
+}
+
+float SJKH_SFX(sjkh_vec_dot_q4_1)(size_t n, const void *w, const void *xv)
+{
+    const blk_q4_1 *a = w;
+    const blk_q8_1 *x = xv;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (size_t b = 0; b < n / QK; b++) {
+        summs += f16(a[b].m) * f16(x[b].s);
+        __m256 d = _mm256_set1_ps(f16(a[b].d) * f16(x[b].d));
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = _mm256_fmadd_ps(d, dot_u8(nibbles32(a[b].qs), y), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+float SJKH_SFX(sjkh_vec_dot_q5_1)(size_t n, const void *w, const void *xv)
+{
+    const blk_q5_1 *a = w;
+    const blk_q8_1 *x = xv;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (size_t b = 0; b < n / QK; b++) {
+        summs += f16(a[b].m) * f16(x[b].s);
+        __m256 d = _mm256_set1_ps(f16(a[b].d) * f16(x[b].d));
+        __m256i hi = _mm256_and_si256(bits32(a[b].qh), _mm256_set1_epi8(0x10));
+        __m256i q = _mm256_or_si256(nibbles32(a[b].qs), hi);
+        __m256i y = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        acc = _mm256_fmadd_ps(d, dot_u8(q, y), acc);
+    }
+    return hsum8(acc) + summs;
+}
+
+/* sum over the 8 sub-blocks of mn_k * (bsums of its 32 values) */
+static inline int k_mins_dot(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8])
+{
+    int summ = 0;
+    for (int k = 0; k < 8; k++) {
+        uint8_t m;
+        sjkh_k_scale_min(k, scales, &sc[k], &m);
+        summ += m * (bsums[2 * k] + bsums[2 * k + 1]);
+    }
+    return summ;
+}
+
+float SJKH_SFX(sjkh_vec_dot_q4_K)(size_t n, const void *w, const void *xv)
+{
+    const blk_q4_K *a = w;
+    const blk_q8_K *x = xv;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0;
+    for (size_t b = 0; b < n / QK_K; b++) {
+        uint8_t sc[8];
+        int summ = k_mins_dot(a[b].scales, x[b].bsums, sc);
+        float d = x[b].d * f16(a[b].d);
+        accm += x[b].d * f16(a[b].dmin) * (float)summ;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * j));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i ylo = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j));
+            __m256i yhi = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j + 32));
+            __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * j]));
+            __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * j + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc) - accm;
+}
+
+float SJKH_SFX(sjkh_vec_dot_q5_K)(size_t n, const void *w, const void *xv)
+{
+    const blk_q5_K *a = w;
+    const blk_q8_K *x = xv;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0;
+    for (size_t b = 0; b < n / QK_K; b++) {
+        uint8_t sc[8];
+        int summ = k_mins_dot(a[b].scales, x[b].bsums, sc);
+        float d = x[b].d * f16(a[b].d);
+        accm += x[b].d * f16(a[b].dmin) * (float)summ;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)a[b].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * j));
+            __m256i hlo = _mm256_slli_epi16(_mm256_and_si256(qh, one), 4);
+            __m256i hhi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4);
+            qh = _mm256_srli_epi16(qh, 2);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
+            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
+            __m256i ylo = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j));
+            __m256i yhi = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j + 32));
+            __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * j]));
+            __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * j + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc) - accm;
+}
+
+float SJKH_SFX(sjkh_vec_dot_q6_K)(size_t n, const void *w, const void *xv)
+{
+    const blk_q6_K *a = w;
+    const blk_q8_K *x = xv;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t b = 0; b < n / QK_K; b++) {
+        float d = x[b].d * f16(a[b].d);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = a[b].ql + 64 * h;
+            const int8_t *sc = a[b].scales + 8 * h, *y = x[b].qs + 128 * h;
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)ql);
+            __m256i l2 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(a[b].qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(l2, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            for (int g = 0; g < 4; g++) {
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * g));
+                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], yv), _mm256_maddubs_epi16(m32, yv));
+                __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    return hsum8(acc);
+}
+
+float SJKH_SFX(sjkh_vec_dot_f32)(size_t n, const void *w, const void *xv)
+{
+    const float *a = w, *x = xv;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += sjkh_rd_f32(a + i) * x[i];
+    return s;
+}
+
+float SJKH_SFX(sjkh_vec_dot_f16)(size_t n, const void *w, const void *xv)
+{
+    const uint16_t *a = w;
+    const float *x = xv;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i + 8)));
+        acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float s = hsum8(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++) s += sjkh_f16_to_f32(sjkh_rd_u16(a + i)) * x[i];
+    return s;
+}
+
+float SJKH_SFX(sjkh_vec_dot_bf16)(size_t n, const void *w, const void *xv)
+{
+    const uint16_t *a = w;
+    const float *x = xv;
+    __m256 acc = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256 wv = _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+        acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), acc);
+    }
+    float s = hsum8(acc);
+    for (; i < n; i++) s += sjkh_bf16_to_f32(sjkh_rd_u16(a + i)) * x[i];
+    return s;
+}
+
+/* ---- activation quantizers (bit-exact with the references) ------------------------- */
+
+static inline __m256i q8_block(const float *x, float *d_out, int *sum_out)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+    __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float amax = _mm_cvtss_f32(m4);
+    *d_out = amax / 127.0f;
+    __m256 id = _mm256_set1_ps(amax ? 127.0f / amax : 0.0f);
+    __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
+    __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
+    if (sum_out) {
+        __m256i s = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        *sum_out = _mm_cvtsi128_si32(s4);
+    }
+    i0 = _mm256_packs_epi32(i0, i1);
+    i2 = _mm256_packs_epi32(i2, i3);
+    i0 = _mm256_packs_epi16(i0, i2);
+    return _mm256_permutevar8x32_epi32(i0, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+void SJKH_SFX(sjkh_quantize_q8_0)(const float *x, void *dst, size_t n)
+{
+    blk_q8_0 *y = dst;
+    for (size_t b = 0; b < n / QK; b++) {
+        float d;
+        __m256i q = q8_block(x + b * QK, &d, NULL);
+        y[b].d = sjkh_f32_to_f16(d);
+        _mm256_storeu_si256((__m256i *)y[b].qs, q);
+    }
+}
+
+void SJKH_SFX(sjkh_quantize_q8_1)(const float *x, void *dst, size_t n)
+{
+    blk_q8_1 *y = dst;
+    for (size_t b = 0; b < n / QK; b++) {
+        float d;
+        int sum;
+        __m256i q = q8_block(x + b * QK, &d, &sum);
+        y[b].d = sjkh_f32_to_f16(d);
+        y[b].s = sjkh_f32_to_f16((float)sum * d);
+        _mm256_storeu_si256((__m256i *)y[b].qs, q);
+    }
+}
