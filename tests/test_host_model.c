@@ -117,7 +117,7 @@ static void synth_init(synth *s, int gemma)
     s->n_ff = 96;
     s->n_vocab = 40;
     s->window = gemma ? 4 : 0;
-    s->n_ctx = 64;
+    s->n_ctx = 1024;
     s->eps = 1e-6f;
     s->base = gemma ? 1000000.0f : 10000.0f;
     uint32_t E = s->n_embd, q = s->n_head * s->hd, kv = s->n_kv * s->hd;
@@ -373,6 +373,24 @@ static void check_synthetic(int gemma, const char *kv)
             CHECK(sjkh_session_kv_report(ss, &r) == SJK_OK && r.total_nbytes > 0 && r.occupied_nbytes > 0);
             sjkh_session_free(ss);
         }
+        /* a long context: one decode step over 599 positions takes the split path */
+        const uint32_t nl = 600;
+        int32_t *lt = malloc(nl * sizeof *lt);
+        for (uint32_t i = 0; i < nl; i++) lt[i] = (int32_t)((i * 13 + 5) % s.n_vocab);
+        float *lref = malloc((size_t)nl * s.n_vocab * 4), *last = malloc(s.n_vocab * 4);
+        ref_forward(&s, lt, nl, lref);
+        sp.n_ctx = 1024;
+        sp.n_batch = 128;
+        ss = NULL;
+        CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) == SJK_OK);
+        if (ss) {
+            CHECK(sjkh_session_feed(ss, lt, nl - 1, NULL, 0, err, sizeof err) == SJK_OK);
+            CHECK(sjkh_session_feed(ss, lt + nl - 1, 1, last, 0, err, sizeof err) == SJK_OK);
+            double d = max_rel_diff(lref + (size_t)(nl - 1) * s.n_vocab, last, s.n_vocab);
+            CHECKF(d < 2e-2, "%s kv=%s long decode: max relative logit difference %g", gemma ? "gemma3" : "llama", kv, d);
+            sjkh_session_free(ss);
+        }
+        free(lt), free(lref), free(last);
         sjkh_model_free(m);
     }
     unlink(path);
@@ -419,7 +437,7 @@ TEST(test_model_bad_inputs)
     CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
     if (m) {
         sjkh_session_params sp = sjkh_session_params_default();
-        sp.n_ctx = 1000;
+        sp.n_ctx = 5000;
         sjkh_session *ss = NULL;
         CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) == SJK_ERR_PARAM && !ss && strstr(err, "context"));
         sp.n_ctx = 16;

@@ -271,6 +271,39 @@ TEST(test_simd_dots_match_ref)
 #endif
 }
 
+TEST(test_dot4_matches_single_dots)
+{
+    const uint32_t types[] = {SJKH_TYPE_Q4_0, SJKH_TYPE_Q4_1, SJKH_TYPE_Q5_0, SJKH_TYPE_Q5_1, SJKH_TYPE_Q8_0,
+                              SJKH_TYPE_Q4_K, SJKH_TYPE_Q6_K};
+    const size_t n = 640;
+    float *x = malloc(4 * n * sizeof *x);
+    uint8_t *w = malloc(n * 2), *xb = malloc(4 * (n * 2));
+    int tested = 0;
+    for (size_t ti = 0; ti < SJKH_ARRAY_LEN(types); ti++) {
+        const sjkh_qtraits *qt = sjkh_qtraits_get(types[ti]);
+        size_t nn = qt->dot_type == SJKH_TYPE_Q8_K ? 512 : n;
+        if (!qt->vec_dot4) continue;
+        tested++;
+        size_t xs = sjkh_dot_row_nbytes(qt->dot_type, nn);
+        for (int rep = 0; rep < 10; rep++) {
+            for (size_t i = 0; i < 4 * nn; i++) x[i] = rndf() * 3.0f;
+            random_weights(types[ti], w, nn);
+            for (int t = 0; t < 4; t++) qt->quantize(x + t * nn, xb + t * xs, nn);
+            float o[4];
+            qt->vec_dot4(nn, w, xb, xs, o);
+            for (int t = 0; t < 4; t++) {
+                float r = qt->vec_dot_ref(nn, w, xb + t * xs);
+                CHECKF(fabsf(r - o[t]) <= 1e-5f * (1.0f + fabsf(r)) * 10, "%s t=%d: ref %g dot4 %g",
+                       sjkh_type_get(types[ti])->name, t, r, o[t]);
+            }
+        }
+    }
+    free(x);
+    free(w);
+    free(xb);
+    if (!tested) SKIP("no four-row kernels on this CPU (or SJK_CPU_DISABLE)");
+}
+
 TEST(test_simd_activation_quantizers_bit_exact)
 {
     if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
@@ -315,6 +348,7 @@ int main(void)
     RUN(test_legacy_quantizers_round_trip);
     RUN(test_vec_dot_ref_matches_dequant);
     RUN(test_simd_dots_match_ref);
+    RUN(test_dot4_matches_single_dots);
     RUN(test_simd_activation_quantizers_bit_exact);
     RUN(test_q8_K_matches_llamacpp_rule);
     return test_summary();

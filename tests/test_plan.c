@@ -231,6 +231,53 @@ TEST(test_plan_gemma_style_windows_are_bounded)
     CHECK(a.window_nbytes == (size_t)22 * 300 * 2 * 256 * 2);
 }
 
+/* The same Gemma-style model as a file on disk (the path the CLI takes), and the auto
+ * tier on it: the bounded windows are part of every rung's total. */
+TEST(test_plan_gemma_style_file_and_auto_tier)
+{
+    wbuf w;
+    w_begin(&w);
+    kv_str(&w, "general.architecture", "gemma3");
+    kv_u32(&w, "gemma3.block_count", 62);
+    kv_u32(&w, "gemma3.context_length", 131072);
+    kv_u32(&w, "gemma3.embedding_length", 5376);
+    kv_u32(&w, "gemma3.attention.head_count", 32);
+    kv_u32(&w, "gemma3.attention.head_count_kv", 16);
+    kv_u32(&w, "gemma3.attention.key_length", 128);
+    kv_u32(&w, "gemma3.attention.value_length", 128);
+    kv_u32(&w, "gemma3.attention.sliding_window", 1024);
+    w_end(&w);
+    char path[] = "/tmp/sjk_test_plan_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    CHECK(write(fd, w.p, w.n) == (ssize_t)w.n);
+    close(fd);
+    free(w.p);
+    static sjkh_plan_model m;
+    char err[256] = "";
+    sjk_status st = sjkh_plan_model_open(path, &m, err, sizeof err);
+    unlink(path);
+    CHECKF(st == SJK_OK, "%s", err);
+    CHECK(sjkh_plan_model_count(&m, SJKH_PLAN_LAYER_FULL) == 10); /* 5, 11, ..., 59 */
+    CHECK(sjkh_plan_model_count(&m, SJKH_PLAN_LAYER_WINDOW) == 52);
+    sjkh_plan_params p = sjkh_plan_params_default();
+    p.n_ctx = 131072;
+    sjkh_plan_size f16, q8;
+    CHECK(sjkh_plan_estimate(&m, "f16", &p, &f16, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, "q8_0/q8_0", &p, &q8, NULL, 0) == SJK_OK);
+    CHECK(f16.token_nbytes == 10.0 * 2 * 16 * 128 * 2); /* 80 KiB/token over the 10 globals */
+    CHECK(f16.window_nbytes == (size_t)52 * (1024 + 512) * 2 * 16 * 128 * 2);
+    CHECK(q8.window_nbytes == f16.window_nbytes); /* windows stay fp16 whatever the tier */
+    sjkh_tier_request r = {"auto", f16.total_nbytes, NULL, "g", -1};
+    sjkh_tier_choice c;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "f16"));
+    r.budget_nbytes = f16.total_nbytes - 1;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q8_0"));
+    r.budget_nbytes = f16.window_nbytes; /* the windows alone: no growing cache fits */
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
+}
+
 /* Other ways GGUF says which layers slide: a period key, or a per-layer flag array. */
 TEST(test_plan_sliding_window_pattern_keys)
 {
@@ -783,6 +830,7 @@ int main(void)
     RUN(test_plan_seed_table_per_token);
     RUN(test_plan_sj_tiers_per_token_match_record_bytes);
     RUN(test_plan_gemma_style_windows_are_bounded);
+    RUN(test_plan_gemma_style_file_and_auto_tier);
     RUN(test_plan_sliding_window_pattern_keys);
     RUN(test_plan_hybrid_only_attention_layers_grow);
     RUN(test_plan_bad_metadata_is_refused);

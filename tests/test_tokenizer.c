@@ -596,6 +596,92 @@ TEST(test_tokenizer_create_rejects_bad_descriptions)
     sjkh_tokenizer_free(t);
 }
 
+
+/* ---- GGUF metadata the tokenizer reads ------------------------------------------------ */
+
+typedef struct gbuf {
+    uint8_t b[4096];
+    size_t n;
+} gbuf;
+
+static void g_put(gbuf *g, const void *p, size_t n)
+{
+    memcpy(g->b + g->n, p, n);
+    g->n += n;
+}
+static void g_u32(gbuf *g, uint32_t v) { g_put(g, &v, 4); }
+static void g_u64(gbuf *g, uint64_t v) { g_put(g, &v, 8); }
+static void g_str(gbuf *g, const char *s)
+{
+    g_u64(g, strlen(s));
+    g_put(g, s, strlen(s));
+}
+static void g_kv_str(gbuf *g, const char *k, const char *v)
+{
+    g_str(g, k);
+    g_u32(g, 8);
+    g_str(g, v);
+}
+static void g_kv_u32(gbuf *g, const char *k, uint32_t v)
+{
+    g_str(g, k);
+    g_u32(g, 4);
+    g_u32(g, v);
+}
+static void g_kv_strs(gbuf *g, const char *k, const char *const *v, size_t n)
+{
+    g_str(g, k);
+    g_u32(g, 9);
+    g_u32(g, 8);
+    g_u64(g, n);
+    for (size_t i = 0; i < n; i++) g_str(g, v[i]);
+}
+
+/* A GGUF with only tokenizer metadata: model, pre (or NULL), 5 tokens, one merge, a bos
+ * id. */
+static sjk_status tokenizer_from_meta(const char *model, const char *pre, uint32_t bos, char *err,
+                                      size_t err_cap, sjkh_tokenizer **t)
+{
+    static const char *const toks[] = {"<s>", "a", "b", "ab", "\xE2\x96\x81"};
+    static const char *const merges[] = {"a b"};
+    gbuf g = {{0}, 0};
+    g_put(&g, "GGUF", 4);
+    g_u32(&g, 3);
+    g_u64(&g, 0);
+    g_u64(&g, pre ? 5 : 4);
+    g_kv_str(&g, "tokenizer.ggml.model", model);
+    if (pre) g_kv_str(&g, "tokenizer.ggml.pre", pre);
+    g_kv_strs(&g, "tokenizer.ggml.tokens", toks, 5);
+    g_kv_strs(&g, "tokenizer.ggml.merges", merges, 1);
+    g_kv_u32(&g, "tokenizer.ggml.bos_token_id", bos);
+    sjkh_gguf *gg = NULL;
+    *t = NULL;
+    sjk_status st = sjkh_gguf_open_memory(g.b, g.n, &gg, err, err_cap);
+    if (st != SJK_OK) return st;
+    st = sjkh_tokenizer_from_gguf(gg, t, err, err_cap);
+    sjkh_gguf_close(gg);
+    return st;
+}
+
+TEST(test_tokenizer_from_gguf_rejects_unknown_metadata)
+{
+    char err[256] = "";
+    sjkh_tokenizer *t = NULL;
+    CHECK(tokenizer_from_meta("llama", NULL, 0, err, sizeof err, &t) == SJK_OK && t);
+    /* SPM defaults: BOS and a space prefix; the tokenizer outlives the GGUF handle. */
+    EXPECT_IDS(t, "ab", SJKH_TOKENIZE_ADD_SPECIAL, 0, 4, 3);
+    sjkh_tokenizer_free(t);
+    CHECK(tokenizer_from_meta("gpt2", "smollm", 0, err, sizeof err, &t) == SJK_OK && t);
+    EXPECT_IDS(t, "ab", SJKH_TOKENIZE_ADD_SPECIAL, 3);
+    sjkh_tokenizer_free(t);
+    CHECK(tokenizer_from_meta("gpt2", "llama-bpe", 0, err, sizeof err, &t) == SJK_ERR_UNSUPPORTED &&
+          strstr(err, "llama-bpe") && !t);
+    CHECK(tokenizer_from_meta("gpt2", NULL, 0, err, sizeof err, &t) == SJK_ERR_UNSUPPORTED && !t);
+    CHECK(tokenizer_from_meta("t5", NULL, 0, err, sizeof err, &t) == SJK_ERR_UNSUPPORTED && strstr(err, "t5"));
+    CHECK(tokenizer_from_meta("llama", NULL, 5, err, sizeof err, &t) == SJK_ERR_FORMAT &&
+          strstr(err, "bos_token_id") && !t);
+}
+
 int main(void)
 {
     RUN(test_spm_merges_by_score_leftmost_on_ties);
@@ -604,6 +690,7 @@ int main(void)
     RUN(test_bpe_pretokenizer_word_boundaries);
     RUN(test_bpe_decode_undoes_byte_mapping);
     RUN(test_tokenizer_create_rejects_bad_descriptions);
+    RUN(test_tokenizer_from_gguf_rejects_unknown_metadata);
     RUN(test_gemma_chat_template_and_bos);
     RUN(test_smollm2_vectors_and_chat_template);
     RUN(test_gemma_roundtrip_random_utf8);

@@ -398,6 +398,86 @@ TEST(test_trellis_record_roundtrip_all_bits)
     free(k); free(v); free(dk); free(dv); free(rk); free(rv);
 }
 
+/* Every head dim, both trellis axes: round trip through sjk_record_encode/decode with the
+ * size of a scalar record and a sane SNR on Gaussian rows. */
+TEST(test_trellis_record_every_head_dim)
+{
+    static const uint32_t dims[] = {64, 256, 512};
+    for (size_t di = 0; di < 3; di++) {
+        const size_t D = dims[di], n = D * SJK_GROUP;
+        float *k = xalloc(n * sizeof(float)), *v = xalloc(n * sizeof(float));
+        float *dk = xalloc(n * sizeof(float)), *dv = xalloc(n * sizeof(float));
+        fill_normal(k, n, 1000 + D);
+        fill_normal(v, n, 2000 + D);
+        for (int body = 1; body < 3; body++) {
+            sjk_record_params p = sjk_record_params_default();
+            p.head_dim = (uint32_t)D;
+            p.bits_k = 3;
+            p.bits_v = 2;
+            p.body = (uint8_t)body;
+            size_t rn = sjk_record_nbytes(&p), sn = sjk_record_scratch_nbytes(&p);
+            CHECK(rn == SJK_RECORD_NBYTES(D, 3, 2));
+            uint8_t *rec = xalloc(rn);
+            void *scratch = xalloc(sn);
+            CHECK(sjk_record_encode(&p, rec, rn, k, v, scratch, sn) == SJK_OK);
+            CHECK(sjk_record_decode(&p, dk, dv, rec, rn) == SJK_OK);
+            double sk = sjk_snr_db(k, dk, n), sv = sjk_snr_db(v, dv, n);
+            CHECKF(sk > 16.5 && sv > 10.5, "D=%zu body=%d: K %.2f dB, V %.2f dB", D, body, sk, sv);
+            free(rec); free(scratch);
+        }
+        free(k); free(v); free(dk); free(dv);
+    }
+}
+
+/* The bytes are part of the format: a fixed tile (inputs from integer arithmetic only, no
+ * libm) must code to the same payload and scales, and decode to the same floats, on every
+ * build and path. A change here is a format change (new codebooks, a new search): update
+ * the pinned hashes only together with docs/FORMAT.md. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ull;
+    return h;
+}
+
+TEST(test_trellis_format_pinned)
+{
+    const size_t D = 64, G = 128, n = D * G;
+    float *y = xalloc(n * sizeof(float)), *out = xalloc(n * sizeof(float));
+    uint8_t *payload = xalloc(n);
+    float sc[128], ze[128];
+    sjk_rng r;
+    sjk_rng_seed(&r, 77);
+    for (size_t i = 0; i < n; i++) { /* Irwin–Hall: sum of 12 uniforms, exact in double */
+        double x = 0;
+        for (int j = 0; j < 12; j++) x += sjk_rng_uniform(&r);
+        y[i] = (float)(x - 6.0);
+    }
+    static const uint64_t pinned[3][2] = { /* [k - 2][rows]: FNV-1a of payload, scales, zeros, decode */
+        {0xf119400d6bf4fa26ull, 0x7d73f0e8157a902full},
+        {0x8720b1e1a352b1d3ull, 0x301dc56957ec0c07ull},
+        {0x48d43ce52ad4efb0ull, 0x9aa75f605553f186ull},
+    };
+    for (unsigned k = 2; k <= 4; k++) {
+        for (int rows = 0; rows < 2; rows++) {
+            sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)k, (uint8_t)rows, SJK_TRELLIS_AXIS_TOKEN,
+                                   SJK_TRELLIS_REFIT_LSQ};
+            size_t sn = sjk_trellis_tile_scratch_nbytes(&tt), nr = rows ? G : D;
+            void *scratch = xalloc(sn);
+            CHECK(sjk_trellis_tile_encode(&tt, payload, sc, ze, y, scratch, sn) == SJK_OK);
+            CHECK(sjk_trellis_tile_decode(&tt, out, payload, sc, ze, NULL) == SJK_OK);
+            uint64_t h = 0xCBF29CE484222325ull;
+            h = fnv1a(h, payload, sjk_trellis_tile_payload_nbytes(&tt));
+            h = fnv1a(h, sc, nr * sizeof(float));
+            h = fnv1a(h, ze, nr * sizeof(float));
+            h = fnv1a(h, out, n * sizeof(float));
+            CHECKF(h == pinned[k - 2][rows], "k=%u rows=%d: hash 0x%016llx", k, rows, (unsigned long long)h);
+            free(scratch);
+        }
+    }
+    free(y); free(out); free(payload);
+}
+
 int main(void)
 {
     RUN(test_trellis_viterbi_equals_brute_force);
@@ -408,5 +488,7 @@ int main(void)
     RUN(test_trellis_trainer_reproducible);
     RUN(test_trellis_rejects_bad_params);
     RUN(test_trellis_record_roundtrip_all_bits);
+    RUN(test_trellis_record_every_head_dim);
+    RUN(test_trellis_format_pinned);
     return test_summary();
 }

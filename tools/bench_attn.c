@@ -6,10 +6,11 @@
  * (channel offsets and outliers, per-token swings) in increasing steps up to each
  * context, so the regions (sink, sealed body, ring with its natural tail) are what a run
  * of that length leaves. At each context:
- *   - decode: one query row per head, timed over ~0.3 s of repeated calls: on one thread
- *     the process CPU time per call, on more the shortest call (see time_attend: the
- *     machines this runs on are shared, and both measures exclude other processes);
- *     us_per_token is per call, i.e. per generated token and layer;
+ *   - decode: one query row per head, timed over ~0.3 s of repeated calls as process CPU
+ *     time per call divided by the threads (see time_attend: the machines this runs on
+ *     are shared, and CPU time excludes the other processes); us_per_token is per call,
+ *     i.e. per generated token and layer; wall_us_per_token (JSON) is the shortest wall
+ *     time of one call;
  *   - bytes/s: the cache's occupied K/V bytes (sjk_cache_memory_report) read per call,
  *     divided by the time; bandwidth_fraction relates it to a single-thread memcpy of a
  *     256 MiB buffer measured in the same run (bytes copied per CPU second);
@@ -61,7 +62,7 @@ static double memcpy_bandwidth(void)
 }
 
 typedef struct geom { const char *name; uint32_t hq, hkv, D; } geom;
-typedef struct result { double us, bytes, prefill_tps; } result;
+typedef struct result { double us, wall_us, bytes, prefill_tps; } result;
 
 static double cpu_s(void)
 {
@@ -70,11 +71,14 @@ static double cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Time of one attend call (seconds). One thread: the process CPU time per call (the
- * workers sleep, so this is the caller's compute, and it does not count the time other
- * processes on a shared machine take from us). Several threads: the shortest wall time of
- * the calls (the least disturbed one). About 0.3 s of calls, at least 3. */
-static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D, int threads)
+/* Time of one attend call (seconds), from the process CPU time per call over about 0.3 s
+ * of calls (at least 3), divided by the thread count: on one thread exactly the caller's
+ * compute; on several, the wall time the call would take on an otherwise idle machine
+ * if the split were perfect (the merge is on the caller, so it is counted). The machines
+ * this runs on are shared by several builds; wall time there measures the neighbours, and
+ * CPU time does not. *wall receives the shortest wall time of one call, for reference. */
+static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D, int threads,
+                          double *wall)
 {
     static float out[128 * 16 * 512];
     const float scale = 1.0f / sqrtf((float)D);
@@ -89,7 +93,8 @@ static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D,
         calls++;
     }
     double cpu = (cpu_s() - cpu0) / calls;
-    return threads == 1 ? cpu : best;
+    if (wall) *wall = best;
+    return cpu / threads;
 }
 
 int sjk_bench_attn(int argc, char **argv)
@@ -113,8 +118,8 @@ int sjk_bench_attn(int argc, char **argv)
     const double bw = memcpy_bandwidth();
     const char *kernels = sjk_attn_kernels_get()->name;
     if (json) printf("[\n");
-    else printf("# sjkvarn bench attn: memcpy %.2f GB/s (one thread), kernels %s; 1 thread: CPU time per call,\n"
-                "# 2 threads: shortest wall time per call\n", bw / 1e9, kernels);
+    else printf("# sjkvarn bench attn: memcpy %.2f GB/s (one thread), kernels %s\n"
+                "# us/token = process CPU time per call / threads (see tools/bench_attn.c)\n", bw / 1e9, kernels);
     int first = 1;
     for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
         const geom *g = &geoms[gi];
@@ -166,10 +171,11 @@ int sjk_bench_attn(int argc, char **argv)
                 for (int th = 0; th < NTH; th++) {
                     sjk_cache_set_threads(c, (uint32_t)th + 1);
                     result *R = &res[ci][xi][th];
-                    R->us = time_attend(c, q, 1, g->D, th + 1) * 1e6;
+                    R->us = time_attend(c, q, 1, g->D, th + 1, &R->wall_us) * 1e6;
+                    R->wall_us *= 1e6;
                     R->bytes = (double)m.occupied_nbytes;
                     R->prefill_tps = 0;
-                    if (ctxs[xi] <= 32768) R->prefill_tps = 128.0 / time_attend(c, q, 128, g->D, th + 1);
+                    if (ctxs[xi] <= 32768) R->prefill_tps = 128.0 / time_attend(c, q, 128, g->D, th + 1, NULL);
                 }
             }
             free(kv); free(q); free(off);
@@ -185,10 +191,10 @@ int sjk_bench_attn(int argc, char **argv)
                     double pf = F->prefill_tps > 0 ? R->prefill_tps / F->prefill_tps : 0;
                     if (json) {
                         printf("%s  {\"geometry\": \"%s\", \"config\": \"%s\", \"context\": %u, \"threads\": %d, "
-                               "\"us_per_token\": %.2f, \"speedup_vs_f16\": %.3f, \"bytes_per_s\": %.4g, "
+                               "\"us_per_token\": %.2f, \"wall_us_per_token\": %.2f, \"speedup_vs_f16\": %.3f, \"bytes_per_s\": %.4g, "
                                "\"bandwidth_fraction\": %.3f, \"prefill_tokens_per_s\": %.1f, "
                                "\"prefill_speedup_vs_f16\": %.3f}",
-                               first ? "" : ",\n", g->name, cfgs[ci], ctxs[xi], th + 1, R->us, sp, bps,
+                               first ? "" : ",\n", g->name, cfgs[ci], ctxs[xi], th + 1, R->us, R->wall_us, sp, bps,
                                bw > 0 ? bps / bw : 0, R->prefill_tps, pf);
                         first = 0;
                     } else {

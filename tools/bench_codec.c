@@ -178,8 +178,11 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
     const size_t n_combos = o->quick ? 4 : 9;
     static const struct { sjk_balance_mode m; const char *name; } bals[] = {
         {SJK_BALANCE_SJ, "sj"}, {SJK_BALANCE_REFERENCE, "reference"}, {SJK_BALANCE_OFF, "off"}};
-    static const struct { sjk_body b; const char *name; } bodies[] = {
-        {SJK_BODY_SCALAR, "scalar"}, {SJK_BODY_TRELLIS, "trellis"}};
+    static const struct { sjk_body b; const char *name, *suffix; } bodies[] = {
+        {SJK_BODY_SCALAR, "scalar", ""},
+        {SJK_BODY_TRELLIS, "trellis", "t"},
+        {SJK_BODY_TRELLIS_CHANNEL, "trellis_channel", "tc"}};
+    const size_t n_bodies = sizeof bodies / sizeof bodies[0];
 
     float *rk = malloc(nval * sizeof *rk), *rv = malloc(nval * sizeof *rv);
     float *yk = malloc(nval * sizeof *yk), *yv = malloc(nval * sizeof *yv);
@@ -197,7 +200,7 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
     rotate_rows(rk, NG * G, D);
     rotate_rows(rv, NG * G, D);
 
-    for (size_t bo = 0; bo < 2; bo++)
+    for (size_t bo = 0; bo < n_bodies; bo++)
         for (size_t c = 0; c < n_combos; c++)
             for (size_t b = 0; b < 3; b++) {
                 sjk_record_params p = p0;
@@ -240,8 +243,8 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
                 rotate_rows(yv, NG * G, D);
                 row r;
                 memset(&r, 0, sizeof r);
-                snprintf(r.name, sizeof r.name, "sj%u/%u%s-%s", p.bits_k, p.bits_v,
-                         p.body == SJK_BODY_TRELLIS ? "t" : "", bals[b].name);
+                snprintf(r.name, sizeof r.name, "sj%u/%u%s-%s", p.bits_k, p.bits_v, bodies[bo].suffix,
+                         bals[b].name);
                 r.data = data;
                 r.bits = 8.0 * (double)rn / (2.0 * (double)gv);
                 r.snr = snr2(k, yk, v, yv, nval);

@@ -478,13 +478,21 @@ int sjk_cmd_eval(int argc, char **argv)
     sjk_eval_progress_start(&prog, a.progress == 0 ? NULL : stderr, a.progress == 1, total, "eval");
     sjk_eval_opts opts = {(size_t)a.n_ctx, (size_t)a.n_gen, 512, &prog};
     for (size_t i = 0; i < nd && rc == 0; i++) {
+        const char *what = "";
         sjk_status s = sjk_eval_run_doc(&be, st, i, docs[i].prompt, docs[i].n_prompt, &opts, NULL);
-        if (s == SJK_OK && a.needle)
+        if (s == SJK_OK && a.needle) {
+            what = "needle study: ";
             s = sjk_eval_run_needles(&be, st, i, docs[i].text, docs[i].n, &opts, (uint64_t)a.seed);
+        }
         if (s != SJK_OK) {
             sjk_eval_progress_end(&prog);
-            fprintf(stderr, "sjkvarn eval: %s: %s%s%s\n", docs[i].name, sjk_status_str(s),
-                    *be_error(&be) ? ": " : "", be_error(&be));
+            if (*what && s == SJK_ERR_RANGE)
+                fprintf(stderr, "sjkvarn eval: %s: needle study: the haystack, 8 facts and 8 "
+                        "questions do not fit --ctx %ld (at least 512; try 2048 or more)\n",
+                        docs[i].name, a.n_ctx);
+            else
+                fprintf(stderr, "sjkvarn eval: %s: %s%s%s%s\n", docs[i].name, what,
+                        sjk_status_str(s), *be_error(&be) ? ": " : "", be_error(&be));
             rc = 1;
         }
     }

@@ -214,7 +214,7 @@ typedef enum sjkh_token_type {
 /* BPE pre-tokenizers (tokenizer.ggml.pre). */
 typedef enum sjkh_bpe_pre {
     SJKH_BPE_PRE_SMOLLM = 0, /* "smollm": every \p{N} alone, then the GPT-2 pattern */
-    SJKH_BPE_PRE_GPT2 = 1    /* "gpt-2": the GPT-2 pattern alone */
+    SJKH_BPE_PRE_GPT2 = 1    /* the GPT-2 pattern alone (digit runs stay together) */
 } sjkh_bpe_pre;
 
 /* A vocabulary given as plain arrays (what the GGUF keys tokenizer.ggml.* hold). Strings
@@ -247,10 +247,11 @@ sjk_status sjkh_tokenizer_create(const sjkh_tokenizer_desc *d, sjkh_tokenizer **
                                  char *err, size_t err_cap);
 
 /* Builds the tokenizer a GGUF file describes (tokenizer.ggml.model "llama" or "gpt2";
- * for "gpt2" tokenizer.ggml.pre must be "smollm", "default" or absent — the pre-tokenizer
- * implemented here). Missing add_bos/add_eos/add_space_prefix keys take llama.cpp's
- * defaults for the kind (SPM: BOS yes, space prefix yes; BPE: neither). SJK_ERR_FORMAT
- * or SJK_ERR_UNSUPPORTED with a message for anything else. */
+ * for "gpt2" tokenizer.ggml.pre must be "smollm", the pre-tokenizer implemented here).
+ * Missing add_bos/add_eos/add_space_prefix keys and special ids take llama.cpp's defaults
+ * for the kind (SPM: BOS yes, space prefix yes, bos 1 / eos 2 / unk 0; BPE: no BOS).
+ * SJK_ERR_FORMAT (a key of the wrong type, an id outside the vocabulary) or
+ * SJK_ERR_UNSUPPORTED (another model or pre-tokenizer), with a message, otherwise. */
 sjk_status sjkh_tokenizer_from_gguf(const sjkh_gguf *g, sjkh_tokenizer **out, char *err,
                                     size_t err_cap);
 

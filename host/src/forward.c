@@ -108,6 +108,7 @@ typedef struct mm_job {
     float *y;             /* [n_tok][n_out] */
     size_t n_in, n_out, n_tok, rows_per_task;
     sjkh_vec_dot_fn dot;
+    sjkh_vec_dot4_fn dot4;
 } mm_job;
 
 /* Rows [r0, r1) of the output for every token, in 16 x 16 tiles so that the weight rows
@@ -123,8 +124,14 @@ static void mm_task(void *ctx, size_t task, int thread)
             size_t te = SJKH_MIN(j->n_tok, tt + MM_TILE);
             for (size_t r = rt; r < re; r++) {
                 const uint8_t *w = j->w + r * j->w_row_nbytes;
-                for (size_t t = tt; t < te; t++)
-                    j->y[t * j->n_out + r] = j->dot(j->n_in, w, j->xa + t * j->xa_row_nbytes);
+                size_t t = tt;
+                if (j->dot4)
+                    for (; t + 4 <= te; t += 4) {
+                        float o[4];
+                        j->dot4(j->n_in, w, j->xa + t * j->xa_row_nbytes, j->xa_row_nbytes, o);
+                        for (int u = 0; u < 4; u++) j->y[(t + u) * j->n_out + r] = o[u];
+                    }
+                for (; t < te; t++) j->y[t * j->n_out + r] = j->dot(j->n_in, w, j->xa + t * j->xa_row_nbytes);
             }
         }
     }
@@ -154,7 +161,7 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
     size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)4, SJKH_MIN((size_t)256, rpt));
-    mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot};
+    mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot, qt->vec_dot4};
     sjkh_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
 }
 

@@ -144,6 +144,7 @@ sjk_status sjkh_plan_model_from_gguf(const sjkh_gguf *g, sjkh_plan_model *m, cha
     if ((st = per_layer(g, a, "attention.head_count", L, m->n_q_heads, &has_q, err, err_cap))) return st;
     if ((st = per_layer(g, a, "attention.head_count_kv", L, m->n_kv_heads, &has_kv, err, err_cap))) return st;
     if (!has_kv) memcpy(m->n_kv_heads, m->n_q_heads, L * sizeof *m->n_kv_heads);
+    if (!has_q) add_note(m, "no attention.head_count: every layer counted as recurrent (no KV)");
     if ((st = arch_u32(g, a, "context_length", &m->n_ctx_train)) && st != SJK_ERR_RANGE)
         return FAIL(SJK_ERR_FORMAT, "plan: '%s.context_length' is not an unsigned integer", a);
 

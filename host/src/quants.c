@@ -507,7 +507,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void traits_init(void)
 {
-#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref}
+#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL}
     T(SJKH_TYPE_F32, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f32_ref);
     T(SJKH_TYPE_F16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f16_ref);
     T(SJKH_TYPE_BF16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_bf16_ref);
@@ -533,6 +533,13 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q4_K].vec_dot = sjkh_vec_dot_q4_K_avx2;
         g_traits[SJKH_TYPE_Q5_K].vec_dot = sjkh_vec_dot_q5_K_avx2;
         g_traits[SJKH_TYPE_Q6_K].vec_dot = sjkh_vec_dot_q6_K_avx2;
+        g_traits[SJKH_TYPE_Q4_K].vec_dot4 = sjkh_vec_dot4_q4_K_avx2;
+        g_traits[SJKH_TYPE_Q6_K].vec_dot4 = sjkh_vec_dot4_q6_K_avx2;
+        g_traits[SJKH_TYPE_Q4_0].vec_dot4 = sjkh_vec_dot4_q4_0_avx2;
+        g_traits[SJKH_TYPE_Q4_1].vec_dot4 = sjkh_vec_dot4_q4_1_avx2;
+        g_traits[SJKH_TYPE_Q5_0].vec_dot4 = sjkh_vec_dot4_q5_0_avx2;
+        g_traits[SJKH_TYPE_Q5_1].vec_dot4 = sjkh_vec_dot4_q5_1_avx2;
+        g_traits[SJKH_TYPE_Q8_0].vec_dot4 = sjkh_vec_dot4_q8_0_avx2;
         g_traits[SJKH_TYPE_Q4_0].quantize = sjkh_quantize_q8_0_avx2;
         g_traits[SJKH_TYPE_Q5_0].quantize = sjkh_quantize_q8_0_avx2;
         g_traits[SJKH_TYPE_Q8_0].quantize = sjkh_quantize_q8_0_avx2;
@@ -548,6 +555,13 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q4_K].vec_dot = sjkh_vec_dot_q4_K_avx512;
         g_traits[SJKH_TYPE_Q5_K].vec_dot = sjkh_vec_dot_q5_K_avx512;
         g_traits[SJKH_TYPE_Q6_K].vec_dot = sjkh_vec_dot_q6_K_avx512;
+        g_traits[SJKH_TYPE_Q4_K].vec_dot4 = sjkh_vec_dot4_q4_K_avx512;
+        g_traits[SJKH_TYPE_Q6_K].vec_dot4 = sjkh_vec_dot4_q6_K_avx512;
+        g_traits[SJKH_TYPE_Q4_0].vec_dot4 = sjkh_vec_dot4_q4_0_avx512;
+        g_traits[SJKH_TYPE_Q4_1].vec_dot4 = sjkh_vec_dot4_q4_1_avx512;
+        g_traits[SJKH_TYPE_Q5_0].vec_dot4 = sjkh_vec_dot4_q5_0_avx512;
+        g_traits[SJKH_TYPE_Q5_1].vec_dot4 = sjkh_vec_dot4_q5_1_avx512;
+        g_traits[SJKH_TYPE_Q8_0].vec_dot4 = sjkh_vec_dot4_q8_0_avx512;
     }
 #endif
 }

@@ -43,6 +43,8 @@ _Static_assert(sizeof(blk_q8_K) == 292, "q8_K block");
 /* Dot of one weight row (n values of its type) with one activation row already quantized
  * to the matching dot type. */
 typedef float (*sjkh_vec_dot_fn)(size_t n, const void *w, const void *x);
+/* The same for four activation rows x, x + x_stride, ... (bytes): out[0..3]. */
+typedef void (*sjkh_vec_dot4_fn)(size_t n, const void *w, const void *x, size_t x_stride, float *out);
 /* Quantizes n activations (a multiple of the dot type's block) into dst. */
 typedef void (*sjkh_quantize_fn)(const float *x, void *dst, size_t n);
 
@@ -52,6 +54,7 @@ typedef struct sjkh_qtraits {
     sjkh_quantize_fn quantize;  /* activation -> dot_type (NULL for F32: use as is) */
     sjkh_vec_dot_fn vec_dot;    /* fastest available */
     sjkh_vec_dot_fn vec_dot_ref;/* scalar reference */
+    sjkh_vec_dot4_fn vec_dot4;  /* four activation rows at once, or NULL */
 } sjkh_qtraits;
 
 /* Traits for a compute weight type, or NULL. The fast path is chosen once per process
@@ -86,6 +89,13 @@ float sjkh_vec_dot_bf16_ref(size_t n, const void *w, const void *x);
 /* AVX2/FMA versions (quants_avx2.c); only call when sjk_cpu_features() has SJK_CPU_AVX2. */
 void sjkh_quantize_q8_0_avx2(const float *x, void *dst, size_t n);
 void sjkh_quantize_q8_1_avx2(const float *x, void *dst, size_t n);
+void sjkh_vec_dot4_q4_0_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q4_1_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q5_0_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q5_1_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q8_0_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q4_K_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q6_K_avx2(size_t n, const void *w, const void *x, size_t xs, float *out);
 float sjkh_vec_dot_q4_0_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q4_1_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q5_0_avx2(size_t n, const void *w, const void *x);
@@ -101,6 +111,13 @@ float sjkh_vec_dot_bf16_avx2(size_t n, const void *w, const void *x);
 /* AVX512-VNNI versions (quants_avx512.c); only call when sjk_cpu_features() has SJK_CPU_AVX512. */
 void sjkh_quantize_q8_0_avx512(const float *x, void *dst, size_t n);
 void sjkh_quantize_q8_1_avx512(const float *x, void *dst, size_t n);
+void sjkh_vec_dot4_q4_0_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q4_1_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q5_0_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q5_1_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q8_0_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q4_K_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dot4_q6_K_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
 float sjkh_vec_dot_q4_0_avx512(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q4_1_avx512(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q5_0_avx512(size_t n, const void *w, const void *x);

@@ -287,6 +287,168 @@ float SJKH_SFX(sjkh_vec_dot_bf16)(size_t n, const void *w, const void *xv)
     return s;
 }
 
+/* ---- four activation rows at once (batched prefill) --------------------------------
+ * One weight row against four activation rows: the weight block is unpacked once and
+ * reused, which is most of the per-block work. Same integer sums as vec_dot. */
+static inline __attribute__((always_inline)) void dot4_legacy(const uint32_t type, size_t n, const uint8_t *w, const uint8_t *x, size_t xs,
+                               float *out)
+{
+    const int sgn = type == SJKH_TYPE_Q4_0 || type == SJKH_TYPE_Q5_0 || type == SJKH_TYPE_Q8_0;
+    const size_t wbs = type == SJKH_TYPE_Q4_0 ? 18 : type == SJKH_TYPE_Q4_1 ? 20 : type == SJKH_TYPE_Q5_0 ? 22
+                     : type == SJKH_TYPE_Q5_1 ? 24 : 34;
+    const size_t xbs = sgn ? sizeof(blk_q8_0) : sizeof(blk_q8_1), xoff = sgn ? 2 : 4;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    float summ[4] = {0, 0, 0, 0};
+    for (size_t b = 0; b < n / QK; b++) {
+        const uint8_t *wk = w + b * wbs;
+        __m256i q;
+        switch (type) {
+        case SJKH_TYPE_Q4_0: q = _mm256_sub_epi8(nibbles32(wk + 2), _mm256_set1_epi8(8)); break;
+        case SJKH_TYPE_Q4_1: q = nibbles32(wk + 4); break;
+        case SJKH_TYPE_Q5_0:
+            q = _mm256_or_si256(nibbles32(wk + 6), _mm256_andnot_si256(bits32(wk + 2), _mm256_set1_epi8((char)0xF0)));
+            break;
+        case SJKH_TYPE_Q5_1:
+            q = _mm256_or_si256(nibbles32(wk + 8), _mm256_and_si256(bits32(wk + 4), _mm256_set1_epi8(0x10)));
+            break;
+        default: q = _mm256_loadu_si256((const __m256i *)(wk + 2)); break;
+        }
+        const float dw = f16(sjkh_rd_u16(wk));
+        const __m256i aq = sgn ? _mm256_sign_epi8(q, q) : q;
+        /* written out per token so the accumulators stay in registers */
+#define TOK(t)                                                                                       \
+    do {                                                                                             \
+        const uint8_t *xk = x + (size_t)(t) * xs + b * xbs;                                          \
+        __m256i y = _mm256_loadu_si256((const __m256i *)(xk + xoff));                                \
+        if (sgn) y = _mm256_sign_epi8(y, q);                                                         \
+        acc##t = _mm256_fmadd_ps(_mm256_set1_ps(dw * f16(sjkh_rd_u16(xk))), dot_u8(aq, y), acc##t);  \
+        if (!sgn) summ[t] += f16(sjkh_rd_u16(wk + 2)) * f16(sjkh_rd_u16(xk + 2));                    \
+    } while (0)
+        TOK(0);
+        TOK(1);
+        TOK(2);
+        TOK(3);
+#undef TOK
+    }
+    out[0] = hsum8(acc0) + summ[0];
+    out[1] = hsum8(acc1) + summ[1];
+    out[2] = hsum8(acc2) + summ[2];
+    out[3] = hsum8(acc3) + summ[3];
+}
+
+void SJKH_SFX(sjkh_vec_dot4_q4_0)(size_t n, const void *w, const void *x, size_t xs, float *out)
+{
+    dot4_legacy(SJKH_TYPE_Q4_0, n, w, x, xs, out);
+}
+void SJKH_SFX(sjkh_vec_dot4_q4_1)(size_t n, const void *w, const void *x, size_t xs, float *out)
+{
+    dot4_legacy(SJKH_TYPE_Q4_1, n, w, x, xs, out);
+}
+void SJKH_SFX(sjkh_vec_dot4_q5_0)(size_t n, const void *w, const void *x, size_t xs, float *out)
+{
+    dot4_legacy(SJKH_TYPE_Q5_0, n, w, x, xs, out);
+}
+void SJKH_SFX(sjkh_vec_dot4_q5_1)(size_t n, const void *w, const void *x, size_t xs, float *out)
+{
+    dot4_legacy(SJKH_TYPE_Q5_1, n, w, x, xs, out);
+}
+void SJKH_SFX(sjkh_vec_dot4_q8_0)(size_t n, const void *w, const void *x, size_t xs, float *out)
+{
+    dot4_legacy(SJKH_TYPE_Q8_0, n, w, x, xs, out);
+}
+
+void SJKH_SFX(sjkh_vec_dot4_q4_K)(size_t n, const void *w, const void *xv, size_t xs, float *out)
+{
+    const blk_q4_K *a = w;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    float accm[4] = {0, 0, 0, 0};
+    for (size_t b = 0; b < n / QK_K; b++) {
+        uint8_t sc[8], mn[8];
+        for (int k = 0; k < 8; k++) sjkh_k_scale_min(k, a[b].scales, &sc[k], &mn[k]);
+        const float dw = f16(a[b].d), dmw = f16(a[b].dmin);
+        __m256i lo[4], hi[4];
+        for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * j));
+            lo[j] = _mm256_and_si256(q, m4);
+            hi[j] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+#define TOK(t)                                                                                          \
+    do {                                                                                                \
+        const blk_q8_K *x = (const blk_q8_K *)((const uint8_t *)xv + (size_t)(t) * xs) + b;             \
+        int summ = 0;                                                                                   \
+        for (int k = 0; k < 8; k++) summ += mn[k] * (x->bsums[2 * k] + x->bsums[2 * k + 1]);            \
+        accm[t] += x->d * dmw * (float)summ;                                                            \
+        __m256i sumi = _mm256_setzero_si256();                                                          \
+        for (int j = 0; j < 4; j++) {                                                                   \
+            __m256i ylo = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));                        \
+            __m256i yhi = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));                   \
+            __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[j], ylo), _mm256_set1_epi16(sc[2 * j])); \
+            __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[j], yhi), _mm256_set1_epi16(sc[2 * j + 1])); \
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));                                  \
+        }                                                                                               \
+        acc##t = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi), acc##t);          \
+    } while (0)
+        TOK(0);
+        TOK(1);
+        TOK(2);
+        TOK(3);
+#undef TOK
+    }
+    out[0] = hsum8(acc0) - accm[0];
+    out[1] = hsum8(acc1) - accm[1];
+    out[2] = hsum8(acc2) - accm[2];
+    out[3] = hsum8(acc3) - accm[3];
+}
+
+void SJKH_SFX(sjkh_vec_dot4_q6_K)(size_t n, const void *w, const void *xv, size_t xs, float *out)
+{
+    const blk_q6_K *a = w;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (size_t b = 0; b < n / QK_K; b++) {
+        const float dw = f16(a[b].d);
+        __m256i q[2][4], s[2][4];
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = a[b].ql + 64 * h;
+            const int8_t *sc = a[b].scales + 8 * h;
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)ql);
+            __m256i l2 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(a[b].qh + 32 * h));
+            q[h][0] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+            q[h][1] = _mm256_or_si256(_mm256_and_si256(l2, m4),
+                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[h][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[h][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            for (int g = 0; g < 4; g++)
+                s[h][g] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+        }
+#define TOK(t)                                                                                          \
+    do {                                                                                                \
+        const blk_q8_K *x = (const blk_q8_K *)((const uint8_t *)xv + (size_t)(t) * xs) + b;             \
+        __m256i sumi = _mm256_setzero_si256();                                                          \
+        for (int h = 0; h < 2; h++)                                                                     \
+            for (int g = 0; g < 4; g++) {                                                               \
+                __m256i yv = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * g));           \
+                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[h][g], yv), _mm256_maddubs_epi16(m32, yv)); \
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, s[h][g]));                           \
+            }                                                                                           \
+        acc##t = _mm256_fmadd_ps(_mm256_set1_ps(x->d * dw), _mm256_cvtepi32_ps(sumi), acc##t);          \
+    } while (0)
+        TOK(0);
+        TOK(1);
+        TOK(2);
+        TOK(3);
+#undef TOK
+    }
+    out[0] = hsum8(acc0);
+    out[1] = hsum8(acc1);
+    out[2] = hsum8(acc2);
+    out[3] = hsum8(acc3);
+}
+
 /* ---- activation quantizers (bit-exact with the references) ------------------------- */
 
 static inline __m256i q8_block(const float *x, float *d_out, int *sum_out)

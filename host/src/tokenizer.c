@@ -427,14 +427,14 @@ sjk_status sjkh_tokenizer_from_gguf(const sjkh_gguf *g, sjkh_tokenizer **out, ch
         d.unk_id = 0;
     } else if (str_is(model, model_n, "gpt2")) {
         d.kind = SJKH_TOKENIZER_BPE;
-        if (!pre || str_is(pre, pre_n, "smollm") || str_is(pre, pre_n, "default"))
+        /* Other pre-tokenizers differ in their split patterns and in decoding
+         * (llama.cpp cleans spaces for most of them), so only "smollm" is accepted. */
+        if (pre && str_is(pre, pre_n, "smollm"))
             d.pre = SJKH_BPE_PRE_SMOLLM;
-        else if (str_is(pre, pre_n, "gpt-2"))
-            d.pre = SJKH_BPE_PRE_GPT2;
         else
             return sjkh_fail(SJK_ERR_UNSUPPORTED, err, err_cap,
-                             "tokenizer: BPE pre-tokenizer '%.*s' is not implemented (smollm, gpt-2 are)",
-                             (int)SJKH_MIN(pre_n, 64), pre);
+                             "tokenizer: BPE pre-tokenizer '%.*s' is not implemented (smollm is)",
+                             pre ? (int)SJKH_MIN(pre_n, 64) : 6, pre ? pre : "absent");
     } else {
         return sjkh_fail(SJK_ERR_UNSUPPORTED, err, err_cap,
                          "tokenizer: model '%.*s' is not implemented (llama, gpt2 are)",

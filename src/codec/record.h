@@ -20,7 +20,8 @@
  *   K[t,d] = (qK[d][t] * Kscale[d] + Kzero[d]) * Ktok[t]
  *   V[t,d] = (qV[t][d] * Vscale[t] + Vzero[t]) * Vch[d]
  *
- * Payload rows: a row of n codes of b bits takes n*b/8 bytes (docs/FORMAT.md §3):
+ * Payload rows of the scalar body (the trellis body has its own payload, same size and
+ * fields: trellis_record.c). A row of n codes of b bits takes n*b/8 bytes (FORMAT.md §3):
  *
  *   b = 4: units of 32 codes in 16 bytes. Byte k of unit u: low nibble = code 32u + k,
  *          high nibble = code 32u + 16 + k.

@@ -43,6 +43,12 @@
 #include "common/fp16.h"
 #include "common/util.h"
 
+/* The decoder's mul-then-add must not become a fused multiply-add where the compiler
+ * could contract it (clang's default), or the SIMD decoders would not match it. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* Values of the rotated first pass (centred on the wrap point); capped at T. */
 #define SJK_TRELLIS_TB_PASS1 64
 
