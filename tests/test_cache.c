@@ -435,6 +435,38 @@ TEST(test_params_validate_names_field)
     CHECK(sjk_cache_create(&p, &c) == SJK_ERR_PARAM && c == NULL);
 }
 
+/* A NaN or Inf activation must not poison every later softmax: sink, ring, records and
+ * uniform rows all store finite values, and attention stays finite. */
+TEST(test_nonfinite_rows_do_not_poison)
+{
+    const char *cfgs[] = {"sj:4/4", "sj:4/4:stage=f16", "kvarn:4/4", "f16", "q8_0/q4_0"};
+    for (size_t i = 0; i < SJK_ARRAY_LEN(cfgs); i++) {
+        sjk_layer_config layers[1];
+        sjk_cache_params p = small_params(cfgs[i], 1, 1, 2, 64, 1200, 1, layers);
+        sjk_cache *c = NULL;
+        CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+        if (!c) continue;
+        gen g;
+        gen_init(&g, 5, 64);
+        static float kv[2 * 1200 * 64];
+        gen_rows(&g, kv, 2 * 1200);
+        for (size_t t = 0; t < 1200; t += 37) {
+            kv[t * 64 + 3] = NAN;
+            kv[1200 * 64 + t * 64 + 9] = INFINITY;
+            kv[t * 64 + 11] = -INFINITY;
+        }
+        CHECK(sjk_cache_append(c, 0, 0, kv, kv + 1200 * 64, 1200) == SJK_OK);
+        CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+        float q[2 * 64], out[2 * 64];
+        for (int j = 0; j < 128; j++) q[j] = (float)cos(j);
+        CHECK(sjk_cache_attend(c, 0, 0, q, 1, 0.125f, out) == SJK_OK);
+        int finite = 1;
+        for (int j = 0; j < 128; j++) finite &= isfinite(out[j]) != 0;
+        CHECKF(finite, "%s: non-finite attention output", cfgs[i]);
+        sjk_cache_free(c);
+    }
+}
+
 int main(void)
 {
     RUN(test_attend_matches_decoded_cache_every_config);
@@ -445,5 +477,6 @@ int main(void)
     RUN(test_truncate_reports_reprocess);
     RUN(test_append_past_max_pos_is_range_error);
     RUN(test_params_validate_names_field);
+    RUN(test_nonfinite_rows_do_not_poison);
     return test_summary();
 }

@@ -210,7 +210,7 @@ TEST(test_vec_dot_ref_matches_dequant)
 
 static void check_simd_dots(const kpair *pairs, size_t n_pairs, const char *isa)
 {
-    const size_t sizes[] = {256, 768, 2048};
+    const size_t sizes[] = {256, 640, 768, 2048}; /* 640: 20 blocks, a tail after 4-block steps */
     for (size_t p = 0; p < n_pairs; p++) {
         const sjkh_qtraits *qt = sjkh_qtraits_get(pairs[p].type);
         for (size_t s = 0; s < SJKH_ARRAY_LEN(sizes); s++) {

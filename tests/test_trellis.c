@@ -199,7 +199,11 @@ static double tile_snr(const sjk_trellis_tile *tt, const float *y, float *out, i
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     sjk_trellis_decode_token_fn fns[2] = {has2 ? sjk_trellis_decode_token_avx2 : NULL,
                                           has512 ? sjk_trellis_decode_token_avx512 : NULL};
-    if (tt->axis == SJK_TRELLIS_AXIS_TOKEN)
+    if (tt->axis == SJK_TRELLIS_AXIS_CHANNEL) { /* the channel-axis decoder: AVX-512 only */
+        fns[0] = NULL;
+        fns[1] = has512 ? sjk_trellis_decode_channel_avx512 : NULL;
+    }
+    {
         for (int f = 0; f < 2; f++) {
             if (!fns[f]) continue;
             for (int withcol = 0; withcol < 2; withcol++) {
@@ -207,10 +211,11 @@ static double tile_snr(const sjk_trellis_tile *tt, const float *y, float *out, i
                 memset(o3, 0, n * sizeof(float));
                 fns[f](o3, tt->D, tt->G, sjk_trellis_codebook(tt->bits), tt->bits, payload, sc, ze,
                        withcol ? col : NULL, tt->rows == SJK_TRELLIS_ROWS_CHANNELS);
-                CHECKF(!memcmp(o3, o2, n * sizeof(float)), "decoder %s k=%u rows=%d col=%d differs",
-                       f ? "avx512" : "avx2", tt->bits, tt->rows, withcol);
+                CHECKF(!memcmp(o3, o2, n * sizeof(float)), "decoder %s k=%u rows=%d axis=%d col=%d differs",
+                       f ? "avx512" : "avx2", tt->bits, tt->rows, tt->axis, withcol);
             }
         }
+    }
     free(o2); free(o3); free(col);
     double s = 0, e = 0;
     for (size_t i = 0; i < n; i++) {

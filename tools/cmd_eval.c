@@ -29,7 +29,8 @@ static const char usage_text[] =
 "                 smollm2-135m), looked up in ${SJK_MODEL_DIR:-~/.cache/sjkvarn/models}\n"
 "  --kv LIST      candidate cache configurations, comma-separated, e.g.\n"
 "                 q8_0/q8_0,sj:4/4,kvarn:4/4,kvarn:4/4:tail=1024,sj:3/3t (README: \"KV\n"
-"                 configuration strings\"); the reference is always \"f16\"\n"
+"                 configuration strings\"), or host-f16 (the host's own fp16 cache); the\n"
+"                 reference is always \"f16\"\n"
 "  --docs SET     corpus documents (scripts/fetch-corpus): all | agentic | retrieval |\n"
 "                 code | KIND:N or all:N (the first N of each kind) | NAME[,NAME...] |\n"
 "                 none. Default: all, or none when --text is given\n"
@@ -161,7 +162,10 @@ static int parse_args(int argc, char **argv, eval_args *a)
     for (size_t i = 0; i < a->n_kv; i++) {
         sjk_layer_config lc;
         char err[256];
-        if (strcmp(a->kv[i], "auto") && sjk_cache_config_parse(a->kv[i], 1, &lc, err, sizeof err) != SJK_OK) {
+        /* "auto" is resolved after the model is known; "host-f16" is the host's own fp16
+         * cache, not a libsjkvarn configuration */
+        if (strcmp(a->kv[i], "auto") && strcmp(a->kv[i], "host-f16") &&
+            sjk_cache_config_parse(a->kv[i], 1, &lc, err, sizeof err) != SJK_OK) {
             fprintf(stderr, "sjkvarn eval: --kv: %s\n", err);
             return 0;
         }

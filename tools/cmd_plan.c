@@ -248,7 +248,9 @@ int sjk_cmd_plan(int argc, char **argv)
                 printf("}");
                 continue;
             }
-            printf(", \"supported\": true, \"bytes_per_token\": %.4f, \"kib_per_token\": %.4f, \"pct_f16\": %.3f, "
+            printf(", \"supported\": true, \"bytes_per_token_per_growing_layer\": %.4f",
+                   r->s.n_full ? r->s.token_nbytes / r->s.n_full : 0.0);
+            printf(", \"bytes_per_token\": %.4f, \"kib_per_token\": %.4f, \"pct_f16\": %.3f, "
                    "\"bits_per_value\": %.4f, \"session_bytes\": %zu, \"growing_bytes\": %zu, \"window_bytes\": %zu, "
                    "\"recurrent_bytes\": %zu, \"total_bytes\": %zu, \"max_ctx\": %u, \"sessions_at_ctx\": %zu}",
                    r->s.token_nbytes, r->s.token_nbytes / 1024.0,

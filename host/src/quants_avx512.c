@@ -4,3 +4,4 @@
 #define SJKH_SFX(name) name##_avx512
 #define SJKH_VNNI 1
 #include "quants_x86.h"
+

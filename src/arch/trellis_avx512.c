@@ -199,3 +199,86 @@ void sjk_trellis_decode_token_avx512(float *out, size_t D, size_t G, const float
     default: decode_token_k(out, D, G, cb, 4, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
     }
 }
+
+/* ---- decode of a channel-axis tile --------------------------------------------------
+ * A group is 16 tokens t0..t0+15, its steps are channels. 16 steps give a 16 x 16 block
+ * [channel][token] of codebook values; a gather with stride 16 turns each token's column
+ * into a row of 16 channels, which gets the same (C * a + b) * col as the reference. */
+static inline __attribute__((always_inline)) void
+decode_channel_k(float *out, size_t D, size_t G, const float *cb, const unsigned k,
+                 const uint8_t *payload, const float *row_scale, const float *row_zero,
+                 const float *col_scale, int rows_are_channels)
+{
+    const size_t step_nbytes = 2 * k, group_nbytes = D * step_nbytes;
+    const unsigned lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k;
+    const __m512i rot_a = _mm512_setr_epi64((0 * k - 6) & 63, (2 * k - 6) & 63, (4 * k - 6) & 63,
+                                            (6 * k - 6) & 63, (8 * k - 6) & 63, (10 * k - 6) & 63,
+                                            (12 * k - 6) & 63, (14 * k - 6) & 63);
+    const __m512i rot_b = _mm512_and_si512(_mm512_add_epi64(rot_a, _mm512_set1_epi64((long long)k + 32)),
+                                           _mm512_set1_epi64(63));
+    const __m512i m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
+    const __m512i col16 = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
+                                            208, 224, 240);
+    const size_t n_groups = G / 16;
+    float blk[256]; /* [16 channels][16 tokens] */
+    for (size_t t0 = 0; t0 < G; t0 += 16) {
+        const uint8_t *g = payload + t0 / 16 * group_nbytes;
+        const int last_group = t0 / 16 == n_groups - 1;
+#define STEPC(d)                                                                        \
+    do {                                                                                \
+        __m512i bc_;                                                                    \
+        if (k == 4 || !(last_group && (d) == D - 1)) {                                  \
+            long long q_;                                                               \
+            memcpy(&q_, g + (d) * step_nbytes, 8);                                      \
+            bc_ = _mm512_set1_epi64(q_);                                                \
+        } else {                                                                        \
+            bc_ = _mm512_set1_epi64((long long)load_step(g + (d) * step_nbytes, k));    \
+        }                                                                               \
+        __m512i x_ = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc_, rot_a),     \
+                                             _mm512_rorv_epi64(bc_, rot_b));            \
+        w = _mm512_ternarylogic_epi32(x_, m6, _mm512_srli_epi32(w, (int)k), 0xEA);      \
+    } while (0)
+        __m512i w = _mm512_setzero_si512();
+        for (size_t d = D - lead; d < D; d++) STEPC(d);
+        for (size_t d0 = 0; d0 < D; d0 += 16) {
+            for (size_t j = 0; j < 16; j++) {
+                STEPC(d0 + j);
+                _mm512_storeu_ps(blk + 16 * j, _mm512_i32gather_ps(w, cb, 4));
+            }
+            __m512 a = _mm512_set1_ps(1.0f), b = a, col = a;
+            if (rows_are_channels) {
+                a = _mm512_loadu_ps(row_scale + d0);
+                b = _mm512_loadu_ps(row_zero + d0);
+            } else if (col_scale) {
+                col = _mm512_loadu_ps(col_scale + d0);
+            }
+            for (size_t l = 0; l < 16; l++) {
+                const size_t t = t0 + l;
+                __m512 c = _mm512_i32gather_ps(col16, blk + l, 4);
+                __m512 at = a, bt = b, ct = col;
+                if (rows_are_channels) {
+                    if (col_scale) ct = _mm512_set1_ps(col_scale[t]);
+                } else {
+                    at = _mm512_set1_ps(row_scale[t]);
+                    bt = _mm512_set1_ps(row_zero[t]);
+                }
+                __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
+                if (col_scale) y = _mm512_mul_ps(y, ct);
+                _mm512_storeu_ps(out + t * D + d0, y);
+            }
+        }
+#undef STEPC
+    }
+}
+
+void sjk_trellis_decode_channel_avx512(float *out, size_t D, size_t G, const float *cb,
+                                       unsigned k, const uint8_t *payload, const float *row_scale,
+                                       const float *row_zero, const float *col_scale,
+                                       int rows_are_channels)
+{
+    switch (k) {
+    case 2: decode_channel_k(out, D, G, cb, 2, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    case 3: decode_channel_k(out, D, G, cb, 3, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    default: decode_channel_k(out, D, G, cb, 4, payload, row_scale, row_zero, col_scale, rows_are_channels); break;
+    }
+}

@@ -55,7 +55,7 @@
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 static sjk_trellis_block_fn g_block = sjk_trellis_block_ref; /* set once under g_once */
-static sjk_trellis_decode_token_fn g_decode = NULL;
+static sjk_trellis_decode_token_fn g_decode = NULL, g_decode_ch = NULL;
 static const char *g_path = "scalar";
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -66,6 +66,7 @@ static void trellis_init(void)
     if (f & SJK_CPU_AVX512) {
         g_block = sjk_trellis_block_avx512;
         g_decode = sjk_trellis_decode_token_avx512;
+        g_decode_ch = sjk_trellis_decode_channel_avx512;
         g_path = "avx512";
     } else if (f & SJK_CPU_AVX2) {
         g_block = sjk_trellis_block_avx2;
@@ -79,6 +80,12 @@ sjk_trellis_decode_token_fn sjk_trellis_decode_token_get(void)
 {
     pthread_once(&g_once, trellis_init);
     return g_decode;
+}
+
+sjk_trellis_decode_token_fn sjk_trellis_decode_channel_get(void)
+{
+    pthread_once(&g_once, trellis_init);
+    return g_decode_ch;
 }
 
 const char *sjk_trellis_path(void)
@@ -504,7 +511,8 @@ sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payl
                             scratch, scratch_nbytes);
 }
 
-static sjk_status tile_decode_with(sjk_trellis_decode_token_fn fast, const sjk_trellis_tile *tt,
+static sjk_status tile_decode_with(sjk_trellis_decode_token_fn fast, sjk_trellis_decode_token_fn fast_ch,
+                                   const sjk_trellis_tile *tt,
                                    float *out, const uint8_t *payload, const float *row_scale,
                                    const float *row_zero, const float *col_scale)
 {
@@ -513,8 +521,9 @@ static sjk_status tile_decode_with(sjk_trellis_decode_token_fn fast, const sjk_t
     if (!cb) return SJK_ERR_UNSUPPORTED;
     const tile_view v = view_of(tt);
     const unsigned k = tt->bits;
-    if (fast && v.token_axis) {
-        fast(out, v.D, v.G, cb, k, payload, row_scale, row_zero, col_scale, v.rows_are_channels);
+    if (v.token_axis ? fast != NULL : fast_ch != NULL) {
+        (v.token_axis ? fast : fast_ch)(out, v.D, v.G, cb, k, payload, row_scale, row_zero, col_scale,
+                                        v.rows_are_channels);
         return SJK_OK;
     }
     decode_values(&v, out, cb, k, payload);
@@ -538,13 +547,13 @@ sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
                                    const uint8_t *payload, const float *row_scale,
                                    const float *row_zero, const float *col_scale)
 {
-    return tile_decode_with(sjk_trellis_decode_token_get(), tt, out, payload, row_scale,
-                            row_zero, col_scale);
+    return tile_decode_with(sjk_trellis_decode_token_get(), sjk_trellis_decode_channel_get(), tt,
+                            out, payload, row_scale, row_zero, col_scale);
 }
 
 sjk_status sjk_trellis_tile_decode_ref(const sjk_trellis_tile *tt, float *out,
                                        const uint8_t *payload, const float *row_scale,
                                        const float *row_zero, const float *col_scale)
 {
-    return tile_decode_with(NULL, tt, out, payload, row_scale, row_zero, col_scale);
+    return tile_decode_with(NULL, NULL, tt, out, payload, row_scale, row_zero, col_scale);
 }

@@ -205,7 +205,13 @@ void sjk_trellis_decode_token_avx512(float *out, size_t D, size_t G, const float
                                      unsigned k, const uint8_t *payload, const float *row_scale,
                                      const float *row_zero, const float *col_scale,
                                      int rows_are_channels);
-/* The path tile decode uses (NULL: the scalar reference). */
+/* The same for a channel-axis tile (same signature; AVX-512 only). */
+void sjk_trellis_decode_channel_avx512(float *out, size_t D, size_t G, const float *cb,
+                                       unsigned k, const uint8_t *payload, const float *row_scale,
+                                       const float *row_zero, const float *col_scale,
+                                       int rows_are_channels);
+/* The paths tile decode uses (NULL: the scalar reference). */
 sjk_trellis_decode_token_fn sjk_trellis_decode_token_get(void);
+sjk_trellis_decode_token_fn sjk_trellis_decode_channel_get(void);
 
 #endif
