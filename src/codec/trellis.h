@@ -1,9 +1,10 @@
-/* trellis.h — internal API of the 64-state bitshift trellis (the trellis record body).
+/* trellis.h — internal API of the 64-state bitshift trellis (the trellis record bodies;
+ * record glue in trellis_record.c, payload order in docs/FORMAT.md).
  *
  * Code structure (k = 2, 3 or 4 bits per value, L = k + 6 window bits):
  *
- *   bit stream of one sequence (LSB first):   ... | c[t-2] | c[t-1] | c[t] | ...
- *   window w[t] = the k bits of c[t] above the 6 bits just before them in the stream
+ *   symbols of one sequence, in order:        ... | c[t-2] | c[t-1] | c[t] | ...
+ *   window w[t] = the k bits of c[t] above the 6 bits just before them
  *               = (c[t] << 6) | s[t],       s[t] = carried state (6 bits, 64 states)
  *   s[t+1]      = w[t] >> k                 (the top 6 bits of the window)
  *   value[t]    = C[w[t]]                   (C: a trained table of 64 << k floats)
@@ -49,11 +50,13 @@ const float *sjk_trellis_codebook(unsigned k);
 
 /* ---- search --------------------------------------------------------------------- */
 
-/* Scratch bytes for sjk_trellis_encode with sequences of T values. */
+/* Scratch bytes for sjk_trellis_encode with sequences of T values: the whole cost history,
+ * (T+1) * 64 * 16 floats, plus the first pass (about 4 KiB per value of T; 0.5 MiB at
+ * T = 128). Any alignment. */
 size_t sjk_trellis_scratch_nbytes(size_t T);
 
 /* Viterbi search of n_seq sequences (n_seq a multiple of SJK_TRELLIS_LANES) of T values
- * (2 <= T <= SJK_TRELLIS_MAX_T; T*k a multiple of 8 for packing), u[t*stride + s] ->
+ * (2 <= T <= SJK_TRELLIS_MAX_T, T*k >= 6 for tail-biting), u[t*stride + s] ->
  * codes[t*stride + s] (k-bit symbols). Deterministic: the same codes on every dispatch
  * path (ties go to the lowest state / predecessor). Never allocates. The dispatched
  * version uses AVX-512 or AVX2 when available; _ref is the portable reference. */

@@ -3,9 +3,9 @@
 
     tests/oracle/build-llama-cpp.sh                       # once: builds the oracle venv
     scripts/fetch-model all                               # the two models
-    ~/.cache/sjkvarn/oracle-venv/bin/python tests/oracle/make_golden.py [--corpus] [--tokens] [--logits]
+    ~/.cache/sjkvarn/oracle-venv/bin/python tests/oracle/make_golden.py [--corpus] [--tokens] [--logits] [--floor]
 
-With no flag it does all three. Output, under tests/data/golden/ (committed; the test suite
+With no flag it does all four. Output, under tests/data/golden/ (committed; the test suite
 reads it without building llama.cpp):
 
   corpus/NN-name.txt   the tokenization corpus (--corpus): excerpts of files that Debian
@@ -27,6 +27,10 @@ reads it without building llama.cpp):
                        With lse the top-k probabilities are exact; the rest is one tail
                        bucket, so KL over (top-k + tail) is a lower bound of the full KL.
   logits-<model>.txt   the prompts (as text) and the settings used.
+  floor-<model>.txt    (--floor) llama.cpp against itself on the same prompts: KL and top-1
+                       agreement between the golden path and other llama.cpp paths with the
+                       same fp16 cache (flash attention on; token-by-token evaluation). The
+                       logit test measures our engine against this noise level.
 
 Python is only the oracle here; nothing in the product runs it.
 """
@@ -255,23 +259,90 @@ def make_logits(llama_cpp):
               % (key, len(prompts), n_pos, len(blob)))
 
 
+def run_prompts(llama_cpp, key, **kw):
+    """Full logits [n_tokens][n_vocab] of every prompt, with the given llama.cpp options."""
+    import numpy as np
+
+    m = llama_cpp.Llama(model_path(key), n_ctx=512, n_threads=2, logits_all=True, type_k=1,
+                        type_v=1, seed=0, verbose=False, **kw)
+    out = []
+    for _name, text, special in PROMPTS_COMMON + PROMPTS_CHAT[key]:
+        toks = m.tokenize(text.encode("utf-8"), add_bos=True, special=special)
+        m.reset()
+        m.eval(toks)
+        out.append(np.array(m.scores[: len(toks)], dtype=np.float64))
+    return out
+
+
+def make_floor(llama_cpp, variants):
+    """llama.cpp against itself: the golden settings (batched, no flash attention) versus
+    other equally valid llama.cpp execution paths with the same fp16 cache. How far these
+    move the logits is the noise level any other engine is measured against."""
+    import numpy as np
+
+    no_extra_buffer_types(llama_cpp)
+    all_variants = {
+        "flash_attn": dict(n_batch=512, flash_attn=True),
+        "n_batch_1": dict(n_batch=1, flash_attn=False),
+    }
+    for key in MODELS:
+        base = run_prompts(llama_cpp, key, n_batch=512, flash_attn=False)
+        lines = ["# llama.cpp (llama-cpp-python %s) against itself, model %s: KL(golden path ||"
+                 " variant) over the prompts of logits-%s.txt" % (llama_cpp.__version__, MODELS[key], key),
+                 "# golden path: n_batch 512, flash_attn off; every variant keeps the f16 K/V cache",
+                 "# mean_kl = full vocabulary; mean_kl_top%d = top-%d + tail bucket, as the C test"
+                 " computes it; top1 = same argmax" % (TOP_K, TOP_K),
+                 "# regenerate: tests/oracle/make_golden.py --floor"]
+        for name in variants:
+            other = run_prompts(llama_cpp, key, **all_variants[name])
+            kl_full, kl_top, same, n = [], [], 0, 0
+            for a, b in zip(base, other):
+                la = a - a.max(1, keepdims=True)
+                la -= np.log(np.exp(la).sum(1, keepdims=True))
+                lb = b - b.max(1, keepdims=True)
+                lb -= np.log(np.exp(lb).sum(1, keepdims=True))
+                pa = np.exp(la)
+                kl_full += list((pa * (la - lb)).sum(1))
+                for r in range(len(a)):
+                    top = np.argsort(-a[r], kind="stable")[:TOP_K]
+                    p, q = pa[r, top], np.exp(lb[r, top])
+                    k = float((p * (la[r, top] - lb[r, top])).sum())
+                    pt, qt = 1.0 - p.sum(), 1.0 - q.sum()
+                    if pt > 1e-12 and qt > 0:
+                        k += pt * np.log(pt / qt)
+                    kl_top.append(max(k, 0.0))
+                same += int((a.argmax(1) == b.argmax(1)).sum())
+                n += len(a)
+            lines.append("variant %s positions %d mean_kl %.6g mean_kl_top%d %.6g top1 %.6f"
+                         % (name, n, float(np.mean(kl_full)), TOP_K, float(np.mean(kl_top)), same / n))
+            print("make_golden: %s %s" % (key, lines[-1]), flush=True)
+        with open(os.path.join(GOLDEN, "floor-%s.txt" % key), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", action="store_true", help="rebuild corpus/ from installed Debian files")
     ap.add_argument("--tokens", action="store_true", help="write tok-<model>.txt")
     ap.add_argument("--logits", action="store_true", help="write logits-<model>.bin")
+    ap.add_argument("--floor", action="store_true",
+                    help="write floor-<model>.txt (llama.cpp against itself; slow: token by token)")
+    ap.add_argument("--floor-variants", default="flash_attn,n_batch_1",
+                    help="comma-separated: flash_attn, n_batch_1")
     a = ap.parse_args()
-    if not (a.corpus or a.tokens or a.logits):
-        a.corpus = a.tokens = a.logits = True
+    if not (a.corpus or a.tokens or a.logits or a.floor):
+        a.corpus = a.tokens = a.logits = a.floor = True
     os.makedirs(GOLDEN, exist_ok=True)
     if a.corpus:
         build_corpus()
-    if a.tokens or a.logits:
+    if a.tokens or a.logits or a.floor:
         import llama_cpp
         if a.tokens:
             make_tokens(llama_cpp)
         if a.logits:
             make_logits(llama_cpp)
+        if a.floor:
+            make_floor(llama_cpp, a.floor_variants.split(","))
 
 
 if __name__ == "__main__":
