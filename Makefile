@@ -4,6 +4,8 @@
 #   make test            build everything with -Werror and run the whole suite
 #   make asan / ubsan    the suite under AddressSanitizer / UndefinedBehaviorSanitizer
 #   make valgrind        the suite under valgrind memcheck
+#   make fuzz FUZZ_SECONDS=N   build the libFuzzer targets (fuzz/fuzz_*.c, clang) and run each
+#                        for N seconds (seeds: fuzz/corpus/<target>/, replayed by make test)
 #   make install PREFIX=/usr/local
 #
 # Source layout (dependencies point one way: common <- codec <- cache <- attention;
@@ -51,12 +53,16 @@ TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
+# Every library allocation goes through the test-only failure-injection hook
+# (src/common/alloc_hook.h; tests/test_alloc_fail.c).
+$(LIB_OBJ) $(HOST_OBJ): CPPFLAGS_ALL += -include common/alloc_hook.h
+
 LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so
 HOST_A  := $(BUILD)/libsjkhost.a
 CLI     := $(BUILD)/sjkvarn
 
-.PHONY: all test check asan ubsan valgrind install clean tests examples
+.PHONY: all test check asan ubsan valgrind install clean tests examples fuzz fuzz-build
 all: $(LIB_A) $(LIB_SO) $(HOST_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
@@ -113,6 +119,27 @@ ubsan:
 valgrind:
 	@$(MAKE) --no-print-directory test BUILD=build/valgrind OPT=-O1 \
 	  SJK_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+
+# libFuzzer: the libraries built with clang, ASan + UBSan and fuzzer coverage in their own
+# build dir; one binary per fuzz/fuzz_<target>.c. New inputs go to $(FUZZ_BUILD)/corpus,
+# crashes to $(FUZZ_BUILD)/artifacts; the committed seeds are read, never written.
+FUZZ_BUILD   ?= build/fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(sort $(wildcard fuzz/fuzz_*.c)))
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=clang SAN=address,undefined OPT=-O1 \
+	  CFLAGS=-fsanitize=fuzzer-no-link $(FUZZ_BUILD)/libsjkvarn.a $(FUZZ_BUILD)/libsjkhost.a
+	@for t in $(FUZZ_TARGETS); do \
+	  clang $(CPPFLAGS_ALL) -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    fuzz/fuzz_$$t.c $(FUZZ_BUILD)/libsjkhost.a $(FUZZ_BUILD)/libsjkvarn.a -lm -lpthread \
+	    -o $(FUZZ_BUILD)/fuzz_$$t || exit 1; done
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- $(FUZZ_BUILD)/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
 
 install: $(LIB_A) $(LIB_SO)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/lib/pkgconfig

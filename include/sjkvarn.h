@@ -47,6 +47,8 @@ typedef enum sjk_status {
     SJK_ERR_IO,          /* an operating-system I/O call failed (errno is preserved) */
     SJK_ERR_REPROCESS,   /* the operation succeeded partially; the caller must re-append
                             the positions the call reported (see sjk_cache_truncate) */
+    SJK_ERR_MISMATCH,    /* a valid file made for another model, configuration or cache
+                            geometry (see sjk_cache_restore) */
     SJK_STATUS_COUNT
 } sjk_status;
 
@@ -402,6 +404,59 @@ sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
  * fields finite. SJK_OK or SJK_ERR_CORRUPT with a description in msg (may be NULL).
  * Read-only, O(sealed records); for tests and debugging. */
 sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap);
+
+/* ------------------------------------------------------------------------------------
+ * Cache files: save and restore (docs/FORMAT.md "## Cache files", version 1)
+ *
+ * A cache file holds everything a cache holds now: every live region of every sequence
+ * and layer (sink rows, sealed records, staged ring rows, uniform rows; only the
+ * occupied parts), the lengths and body ends, the configuration and geometry, the file
+ * and record format versions, and a caller-supplied model fingerprint of
+ * SJK_FINGERPRINT_NBYTES bytes (any bytes that identify the model: a hash of its
+ * weights, its file name and size ...; NULL means all zeros). Every section carries a
+ * CRC-32C.
+ *
+ * Restore goes into an existing cache created with the same params (n_layers,
+ * n_kv_heads, n_q_heads, head_dim, max_pos, n_seqs and every layer configuration;
+ * max_q_rows and n_threads may differ). It never allocates: it reads the file twice
+ * through a small stack buffer, first validating every byte (header and section
+ * checksums, geometry, configuration, fingerprint, lengths, sealed-record scales) without
+ * touching the cache, then copying into the cache's own regions. A file that fails
+ * validation leaves the cache exactly as it was. Afterwards attention over the restored
+ * cache gives bit-identical results to attention over the saved one.
+ *
+ * Errors (with a message naming what was wrong in err, NUL-terminated, may be NULL):
+ *   SJK_ERR_FORMAT    not a cache file, or a file/record format version this build
+ *                     does not read
+ *   SJK_ERR_CORRUPT   a checksum, size or bound does not hold (bit flips, truncation)
+ *   SJK_ERR_MISMATCH  a valid file for another model (fingerprint), configuration or
+ *                     geometry
+ *   SJK_ERR_IO        an OS call failed (errno preserved)
+ * If the file changes between the two passes (another writer), the second pass detects
+ * it, the cache is emptied (every length 0) and SJK_ERR_CORRUPT is returned.
+ * ---------------------------------------------------------------------------------- */
+#define SJK_CACHE_FILE_VERSION 1
+#define SJK_FINGERPRINT_NBYTES 32
+
+/* Bytes sjk_cache_save writes for the cache as it is now. */
+sjk_status sjk_cache_file_nbytes(const sjk_cache *c, size_t *nbytes);
+
+/* Saves atomically: writes a temporary file in path's directory, fsyncs it, renames it
+ * over path and fsyncs the directory, so a crash at any moment leaves either the previous
+ * file or the new one, never a mix. The file is created with mode 0600. Read-only on the
+ * cache; never allocates. SJK_ERR_IO (errno preserved), SJK_ERR_PARAM. */
+sjk_status sjk_cache_save(const sjk_cache *c, const char *path,
+                          const uint8_t *fingerprint, char *err, size_t err_cap);
+/* The same bytes into memory: *nbytes receives the file size; dst may be NULL (size
+ * only); SJK_ERR_BUFFER if dst_cap is smaller. */
+sjk_status sjk_cache_save_memory(const sjk_cache *c, const uint8_t *fingerprint,
+                                 void *dst, size_t dst_cap, size_t *nbytes);
+
+/* Restores from a file or from memory (see above). */
+sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fingerprint,
+                             char *err, size_t err_cap);
+sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nbytes,
+                                    const uint8_t *fingerprint, char *err, size_t err_cap);
 
 #ifdef __cplusplus
 }

@@ -166,7 +166,7 @@ TEST(test_config_strings_parse)
                           "sj:3/2t", "kvarn:4/4", "kvarn:4/4:tail=1024", "sj:3/3t:edge=4/4",
                           "sj:3/2t:edge=4/4:edges=2", "sj:4/4:tail_min=2048:tail_max=4096",
                           "sj:4/4:stage=q8_0", "sj:4/4:stage=f16", "sj:2/2:balance=reference",
-                          "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2"};
+                          "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2", "sj:3/3tc"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {

@@ -160,7 +160,7 @@ static const char *const g_configs[] = {
     "f16", "q8_0", "q4_0", "q8_0/q4_0", "q4_0:rot", "f16:rot", "q5_1/tq6_0",
     "sj:4/4", "sj:3/3", "sj:3/2", "sj:2/2", "sj:2/4", "sj:4/4:stage=q8_0", "sj:4/4:stage=f16",
     "sj:4/4:tail=128", "sj:4/3:sink=256", "kvarn:4/4", "kvarn:4/2", "kvarn:4/4:tail=256",
-    "sj:3/3t", "sj:3/2t", "sj:3/3t:edge=4/4",
+    "sj:3/3t", "sj:3/2t", "sj:3/3t:edge=4/4", "sj:3/2tc",
 };
 
 static int trellis_ok(void)
@@ -239,7 +239,7 @@ TEST(test_attend_matches_decoded_cache_every_config)
 {
     int tr = trellis_ok();
     for (size_t i = 0; i < SJK_ARRAY_LEN(g_configs); i++) {
-        int trellis = strstr(g_configs[i], "3t") || strstr(g_configs[i], "2t");
+        int trellis = strstr(g_configs[i], "3t") || strstr(g_configs[i], "2t");  /* also "tc" */
         if (trellis && !tr) continue;
         uint32_t D = strstr(g_configs[i], "tq6_0") ? 128 : 64;
         run_context_sweep(g_configs[i], D, 2, 4, strstr(g_configs[i], "edge") ? 3 : 1);

@@ -9,9 +9,9 @@
  * refused with a status and a message.
  *
  * Real models (${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}, scripts/fetch-model): the
- * obvious continuation is the top token, prefill equals decode, and, when the golden
- * file from tests/oracle/make_golden.py is present, KL(llama.cpp || ours) is at
- * llama.cpp's own noise level. Missing files SKIP loudly. */
+ * top token after "The capital of France is" is llama.cpp's (" Paris" for SmolLM2), and
+ * prefill equals token-by-token decode. Missing files SKIP loudly. (The comparison with
+ * llama.cpp's logits over many prompts is tests/test_model_golden.c.) */
 #include <stdint.h>
 #include <unistd.h>
 
@@ -487,93 +487,8 @@ static const char *model_path(const char *file)
     return access(buf, R_OK) == 0 ? buf : NULL;
 }
 
-/* Sanitizer builds run a few prompts only: the full comparison is minutes there. */
-#if defined(__SANITIZE_ADDRESS__)
-#define GOLDEN_MAX_POSITIONS 40
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GOLDEN_MAX_POSITIONS 40
-#endif
-#endif
-#ifndef GOLDEN_MAX_POSITIONS
-#define GOLDEN_MAX_POSITIONS 100000
-#endif
-
-/* Golden logits (tests/oracle/make_golden.py): KL over the top-k + one tail bucket. */
-static void check_golden(sjkh_model *m, const char *golden, double max_kl, double min_top1)
-{
-    FILE *f = fopen(test_data_path(golden), "rb");
-    if (!f) {
-        fprintf(stderr, "  NOTE: %s absent: llama.cpp logit comparison not run\n", golden);
-        return;
-    }
-    char magic[4];
-    uint32_t hdr[4];
-    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "SJKL", 4) || fread(hdr, 4, 4, f) != 4 || hdr[0] != 1) {
-        CHECKF(0, "%s: bad header", golden);
-        fclose(f);
-        return;
-    }
-    uint32_t V = hdr[1], K = hdr[2], np = hdr[3];
-    const sjkh_model_info *in = sjkh_model_get_info(m);
-    CHECK(V == in->n_vocab);
-    sjkh_session_params sp = sjkh_session_params_default();
-    sp.n_ctx = 512;
-    sp.n_threads = 2;
-    sp.kv = "host-f16";
-    sjkh_session *s = NULL;
-    char err[256];
-    CHECK(sjkh_session_create(m, &sp, &s, err, sizeof err) == SJK_OK);
-    double kl_sum = 0;
-    size_t same = 0, total = 0, max_positions = GOLDEN_MAX_POSITIONS;
-    int32_t *ids = malloc(K * 4);
-    float *top = malloc(K * 4);
-    for (uint32_t p = 0; p < np && s && V == in->n_vocab && total < max_positions; p++) {
-        uint32_t n;
-        if (fread(&n, 4, 1, f) != 1 || n == 0 || n > 512) break;
-        int32_t *tok = malloc(n * 4);
-        float *lg = malloc((size_t)n * V * 4);
-        if (fread(tok, 4, n, f) != n) break;
-        sjkh_session_reset(s);
-        CHECK(sjkh_session_feed(s, tok, n, lg, 1, err, sizeof err) == SJK_OK);
-        for (uint32_t i = 0; i < n; i++) {
-            float lse;
-            if (fread(&lse, 4, 1, f) != 1 || fread(ids, 4, K, f) != K || fread(top, 4, K, f) != K) break;
-            const float *q = lg + (size_t)i * V;
-            double mx = q[0], sum = 0;
-            uint32_t arg = 0;
-            for (uint32_t v = 1; v < V; v++)
-                if (q[v] > mx) mx = q[v], arg = v;
-            for (uint32_t v = 0; v < V; v++) sum += exp(q[v] - mx);
-            double qlse = mx + log(sum), kl = 0, p_top = 0, q_top = 0;
-            for (uint32_t j = 0; j < K; j++) {
-                double lp = top[j] - lse, lq = q[ids[j]] - qlse;
-                kl += exp(lp) * (lp - lq);
-                p_top += exp(lp);
-                q_top += exp(lq);
-            }
-            if (p_top < 1 && q_top < 1) kl += (1 - p_top) * log((1 - p_top) / (1 - q_top));
-            kl_sum += kl;
-            same += (int32_t)arg == ids[0];
-            total++;
-        }
-        free(tok);
-        free(lg);
-    }
-    free(ids);
-    free(top);
-    fclose(f);
-    sjkh_session_free(s);
-    if (!total) return;
-    double mean = kl_sum / (double)total, top1 = (double)same / (double)total;
-    fprintf(stderr, "  %s: %zu positions, mean KL(llama.cpp || ours) %.3e, same top-1 %.2f%%\n", golden, total, mean,
-            100 * top1);
-    CHECKF(mean <= max_kl, "mean KL %.3e > %.1e", mean, max_kl);
-    CHECKF(top1 >= min_top1, "same top-1 %.4f < %.2f", top1, min_top1);
-}
-
 static void check_real(const char *file, const char *prompt_ids_desc, const int32_t *prompt, size_t n_prompt,
-                       int32_t want_top, const char *golden, double max_kl, double min_top1)
+                       int32_t want_top)
 {
     const char *path = model_path(file);
     if (!path) SKIP("%s not in the model cache: run scripts/fetch-model", file);
@@ -601,30 +516,23 @@ static void check_real(const char *file, const char *prompt_ids_desc, const int3
         CHECKF(d < 0.05, "prefill vs decode logits differ by %g", d);
         sjkh_session_free(s);
     }
-    check_golden(m, golden, max_kl, min_top1);
     free(a);
     free(b);
     sjkh_model_free(m);
 }
 
-/* Bounds: llama.cpp's own logits move by mean KL 3.6e-3 (SmolLM2) and 7.2e-3 (Gemma 3)
- * between its flash and non-flash attention paths (same fp16 cache); ours sit closer
- * to its non-flash path than that (1.6e-3 and 4.0e-3 measured), so the bound is the
- * noise level, not the 1e-3 hoped for (see the host notes in docs). */
 TEST(test_real_smollm2)
 {
     /* "The capital of France is" -> " Paris" */
     const int32_t p[] = {504, 3575, 282, 4649, 314};
-    check_real("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2 'The capital of France is'", p, 5, 7042,
-               "golden/logits-smollm2-135m.bin", 5e-3, 0.97);
+    check_real("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2 'The capital of France is'", p, 5, 7042);
 }
 
 TEST(test_real_gemma3)
 {
     /* "<bos>The capital of France is" -> top token as llama.cpp gives it */
     const int32_t p[] = {2, 818, 5279, 529, 7001, 563};
-    check_real("gemma-3-270m-q4_k_m.gguf", "gemma3 'The capital of France is'", p, 6, 506,
-               "golden/logits-gemma3-270m.bin", 8e-3, 0.96);
+    check_real("gemma-3-270m-q4_k_m.gguf", "gemma3 'The capital of France is'", p, 6, 506);
 }
 
 int main(void)

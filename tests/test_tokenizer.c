@@ -57,7 +57,7 @@ static char *read_file(const char *path, size_t *n)
 /* Encodes into a fresh array (caller frees). */
 static int32_t *encode(const sjkh_tokenizer *t, const char *s, size_t n, unsigned flags, size_t *n_ids)
 {
-    size_t cap = 2 * n + 8;
+    size_t cap = 6 * n + 8;
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids) return NULL;
     if (sjkh_tokenizer_encode(t, s, n, flags, ids, cap, n_ids) != SJK_OK) {

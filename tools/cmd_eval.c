@@ -45,6 +45,7 @@ static const char usage_text[] =
 "  --csv FILE     write FILE (one row per configuration), BASE-pairs.csv and\n"
 "                 BASE-positions.csv (BASE = FILE without .csv)\n"
 "  --svg DIR      write DIR/frontier.svg (mean KL vs bits per value) and DIR/positions.svg\n"
+"  --ref CFG      the reference's cache configuration (default f16)\n"
 "  --threads N    threads per forward pass (default: online CPUs)\n"
 "  --boot N       bootstrap resamples (default 2000); --seed N: their seed (default 1)\n"
 "  --corpus DIR   corpus directory (default ${SJK_CORPUS_DIR:-~/.cache/sjkvarn/corpus})\n"
@@ -65,7 +66,7 @@ typedef struct doc {
 } doc;
 
 typedef struct eval_args {
-    const char *model, *docs, *csv, *svg, *corpus;
+    const char *model, *docs, *csv, *svg, *corpus, *ref;
     const char *kv[MAX_CFGS];
     size_t n_kv;
     char kv_buf[4096];
@@ -134,6 +135,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--csv")) { NEED(); a->csv = v; }
         else if (!strcmp(o, "--svg")) { NEED(); a->svg = v; }
         else if (!strcmp(o, "--corpus")) { NEED(); a->corpus = v; }
+        else if (!strcmp(o, "--ref")) { NEED(); a->ref = v; }
         else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "--needle")) a->needle = 1;
         else if (!strcmp(o, "--synthetic")) a->synthetic = 1;
@@ -149,6 +151,15 @@ static int parse_args(int argc, char **argv, eval_args *a)
     if (!a->model && !a->synthetic) {
         fprintf(stderr, "sjkvarn eval: -m MODEL is required (or --synthetic)\n");
         return 0;
+    }
+    if (a->ref) {
+        sjk_layer_config lc;
+        char err[256];
+        if (strlen(a->ref) >= 64 || (strcmp(a->ref, "host-f16") &&
+                                     sjk_cache_config_parse(a->ref, 1, &lc, err, sizeof err))) {
+            fprintf(stderr, "sjkvarn eval: --ref '%s' is not a cache configuration\n", a->ref);
+            return 0;
+        }
     }
     if (!a->n_kv) {
         fprintf(stderr, "sjkvarn eval: --kv is required, e.g. --kv q8_0/q8_0,sj:4/4\n");
@@ -476,11 +487,12 @@ int sjk_cmd_eval(int argc, char **argv)
     st = sjk_eval_study_create(a.n_kv, a.kv, nd, doc_names);
     if (!st) { fprintf(stderr, "sjkvarn eval: out of memory\n"); rc = 1; goto out; }
     fprintf(stderr, "sjkvarn eval: %zu document(s), context %ld (prompt <= %zu, %ld generated), "
-            "reference f16, %zu candidate(s)\n", nd, a.n_ctx, n_prompt, a.n_gen, a.n_kv);
+            "reference %s, %zu candidate(s)\n", nd, a.n_ctx, n_prompt, a.n_gen, a.ref ? a.ref : "f16", a.n_kv);
 
     sjk_eval_progress prog;
     sjk_eval_progress_start(&prog, a.progress == 0 ? NULL : stderr, a.progress == 1, total, "eval");
-    sjk_eval_opts opts = {(size_t)a.n_ctx, (size_t)a.n_gen, 512, &prog};
+    sjk_eval_opts opts = {(size_t)a.n_ctx, (size_t)a.n_gen, 512, &prog, a.ref};
+    if (a.ref) sjk_eval_study_set_reference(st, a.ref);
     for (size_t i = 0; i < nd && rc == 0; i++) {
         const char *what = "";
         sjk_status s = sjk_eval_run_doc(&be, st, i, docs[i].prompt, docs[i].n_prompt, &opts, NULL);

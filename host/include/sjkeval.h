@@ -141,6 +141,9 @@ sjk_status sjk_eval_study_add_needle(sjk_eval_study *st, size_t cfg, size_t doc,
                                      uint32_t distance, uint32_t planned_distance,
                                      double kl, int q_top_is_gold, int p_top_is_gold);
 
+/* Names the reference configuration in the outputs (default "f16"; < 64 bytes). */
+sjk_status sjk_eval_study_set_reference(sjk_eval_study *st, const char *name);
+
 /* Adds to configuration cfg's throughput counters: tokens fed and seconds spent. */
 void sjk_eval_study_add_time(sjk_eval_study *st, size_t cfg, uint64_t tokens, double seconds);
 
@@ -243,6 +246,7 @@ typedef struct sjk_eval_opts {
     size_t n_gen;          /* generated (scored) tokens per document */
     size_t prefill_chunk;  /* tokens per ctx_feed call during the prompt (0 = all at once) */
     sjk_eval_progress *progress; /* advanced by one per token per configuration (may be NULL) */
+    const char *reference; /* the reference's cache configuration; NULL = "f16" */
 } sjk_eval_opts;
 
 /* Cuts a document's prompt to fit: tokens of text are taken as the prompt, except that
@@ -253,7 +257,7 @@ typedef struct sjk_eval_opts {
 sjk_status sjk_eval_prompt_tokens(const sjk_eval_backend *be, const char *text, size_t n,
                                   size_t n_prompt, int32_t **tokens, size_t *n_tokens);
 
-/* Runs one document: the reference (configuration "f16") is fed the prompt and generates
+/* Runs one document: the reference (opts->reference, default "f16") is fed the prompt and generates
  * opts->n_gen tokens greedily; each of the study's configurations is fed the same tokens
  * in lockstep, and KL(p ‖ q) at each generated position is added to the study (document
  * index doc). Contexts are created and freed inside. If gen_out is not NULL it receives

@@ -265,8 +265,9 @@ enum {
 
 /* Tokenizes text_nbytes bytes of text (any bytes; invalid UTF-8 is handled as llama.cpp
  * does). Writes up to ids_cap ids and sets *n_ids to the full count; SJK_ERR_BUFFER when
- * that exceeds ids_cap (call again with a bigger buffer; text_nbytes * 2 + 2 always
- * suffices). SJK_ERR_NOMEM; SJK_ERR_UNSUPPORTED if a byte has no fallback token. */
+ * that exceeds ids_cap (call again with a bigger buffer; text_nbytes * 6 + 8 always
+ * suffices, about text_nbytes / 3 is typical). SJK_ERR_NOMEM; SJK_ERR_UNSUPPORTED if a
+ * byte has no fallback token (SPM). Allocates scratch per call; thread-safe. */
 sjk_status sjkh_tokenizer_encode(const sjkh_tokenizer *t, const char *text, size_t text_nbytes,
                                  unsigned flags, int32_t *ids, size_t ids_cap, size_t *n_ids);
 

@@ -30,6 +30,7 @@ typedef struct eval_needle {
 
 struct sjk_eval_study {
     size_t n_configs, n_docs;
+    char reference[SJK_EVAL_NAME_MAX]; /* the reference configuration's name */
     eval_col *cols;                 /* [n_configs] */
     char **doc_names;               /* [n_docs] */
     eval_needle *needles;           /* [n_needles] */

@@ -98,7 +98,8 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
         size_t l = strlen(st->cols[c].name);
         if (l > w) w = l;
     }
-    fprintf(f, "KL(p_f16 ‖ q) in nats over generated tokens, %zu document(s)\n", st->n_docs);
+    fprintf(f, "KL(p ‖ q) in nats over generated tokens, reference %s, %zu document(s)\n",
+            st->reference, st->n_docs);
     fprintf(f, "%-*s %7s %10s %10s %10s %10s %10s %7s %7s %7s %9s %8s\n", (int)w, "config",
             "n", "mean", "median", "p90", "p99", "max", "same", "bpv", "bpv", "KV MiB",
             "tok/s");
@@ -112,7 +113,8 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
                 (double)r->kv_bytes / 1048576.0, r->tokens_per_s);
     }
     if (st->n_pairs) {
-        fprintf(f, "\npaired ratio of mean KL (a ÷ b; < 1: a is closer to f16), bootstrap 95%% CI\n");
+        fprintf(f, "\npaired ratio of mean KL (a ÷ b; < 1: a is closer to %s), bootstrap 95%% CI\n",
+                st->reference);
         fprintf(f, "%-*s %10s %21s %21s %9s %13s\n", (int)(2 * w + 4), "a ÷ b", "ratio",
                 "CI positions", "CI documents", "a won", "a won");
         fprintf(f, "%-*s %10s %21s %21s %9s %13s\n", (int)(2 * w + 3), "", "", "", "",
@@ -134,7 +136,7 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
     uint32_t dist[MAX_DIST];
     size_t nd = needle_distances(st, dist, MAX_DIST);
     if (nd) {
-        fprintf(f, "\nneedles: mean answer-token KL / top token is the gold answer (f16's own rate)\n");
+        fprintf(f, "\nneedles: mean answer-token KL / top token is the gold answer (the reference's own rate below)\n");
         fprintf(f, "%-*s", (int)w, "distance");
         for (size_t j = 0; j < nd; j++) fprintf(f, "%17u", dist[j]);
         fprintf(f, "%17s\n", "all");
@@ -147,7 +149,7 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
             const sjk_eval_config_result *r = &st->res[c];
             fprintf(f, "  %8.2e %5.1f%%\n", r->needle_mean_kl, 100.0 * r->needle_gold_top);
         }
-        fprintf(f, "%-*s", (int)w, "(f16 gold)");
+        fprintf(f, "%-*s", (int)w, "(ref. gold)");
         for (size_t j = 0; j < nd; j++) {
             needle_cell cell = needle_at(st, 0, dist[j]);
             fprintf(f, "  %8s %5.1f%%", "", 100.0 * cell.ref_gold);
@@ -225,7 +227,9 @@ sjk_status sjk_eval_write_csv_positions(const sjk_eval_study *st, FILE *f)
 sjk_status sjk_eval_write_json(const sjk_eval_study *st, FILE *f)
 {
     if (!st || !f || !st->finished) return SJK_ERR_PARAM;
-    fputs("{\n  \"documents\": [", f);
+    fputs("{\n  \"reference\": ", f);
+    json_str(f, st->reference);
+    fputs(",\n  \"documents\": [", f);
     for (size_t d = 0; d < st->n_docs; d++) {
         if (d) fputs(", ", f);
         json_str(f, st->doc_names[d]);

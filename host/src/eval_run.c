@@ -109,7 +109,7 @@ static void lockstep_free(lockstep *L)
 }
 
 static sjk_status lockstep_open(lockstep *L, const sjk_eval_backend *be, sjk_eval_study *st,
-                                size_t n_ctx, sjk_eval_progress *prog)
+                                size_t n_ctx, sjk_eval_progress *prog, const char *reference)
 {
     memset(L, 0, sizeof *L);
     L->be = be;
@@ -123,7 +123,7 @@ static sjk_status lockstep_open(lockstep *L, const sjk_eval_backend *be, sjk_eva
     for (size_t i = 0; i < L->n; i++) {
         L->q_all[i] = malloc(be->n_vocab * sizeof(float));
         if (!L->q_all[i]) { lockstep_free(L); return SJK_ERR_NOMEM; }
-        const char *kv = i ? st->cols[i - 1].name : REFERENCE_KV;
+        const char *kv = i ? st->cols[i - 1].name : reference ? reference : REFERENCE_KV;
         sjk_status s = be->ctx_create(be->user, kv, n_ctx, &L->ctx[i]);
         if (s != SJK_OK) { lockstep_free(L); return s; }
     }
@@ -163,7 +163,7 @@ sjk_status sjk_eval_run_doc(const sjk_eval_backend *be, sjk_eval_study *st, size
         total > UINT32_MAX)
         return SJK_ERR_RANGE;
     lockstep L;
-    sjk_status s = lockstep_open(&L, be, st, opts->n_ctx, opts->progress);
+    sjk_status s = lockstep_open(&L, be, st, opts->n_ctx, opts->progress, opts->reference);
     if (s != SJK_OK) return s;
     s = lockstep_feed(&L, prompt, n_prompt, opts->prefill_chunk);
     for (size_t g = 0; s == SJK_OK && g < opts->n_gen; g++) {
@@ -315,7 +315,7 @@ sjk_status sjk_eval_run_needles(const sjk_eval_backend *be, sjk_eval_study *st, 
     }
     while (h < nh) seq[o++] = hay[h++];
 
-    s = lockstep_open(&L, be, st, opts->n_ctx, opts->progress);
+    s = lockstep_open(&L, be, st, opts->n_ctx, opts->progress, opts->reference);
     if (s != SJK_OK) goto done;
     s = lockstep_feed(&L, seq, o, opts->prefill_chunk);
     size_t pos = o;

@@ -40,6 +40,7 @@ sjk_eval_study *sjk_eval_study_create(size_t n_configs, const char *const *confi
     if (!st) return NULL;
     st->n_configs = n_configs;
     st->n_docs = n_docs;
+    memcpy(st->reference, "f16", 4);
     st->cols = calloc(n_configs, sizeof *st->cols);
     st->res = calloc(n_configs, sizeof *st->res);
     st->doc_names = calloc(n_docs, sizeof *st->doc_names);
@@ -135,6 +136,13 @@ sjk_status sjk_eval_study_add_needle(sjk_eval_study *st, size_t cfg, size_t doc,
     nd->kl = kl;
     nd->q_gold = q_top_is_gold != 0;
     nd->p_gold = p_top_is_gold != 0;
+    return SJK_OK;
+}
+
+sjk_status sjk_eval_study_set_reference(sjk_eval_study *st, const char *name)
+{
+    if (!st || !name || strlen(name) >= SJK_EVAL_NAME_MAX) return SJK_ERR_PARAM;
+    memcpy(st->reference, name, strlen(name) + 1);
     return SJK_OK;
 }
 

@@ -106,7 +106,7 @@ static sjk_status io_status(FILE *f) { return ferror(f) ? SJK_ERR_IO : SJK_OK; }
 static void zero_note(FILE *f)
 {
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">"
-               "KL = 0 (identical to f16) is drawn on the bottom edge</text>\n", ML + 6, H - MB - 6);
+               "KL = 0 (identical to the reference) is drawn on the bottom edge</text>\n", ML + 6, H - MB - 6);
 }
 
 sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f)
@@ -126,7 +126,7 @@ sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f)
     if (x.lo < 0) x.lo = 0;
     svg_begin(f, "Quality per bit: mean KL vs bits per value");
     svg_axes(f, &x, &y, "bits per value (occupied, at the scored positions)",
-             "mean KL(p_f16 ‖ q), nats");
+             "mean KL(p_ref ‖ q), nats");
     int any_zero = 0;
     for (size_t c = 0; c < nc; c++) any_zero |= !(ys[c] > 0);
     if (any_zero) zero_note(f);
@@ -182,7 +182,7 @@ sjk_status sjk_eval_write_svg_positions(const sjk_eval_study *st, FILE *f)
     axis y = log_axis(mean, nc * nb, &fl);
     axis x = {(double)pmin, (double)pmin + (double)span, 0}; /* bins cover [pmin, pmax + 1) */
     svg_begin(f, "KL along the position axis (generated tokens)");
-    svg_axes(f, &x, &y, "position in the context (tokens)", "mean KL(p_f16 ‖ q), nats");
+    svg_axes(f, &x, &y, "position in the context (tokens)", "mean KL(p_ref ‖ q), nats");
     if (any_zero) zero_note(f);
     for (size_t c = 0; c < nc; c++) {
         const char *col = palette[c % PALETTE_N];

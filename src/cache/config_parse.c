@@ -4,7 +4,8 @@
  *   config  := spec (":" option)*
  *   spec    := FORMAT | FORMAT "/" FORMAT          uniform K/V row formats ("q8_0/q4_0")
  *            | "sj" [":" BITS] | "kvarn" [":" BITS]
- *   BITS    := K "/" V ["t"]                        "4/4", "3/3t" (t = trellis body)
+ *   BITS    := K "/" V ["t" | "tc"]                 "4/4", "3/3t" (t = trellis body,
+ *                                                   tc = trellis along the channel axis)
  *   option  := "tail=" N        fixed tail of N positions (kvarn: extra fp16 exact tail)
  *            | "tail_min=" N | "tail_max=" N        adaptive tail bounds (tail_max 0 = fixed)
  *            | "stage=" FORMAT  staging ring format: tq6_0 | q8_0 | f16
@@ -72,15 +73,16 @@ static int parse_u32(const char *s, uint32_t *out)
     return 1;
 }
 
-/* "4/4", "3/3t", "3/2t" -> bits and body. */
+/* "4/4", "3/3t", "3/2t", "3/3tc" -> bits and body (t: trellis with sequences along the
+ * token axis, the default; tc: along the channel axis). */
 static int parse_bits(const char *s, uint8_t *bk, uint8_t *bv, uint8_t *body)
 {
     if (strlen(s) < 3 || s[1] != '/') return 0;
     if (s[0] < '2' || s[0] > '4' || s[2] < '2' || s[2] > '4') return 0;
-    if (s[3] && !(s[3] == 't' && !s[4])) return 0;
+    if (s[3] && strcmp(s + 3, "t") && strcmp(s + 3, "tc")) return 0;
     *bk = (uint8_t)(s[0] - '0');
     *bv = (uint8_t)(s[2] - '0');
-    *body = s[3] == 't' ? SJK_BODY_TRELLIS : SJK_BODY_SCALAR;
+    *body = !s[3] ? SJK_BODY_SCALAR : (s[4] == 'c' ? SJK_BODY_TRELLIS_CHANNEL : SJK_BODY_TRELLIS);
     return 1;
 }
 
@@ -163,7 +165,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         }
     }
 
-    int have_edge = 0, tail_fixed = 0;
+    int have_edge = 0;
     uint8_t ebk = 0, ebv = 0, ebody = 0;
     uint32_t edges = 1;
     while (*s) {
@@ -178,7 +180,6 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         if (!strcmp(tok, "tail")) {
             ok = parse_u32(val, &c.tail_min);
             c.tail_max = 0;
-            tail_fixed = 1;
         } else if (!strcmp(tok, "tail_min")) {
             ok = parse_u32(val, &c.tail_min);
         } else if (!strcmp(tok, "tail_max")) {
@@ -231,7 +232,6 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         set_err(err, err_cap, str, "%s must be 0 (fixed tail) or at least tail_min + 128", "tail_max");
         return SJK_ERR_PARAM;
     }
-    (void)tail_fixed;
     for (uint32_t l = 0; l < n_layers; l++) out[l] = c;
     if (have_edge) {
         for (uint32_t i = 0; i < edges && i < n_layers; i++) {
@@ -267,7 +267,7 @@ sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst
         sjk_layer_config d = sjk_layer_config_default();
         int kv = c->kind == SJK_KIND_KVARN;
         n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v,
-                     c->body == SJK_BODY_TRELLIS ? "t" : "");
+                     c->body == SJK_BODY_TRELLIS ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc" : "");
         uint32_t dmin = kv ? 0 : d.tail_min, dmax = kv ? 0 : d.tail_max;
         if (c->tail_max == 0 && (c->tail_min != dmin || dmax != 0))
             n += snprintf(buf + n, sizeof buf - (size_t)n, ":tail=%u", c->tail_min);

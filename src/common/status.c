@@ -12,6 +12,7 @@ static const char *const status_names[SJK_STATUS_COUNT] = {
     [SJK_ERR_UNSUPPORTED] = "unsupported",
     [SJK_ERR_IO] = "I/O error",
     [SJK_ERR_REPROCESS] = "positions must be re-processed",
+    [SJK_ERR_MISMATCH] = "made for another model or configuration",
 };
 
 const char *sjk_status_str(sjk_status s)

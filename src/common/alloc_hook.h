@@ -1,0 +1,46 @@
+/* alloc_hook.h — allocation-failure injection (test only), force-included (`-include`)
+ * into every libsjkvarn and libsjkhost translation unit by the Makefile, so every
+ * malloc / calloc / realloc / aligned_alloc / strdup / free in the libraries goes through
+ * the counters below. Off by default: one relaxed atomic load per allocation.
+ *
+ * A test arms it with sjk_alloc_fail_nth(n): the n-th allocation from then on returns
+ * NULL (once; or every one from the n-th on with persistent = 1). Running a create/load
+ * path for n = 1, 2, ... until it succeeds exercises every failure branch (SQLite's
+ * technique); tests/test_alloc_fail.c does that, and `make asan` / `make valgrind` check
+ * that each failed attempt frees everything. The counters are the one piece of mutable
+ * process-wide state in the library; they exist for tests and change nothing unless armed. */
+#ifndef SJK_ALLOC_HOOK_H
+#define SJK_ALLOC_HOOK_H
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *sjk_hook_malloc(size_t n);
+void *sjk_hook_calloc(size_t n, size_t m);
+void *sjk_hook_realloc(void *p, size_t n);
+void *sjk_hook_aligned_alloc(size_t a, size_t n);
+char *sjk_hook_strdup(const char *s);
+char *sjk_hook_strndup(const char *s, size_t n);
+void sjk_hook_free(void *p);
+
+/* Arms the hook: the n-th allocation from now fails (n >= 1); n = 0 disarms. With
+ * persistent, every allocation from the n-th on fails. Resets the counters. */
+void sjk_alloc_fail_nth(long n, int persistent);
+/* Allocations attempted since the last sjk_alloc_fail_nth, and whether one was failed. */
+long sjk_alloc_count(void);
+int sjk_alloc_failed(void);
+/* Live blocks allocated through the hook (allocations minus frees, process lifetime). */
+long sjk_alloc_live(void);
+
+#ifndef SJK_ALLOC_HOOK_IMPL
+#define malloc(n) sjk_hook_malloc(n)
+#define calloc(n, m) sjk_hook_calloc(n, m)
+#define realloc(p, n) sjk_hook_realloc(p, n)
+#define aligned_alloc(a, n) sjk_hook_aligned_alloc(a, n)
+#define strdup(s) sjk_hook_strdup(s)
+#define strndup(s, n) sjk_hook_strndup(s, n)
+#define free(p) sjk_hook_free(p)
+#endif
+
+#endif

@@ -1,0 +1,267 @@
+/* test_alloc_fail.c — allocation-failure injection (src/common/alloc_hook.h): for every
+ * create and load path, the n-th allocation fails for n = 1, 2, ... until the call
+ * succeeds. Each failed call must return a clean status (SJK_ERR_NOMEM, or the status the
+ * path documents for it), leave *out NULL and free everything it took (the hook's live
+ * count is back where it was; `make asan` and `make valgrind` check the same with
+ * LeakSanitizer / memcheck). Cache restore must not allocate at all.
+ *
+ * The model paths need the real model files (SKIP without them). They make many
+ * allocations; SJK_ALLOC_FAIL_STRIDE (default 1: every n) thins them out for slow runs,
+ * and under valgrind SJK_TEST_LIGHT=1 skips the model. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/alloc_hook.h"
+#include "harness.h"
+#include "sjkhost.h"
+#include "sjkvarn.h"
+
+#undef malloc
+#undef calloc
+#undef realloc
+#undef aligned_alloc
+#undef strdup
+#undef strndup
+#undef free
+
+typedef sjk_status (*attempt_fn)(void *ctx, void **obj);
+typedef void (*release_fn)(void *obj);
+
+/* Runs attempt with the n-th allocation failing, for every n until it succeeds. Returns
+ * the number of failure points exercised (-1 on a violation). */
+static long every_failure_point(const char *what, attempt_fn attempt, release_fn release, void *ctx)
+{
+    long stride = getenv("SJK_ALLOC_FAIL_STRIDE") ? atol(getenv("SJK_ALLOC_FAIL_STRIDE")) : 1;
+    if (stride < 1) stride = 1;
+    for (long n = 1; n < 1000000; n += (n < 64 ? 1 : stride)) {
+        long live = sjk_alloc_live();
+        void *obj = NULL;
+        sjk_alloc_fail_nth(n, 0);
+        sjk_status st = attempt(ctx, &obj);
+        int failed = sjk_alloc_failed();
+        sjk_alloc_fail_nth(0, 0);
+        if (!failed) {
+            CHECKF(st == SJK_OK && obj, "%s: no injected failure at n = %ld but status %s", what, n, sjk_status_str(st));
+            if (obj) release(obj);
+            CHECKF(sjk_alloc_live() == live, "%s: leak after success", what);
+            if (getenv("SJK_TEST_VERBOSE")) fprintf(stderr, "  %s: %ld failure points, all clean\n", what, n - 1);
+            return n - 1;
+        }
+        if (st == SJK_OK) {
+            /* A failure the path may absorb (an optional cache); it must still be whole. */
+            if (obj) release(obj);
+        } else {
+            CHECKF(obj == NULL, "%s: n = %ld: *out set on failure", what, n);
+            CHECKF(st == SJK_ERR_NOMEM || st == SJK_ERR_IO || st == SJK_ERR_UNSUPPORTED || st == SJK_ERR_FORMAT,
+                   "%s: n = %ld: status %s", what, n, sjk_status_str(st));
+        }
+        if (sjk_alloc_live() != live) {
+            CHECKF(0, "%s: n = %ld: %ld blocks leaked", what, n, sjk_alloc_live() - live);
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/* ---- cache --------------------------------------------------------------------- */
+
+static sjk_cache_params cache_params(sjk_layer_config *lay)
+{
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = 3;
+    p.n_kv_heads = 2;
+    p.n_q_heads = 4;
+    p.head_dim = 128;
+    p.max_pos = 1024;
+    p.n_threads = 3;
+    sjk_cache_config_parse("sj:3/2t", 1, &lay[0], NULL, 0);
+    sjk_cache_config_parse("kvarn:4/4", 1, &lay[1], NULL, 0);
+    sjk_cache_config_parse("q8_0/q4_0:rot", 1, &lay[2], NULL, 0);
+    p.layers = lay;
+    return p;
+}
+
+static sjk_status try_cache_create(void *ctx, void **obj)
+{
+    sjk_cache *c = NULL;
+    sjk_status st = sjk_cache_create(ctx, &c);
+    *obj = c;
+    return st;
+}
+static void rel_cache(void *o) { sjk_cache_free(o); }
+
+TEST(test_alloc_fail_cache_create)
+{
+    sjk_layer_config lay[3];
+    sjk_cache_params p = cache_params(lay);
+    long n = every_failure_point("sjk_cache_create", try_cache_create, rel_cache, &p);
+    CHECK(n >= 1);
+}
+
+TEST(test_alloc_fail_cache_restore_never_allocates)
+{
+    sjk_layer_config lay[3];
+    sjk_cache_params p = cache_params(lay);
+    sjk_cache *a = NULL, *b = NULL;
+    CHECK(sjk_cache_create(&p, &a) == SJK_OK && sjk_cache_create(&p, &b) == SJK_OK);
+    if (!a || !b) { sjk_cache_free(a); sjk_cache_free(b); return; }
+    static float k[2 * 128], v[2 * 128];
+    for (int i = 0; i < 300; i++) {
+        for (int j = 0; j < 256; j++) { k[j] = (float)((i * 7 + j) % 13) - 6; v[j] = (float)((i + j) % 5); }
+        for (uint32_t l = 0; l < 3; l++) CHECK(sjk_cache_append(a, 0, l, k, v, 1) == SJK_OK);
+    }
+    char path[] = "/tmp/sjk_alloc_fail_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    CHECK(sjk_cache_save(a, path, NULL, NULL, 0) == SJK_OK);
+    sjk_alloc_fail_nth(1, 1); /* every allocation fails */
+    char err[200];
+    sjk_status st = sjk_cache_restore(b, path, NULL, err, sizeof err);
+    long count = sjk_alloc_count();
+    st = st == SJK_OK ? sjk_cache_save(b, path, NULL, err, sizeof err) : st;
+    count += sjk_alloc_count();
+    sjk_alloc_fail_nth(0, 0);
+    CHECKF(st == SJK_OK, "%s", err);
+    CHECK(count == 0);
+    unlink(path);
+    sjk_cache_free(a);
+    sjk_cache_free(b);
+}
+
+/* ---- GGUF and tokenizers ------------------------------------------------------- */
+
+static uint8_t *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)len + 1);
+    *n = b ? fread(b, 1, (size_t)len, f) : 0;
+    fclose(f);
+    return b;
+}
+
+typedef struct mem { const uint8_t *p; size_t n; const char *path; } mem;
+
+static sjk_status try_gguf_memory(void *ctx, void **obj)
+{
+    mem *m = ctx;
+    sjkh_gguf *g = NULL;
+    sjk_status st = sjkh_gguf_open_memory(m->p, m->n, &g, NULL, 0);
+    *obj = g;
+    return st;
+}
+static sjk_status try_gguf_file(void *ctx, void **obj)
+{
+    mem *m = ctx;
+    sjkh_gguf *g = NULL;
+    sjk_status st = sjkh_gguf_open(m->path, &g, NULL, 0);
+    *obj = g;
+    return st;
+}
+static void rel_gguf(void *o) { sjkh_gguf_close(o); }
+
+static sjk_status try_tok_gguf(void *ctx, void **obj)
+{
+    sjkh_tokenizer *t = NULL;
+    sjk_status st = sjkh_tokenizer_from_gguf(ctx, &t, NULL, 0);
+    *obj = t;
+    return st;
+}
+static void rel_tok(void *o) { sjkh_tokenizer_free(o); }
+
+TEST(test_alloc_fail_gguf_open_and_tokenizers)
+{
+    static const char *seeds[] = {"fuzz/corpus/gguf/spm-vocab", "fuzz/corpus/gguf/bpe-vocab"};
+    for (int i = 0; i < 2; i++) {
+        mem m = {NULL, 0, seeds[i]};
+        uint8_t *b = read_all(seeds[i], &m.n);
+        if (!b) SKIP("%s not found (run from the repository root)", seeds[i]);
+        m.p = b;
+        CHECK(every_failure_point("sjkh_gguf_open_memory", try_gguf_memory, rel_gguf, &m) >= 1);
+        CHECK(every_failure_point("sjkh_gguf_open", try_gguf_file, rel_gguf, &m) >= 1);
+        sjkh_gguf *g = NULL;
+        CHECK(sjkh_gguf_open_memory(m.p, m.n, &g, NULL, 0) == SJK_OK);
+        if (g) {
+            long n = every_failure_point("sjkh_tokenizer_from_gguf", try_tok_gguf, rel_tok, g);
+            CHECKF(n >= 1, "%s: %ld", seeds[i], n);
+            sjkh_gguf_close(g);
+        }
+        free(b);
+    }
+}
+
+/* ---- model and session --------------------------------------------------------- */
+
+static const char *model_path(const char *file)
+{
+    static char buf[4096];
+    const char *dir = getenv("SJK_MODEL_DIR");
+    const char *home = getenv("HOME");
+    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
+    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
+    return buf;
+}
+
+static sjk_status try_model(void *ctx, void **obj)
+{
+    sjkh_model *m = NULL;
+    sjk_status st = sjkh_model_load(ctx, &m, NULL, 0);
+    *obj = m;
+    return st;
+}
+static void rel_model(void *o) { sjkh_model_free(o); }
+
+typedef struct sess_ctx { const sjkh_model *m; sjkh_session_params p; } sess_ctx;
+static sjk_status try_session(void *ctx, void **obj)
+{
+    sess_ctx *s = ctx;
+    sjkh_session *ss = NULL;
+    sjk_status st = sjkh_session_create(s->m, &s->p, &ss, NULL, 0);
+    *obj = ss;
+    return st;
+}
+static void rel_session(void *o) { sjkh_session_free(o); }
+
+TEST(test_alloc_fail_model_load_and_session)
+{
+    if (getenv("SJK_TEST_LIGHT")) SKIP("SJK_TEST_LIGHT set (model-heavy test)");
+    const char *files[] = {"SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"};
+    int ran = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *path = model_path(files[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        fclose(f);
+        ran++;
+        long n = every_failure_point("sjkh_model_load", try_model, rel_model, (void *)path);
+        CHECKF(n >= 1, "%s: %ld", files[i], n);
+        sjkh_model *m = NULL;
+        CHECK(sjkh_model_load(path, &m, NULL, 0) == SJK_OK);
+        if (!m) continue;
+        sess_ctx s = {m, sjkh_session_params_default()};
+        s.p.n_ctx = 512;
+        s.p.n_batch = 32;
+        s.p.n_threads = 2;
+        s.p.kv = "sj:3/3t";
+        n = every_failure_point("sjkh_session_create", try_session, rel_session, &s);
+        CHECKF(n >= 1, "%s session: %ld", files[i], n);
+        sjkh_model_free(m);
+    }
+    if (!ran) SKIP("no model files in SJK_MODEL_DIR / ~/.cache/sjkvarn/models (scripts/fetch-model)");
+}
+
+int main(void)
+{
+    RUN(test_alloc_fail_cache_create);
+    RUN(test_alloc_fail_cache_restore_never_allocates);
+    RUN(test_alloc_fail_gguf_open_and_tokenizers);
+    RUN(test_alloc_fail_model_load_and_session);
+    return test_summary();
+}
