@@ -117,7 +117,7 @@ asan:
 ubsan:
 	@$(MAKE) --no-print-directory test BUILD=build/ubsan SAN=undefined OPT=-O1
 valgrind:
-	@$(MAKE) --no-print-directory test BUILD=build/valgrind OPT=-O1 \
+	@SJK_TEST_LIGHT=1 $(MAKE) --no-print-directory test BUILD=build/valgrind OPT=-O1 \
 	  SJK_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 
 # libFuzzer: the libraries built with clang, ASan + UBSan and fuzzer coverage in their own

@@ -13,8 +13,9 @@
  *            cache plus the sliding-window caches), checked against the size model
  *            (sjkh_plan_estimate, which prices the cache with sjk_cache_estimate) — the
  *            row says "kv_check ok" when they are equal; peak RSS of the row (each row
- *            runs in a forked child, so ru_maxrss from wait4 is that row's alone) and the
- *            resident growth of the process over the session's life (statm).
+ *            runs in a forked child, so ru_maxrss from wait4 is that row's alone; it
+ *            includes the weights' pages) and the growth of anonymous resident memory
+ *            over the session's life (KV pages touched so far, activations, pools).
  *   llama.cpp  only when asked (--llama-cpp PYTHON or SJK_LLAMA_CPP_PYTHON): the bench
  *            writes the prompt ids to a temporary file and runs bench/llama_cpp_speed.py
  *            with that interpreter for the same model, threads, context and n_gen, so
@@ -57,7 +58,7 @@ typedef struct br_row {
     uint32_t context, n_gen;
     size_t kv_bytes, kv_growing, kv_window, kv_planned;
     double bits_per_value;
-    size_t rss_grow;   /* resident growth from before session create to after decode */
+    size_t rss_grow;   /* RssAnon growth from before session create to after decode */
     long peak_rss_kib; /* filled by the parent from wait4 */
     int32_t first_gen[8];
 } br_row;
@@ -69,14 +70,19 @@ typedef struct br_llama {
     char settings[256];
 } br_llama;
 
-static size_t rss_now(void)
+/* Anonymous resident bytes (RssAnon): heap and other private memory the process has
+ * touched, without the weights' file-backed mapping, which pages in as the forward pass
+ * first reads it. */
+static size_t rss_anon_now(void)
 {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    size_t kib = 0;
     if (!f) return 0;
-    if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "RssAnon:", 8)) kib = (size_t)strtoull(line + 8, NULL, 10);
     fclose(f);
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+    return kib * 1024;
 }
 
 static int resolve_model(const char *name, char *path, size_t cap)
@@ -192,7 +198,7 @@ static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_
         snprintf(r->err, sizeof r->err, "out of memory");
         return;
     }
-    size_t rss0 = rss_now();
+    size_t rss0 = rss_anon_now();
     sjkh_session_params sp = sjkh_session_params_default();
     sp.n_ctx = ctx + n_gen;
     sp.n_batch = 512;
@@ -211,7 +217,7 @@ static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_
     double t2 = now_s();
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
-    r->rss_grow = rss_now() - rss0;
+    r->rss_grow = rss_anon_now() - rss0;
     sjkh_kv_report rep;
     if (sjkh_session_kv_report(s, &rep)) {
         snprintf(r->err, sizeof r->err, "kv report failed");
@@ -377,8 +383,8 @@ static void usage(FILE *f)
             "  with llama.cpp's figures for the same model, threads and prompt ids in the same run.\n"
             "  -m MODEL         gemma3-270m (default) | smollm2-135m | path to a .gguf\n"
             "  -t THREADS       threads for both engines (default: online CPUs)\n"
-            "  --ctx LIST       prompt lengths (default 512,4096,16384,32768; capped to the model's\n"
-            "                   context minus GEN, e.g. 8K on SmolLM2)\n"
+            "  --ctx LIST       prompt lengths (default 512,4096,16384,32768); a length past the\n"
+            "                   model's context becomes that context minus GEN (8160 on SmolLM2)\n"
             "  --quick          contexts 512,4096 only\n"
             "  --kv LIST        cache configurations of the growing layers (default f16,sj:4/4)\n"
             "  -n GEN           greedy tokens decoded after the prompt (default 32)\n"
@@ -450,18 +456,27 @@ int sjk_bench_run(int argc, char **argv)
     const sjkh_model_info *in = sjkh_model_get_info(m);
     int n_keep = 0;
     for (int i = 0; i < n_ctx; i++) {
-        if (ctxs[i] > in->n_ctx_train) {
-            fprintf(stderr, "sjkvarn bench run: skipping context %u: the model's context is %u\n", ctxs[i],
-                    in->n_ctx_train);
-            continue;
+        /* Past the model's context: measure at its context instead (once), with the
+         * prompt shortened so that the generated tokens fit too. */
+        uint32_t c = ctxs[i] < in->n_ctx_train ? ctxs[i] : in->n_ctx_train;
+        if ((uint64_t)c + (uint64_t)n_gen > in->n_ctx_train) {
+            if (in->n_ctx_train <= (uint32_t)n_gen) continue;
+            c = in->n_ctx_train - (uint32_t)n_gen;
         }
-        if ((uint64_t)ctxs[i] + (uint64_t)n_gen > in->n_ctx_train) {
-            uint32_t c = in->n_ctx_train - (uint32_t)n_gen;
-            fprintf(stderr, "sjkvarn bench run: context %u: prompt of %u tokens, so that %ld generated ones fit the model's %u\n",
-                    ctxs[i], c, n_gen, in->n_ctx_train);
-            ctxs[i] = c;
+        if (c != ctxs[i])
+            fprintf(stderr, "sjkvarn bench run: context %u: prompt of %u tokens (the model's context is %u, %ld of "
+                            "them for generated tokens)\n", ctxs[i], c, in->n_ctx_train, n_gen);
+        int dup = 0;
+        for (int j = 0; j < n_keep; j++) dup |= ctxs[j] == c;
+        if (!dup) ctxs[n_keep++] = c;
+    }
+    for (int ki = 0; ki < n_kv; ki++) { /* reject a bad --kv before any measuring */
+        sjkh_plan_params pp = sjkh_plan_params_default();
+        sjkh_plan_size ps;
+        if (sjkh_plan_estimate(pm, kv_s[ki], &pp, &ps, err, sizeof err)) {
+            fprintf(stderr, "sjkvarn bench run: --kv %s: %s\n", kv_s[ki], err);
+            goto done;
         }
-        ctxs[n_keep++] = ctxs[i];
     }
     uint32_t max_ctx = 0;
     for (int i = 0; i < n_keep; i++)
@@ -535,7 +550,7 @@ int sjk_bench_run(int argc, char **argv)
                 printf("{\"engine\":\"sjkvarn\",\"model\":\"%s\",\"kv\":\"%s\",\"context\":%u,\"n_gen\":%ld,"
                        "\"threads\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.3f,\"kv_bytes\":%zu,"
                        "\"kv_growing_bytes\":%zu,\"kv_window_bytes\":%zu,\"kv_planned_bytes\":%zu,"
-                       "\"kv_bits_per_value\":%.4f,\"peak_rss_bytes\":%ld,\"rss_growth_bytes\":%zu",
+                       "\"kv_bits_per_value\":%.4f,\"peak_rss_bytes\":%ld,\"anon_rss_growth_bytes\":%zu",
                        mname, kv_s[ki], ctx, n_gen, threads, p, d, r.kv_bytes, r.kv_growing, r.kv_window,
                        r.kv_planned, r.bits_per_value, r.peak_rss_kib * 1024, r.rss_grow);
                 if (L.ok) printf(",\"prefill_vs_llama_cpp\":%.4f,\"decode_vs_llama_cpp\":%.4f", p / lp, d / ld);

@@ -46,6 +46,7 @@ static const char usage_text[] =
 "                 BASE-positions.csv (BASE = FILE without .csv)\n"
 "  --svg DIR      write DIR/frontier.svg (mean KL vs bits per value) and DIR/positions.svg\n"
 "  --ref CFG      the reference's cache configuration (default f16)\n"
+"  --prefill-chunk N  prompt tokens per forward pass (default 512; 1 = token by token)\n"
 "  --threads N    threads per forward pass (default: online CPUs)\n"
 "  --boot N       bootstrap resamples (default 2000); --seed N: their seed (default 1)\n"
 "  --corpus DIR   corpus directory (default ${SJK_CORPUS_DIR:-~/.cache/sjkvarn/corpus})\n"
@@ -72,7 +73,7 @@ typedef struct eval_args {
     char kv_buf[4096];
     const char *texts[MAX_DOCS];
     size_t n_texts;
-    long n_gen, n_ctx, threads, boot, seed;
+    long n_gen, n_ctx, threads, boot, seed, chunk;
     int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
     sjk_kv_auto_opts ka;                   /* --kv auto: --mem-budget, --kl-floor, ... */
 } eval_args;
@@ -97,6 +98,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->n_ctx = 4096;
     a->boot = 2000;
     a->seed = 1;
+    a->chunk = 512;
     a->progress = -1;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     a->threads = nproc > 0 ? nproc : 1;
@@ -136,6 +138,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--svg")) { NEED(); a->svg = v; }
         else if (!strcmp(o, "--corpus")) { NEED(); a->corpus = v; }
         else if (!strcmp(o, "--ref")) { NEED(); a->ref = v; }
+        else if (!strcmp(o, "--prefill-chunk")) { NEED(); if (!parse_long(o, v, 1, 1 << 20, &a->chunk)) return 0; }
         else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "--needle")) a->needle = 1;
         else if (!strcmp(o, "--synthetic")) a->synthetic = 1;
@@ -491,7 +494,7 @@ int sjk_cmd_eval(int argc, char **argv)
 
     sjk_eval_progress prog;
     sjk_eval_progress_start(&prog, a.progress == 0 ? NULL : stderr, a.progress == 1, total, "eval");
-    sjk_eval_opts opts = {(size_t)a.n_ctx, (size_t)a.n_gen, 512, &prog, a.ref};
+    sjk_eval_opts opts = {(size_t)a.n_ctx, (size_t)a.n_gen, (size_t)a.chunk, &prog, a.ref};
     if (a.ref) sjk_eval_study_set_reference(st, a.ref);
     for (size_t i = 0; i < nd && rc == 0; i++) {
         const char *what = "";

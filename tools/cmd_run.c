@@ -33,6 +33,11 @@ static void usage(FILE *f)
             "      --top-k K      (default 40)   --top-p P  (default 0.95)\n"
             "      --seed S       sampling seed (default 1)\n"
             "      --chat         wrap the prompt in the model's chat template as a user turn\n"
+            "      --save FILE    at the end, save the session (KV state + the pending token) to FILE\n"
+            "                     (atomic; docs/FORMAT.md \"Session files\")\n"
+            "      --load FILE    resume a saved session (same model, -c, -b and --kv): feeds -p/-f\n"
+            "                     as a continuation, or else the pending token, then generates.\n"
+            "                     With --temp 0 the output continues exactly as without the save.\n"
             "\n"
             "Prompt and generated text go to stdout; speeds and KV memory to stderr.\n");
     fputs(sjk_kv_auto_usage, f);
@@ -122,7 +127,7 @@ static int flag_is(const char *a, const char *s1, const char *s2)
 
 int sjk_cmd_run(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16";
+    const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16", *save_path = NULL, *load_path = NULL;
     double n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
     int chat = 0, ka_r;
     sjk_kv_auto_opts ka = {NULL, NULL, NULL};
@@ -146,6 +151,8 @@ int sjk_cmd_run(int argc, char **argv)
         else if (IS("-p", "--prompt")) prompt = v;
         else if (IS("-f", "--file")) file = v;
         else if (IS("--kv", NULL)) kv = v;
+        else if (IS("--save", NULL)) save_path = v;
+        else if (IS("--load", NULL)) load_path = v;
         else if ((ka_r = sjk_kv_auto_flag(&ka, "sjkvarn run", a, v)) != 0) ok = ka_r > 0;
         else if (IS("-n", "--n-predict")) ok = parse_num(a, v, 0, 1e7, &n_predict);
         else if (IS("-c", "--ctx-size")) ok = parse_num(a, v, 1, 1 << 24, &n_ctx);
@@ -164,8 +171,8 @@ int sjk_cmd_run(int argc, char **argv)
         if (!ok) return 2;
         i++;
     }
-    if (!model || (!prompt && !file)) {
-        fprintf(stderr, "sjkvarn run: -m and -p (or -f) are required\n");
+    if (!model || (!prompt && !file && !load_path)) {
+        fprintf(stderr, "sjkvarn run: -m and -p (or -f, or --load) are required\n");
         usage(stderr);
         return 2;
     }
@@ -177,6 +184,7 @@ int sjk_cmd_run(int argc, char **argv)
     if (file) {
         if (!(ptext = read_file(file, &plen))) return 1;
     } else {
+        if (!prompt) prompt = ""; /* --load alone: continue from the pending token */
         plen = strlen(prompt);
         ptext = malloc(plen + 1);
         if (!ptext) return 1;
@@ -226,12 +234,12 @@ int sjk_cmd_run(int argc, char **argv)
     size_t tlen = strlen(text), cap = tlen * 2 + 2, n_ids = 0;
     ids = malloc(cap * sizeof *ids);
     if (!ids) goto done;
-    unsigned flags = SJKH_TOKENIZE_ADD_SPECIAL | (chat ? SJKH_TOKENIZE_PARSE_SPECIAL : 0);
+    unsigned flags = (load_path ? 0 : SJKH_TOKENIZE_ADD_SPECIAL) | (chat ? SJKH_TOKENIZE_PARSE_SPECIAL : 0);
     if ((st = sjkh_tokenizer_encode(tok, text, tlen, flags, ids, cap, &n_ids))) {
         fprintf(stderr, "sjkvarn run: cannot tokenize the prompt (%s)\n", sjk_status_str(st));
         goto done;
     }
-    if (n_ids == 0) {
+    if (n_ids == 0 && !load_path) {
         fprintf(stderr, "sjkvarn run: the prompt is empty\n");
         goto done;
     }
@@ -259,6 +267,23 @@ int sjk_cmd_run(int argc, char **argv)
         fprintf(stderr, "sjkvarn run: %s\n", err);
         goto done;
     }
+    int32_t pending = -1;
+    if (load_path) {
+        if ((st = sjkh_session_load(s, load_path, &pending, err, sizeof err))) {
+            fprintf(stderr, "sjkvarn run: --load: %s (%s)\n", err, sjk_status_str(st));
+            goto done;
+        }
+        fprintf(stderr, "sjkvarn run: resumed %u positions from %s\n", sjkh_session_n_past(s), load_path);
+        if (n_ids == 0) {
+            if (pending < 0) {
+                fprintf(stderr, "sjkvarn run: %s has no pending token; give a prompt to continue with\n", load_path);
+                goto done;
+            }
+            ids[0] = pending;
+            n_ids = 1;
+        }
+        pending = -1;
+    }
     sjkh_sampler_params smpp = {(float)temp, (int32_t)top_k, (float)top_p, (uint64_t)seed};
     if ((st = sjkh_sampler_create(&smpp, in->n_vocab, &smp))) {
         fprintf(stderr, "sjkvarn run: bad sampling parameters\n");
@@ -281,9 +306,10 @@ int sjk_cmd_run(int argc, char **argv)
     }
     double t1 = now_s();
     size_t n_gen = 0, want = (size_t)n_predict;
-    if (want > sp.n_ctx - n_ids) {
-        fprintf(stderr, "sjkvarn run: generation limited to %zu tokens by the context\n", (size_t)(sp.n_ctx - n_ids));
-        want = sp.n_ctx - n_ids;
+    const uint32_t n_past = sjkh_session_n_past(s);
+    if (want > sp.n_ctx - n_past) {
+        fprintf(stderr, "sjkvarn run: generation limited to %zu tokens by the context\n", (size_t)(sp.n_ctx - n_past));
+        want = sp.n_ctx - n_past;
     }
     int stopped = 0;
     while (n_gen < want) {
@@ -297,7 +323,10 @@ int sjk_cmd_run(int argc, char **argv)
         size_t pn = 0;
         if (sjkh_tokenizer_token_to_piece(tok, id, 0, piece, sizeof piece, &pn) == SJK_OK) fwrite(piece, 1, pn, stdout);
         fflush(stdout);
-        if (n_gen == want) break;
+        if (n_gen == want) {
+            pending = id; /* sampled, shown, not yet fed: what --save keeps for --load */
+            break;
+        }
         if ((st = sjkh_session_feed(s, &id, 1, logits, 0, err, sizeof err))) {
             fprintf(stderr, "\nsjkvarn run: %s\n", err);
             goto done;
@@ -316,6 +345,13 @@ int sjk_cmd_run(int argc, char **argv)
                 "occupied, %.2f bits/value\n",
                 (double)r.total_nbytes / 1048576.0, (double)r.growing_nbytes / 1048576.0,
                 (double)r.window_nbytes / 1048576.0, (double)r.occupied_nbytes / 1048576.0, r.bits_per_value);
+    if (save_path) {
+        if ((st = sjkh_session_save(s, save_path, pending, err, sizeof err))) {
+            fprintf(stderr, "sjkvarn run: --save: %s (%s)\n", err, sjk_status_str(st));
+            goto done;
+        }
+        fprintf(stderr, "sjkvarn run: saved %u positions to %s\n", sjkh_session_n_past(s), save_path);
+    }
     rc = 0;
 done:
     free(ids);

@@ -394,6 +394,25 @@ uint32_t sjkh_session_n_past(const sjkh_session *s);
 /* Forgets every position (the cache is emptied, its memory kept). */
 sjk_status sjkh_session_reset(sjkh_session *s);
 
+/* Session files: save the session's whole KV state (every layer, the position count)
+ * and one pending token (the sampled token not yet fed, or -1) to path, atomically
+ * (temporary file, fsync, rename, directory fsync), with CRC-32C checksums and the model
+ * fingerprint (docs/FORMAT.md "## Session files"). Load restores into a session created
+ * from the same model with the same n_ctx, n_batch and kv configuration (n_threads may
+ * differ): after it the next token's logits are bit-identical to the saved session's.
+ * Load validates everything before it changes anything: SJK_ERR_FORMAT (not a session
+ * file, another version), SJK_ERR_CORRUPT (checksum, truncation, bounds),
+ * SJK_ERR_MISMATCH (another model or session shape), SJK_ERR_IO, SJK_ERR_NOMEM; err says
+ * what. Save allocates one buffer the size of the cache part; load one the size of the
+ * file. */
+sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_token, char *err,
+                             size_t err_cap);
+sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending_token, char *err,
+                             size_t err_cap);
+/* 32 bytes identifying a model file (CRC-32C of its hyper-parameters, tensor table, size
+ * and sampled tensor data; not cryptographic). */
+void sjkh_model_fingerprint(const sjkh_model *m, uint8_t out[SJK_FINGERPRINT_NBYTES]);
+
 typedef struct sjkh_kv_report {
     size_t total_nbytes;     /* every cache the session holds (growing + window layers) */
     size_t growing_nbytes;   /* the configured cache of the growing layers */

@@ -378,6 +378,19 @@ sjk_status sjkh_kv_reset(sjkh_kv *kv)
     return SJK_OK;
 }
 
+sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint16_t **k, uint16_t **v,
+                                 size_t *nbytes, sjk_cache **cache)
+{
+    if (!kv || layer >= kv->p.n_layers) return SJK_ERR_PARAM;
+    const host_layer *h = &kv->host[layer];
+    *len = &kv->len[layer];
+    *k = h->k;
+    *v = h->v;
+    *nbytes = h->k ? (size_t)h->cap * kv->p.n_kv_heads * kv->p.head_dim * sizeof(uint16_t) : 0;
+    *cache = kv->cache_layer[layer] >= 0 ? kv->cache : NULL;
+    return SJK_OK;
+}
+
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer) { return layer < kv->p.n_layers ? kv->len[layer] : 0; }
 
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r)

@@ -47,4 +47,11 @@ sjk_status sjkh_kv_reset(sjkh_kv *kv);
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);
 
+/* Session files (host/src/session_file.c): the storage of one layer. *len points at the
+ * layer's position count; for a host-held layer *k / *v are its fp16 rows and *nbytes the
+ * bytes of each ([rows][n_kv][hd]); for a layer in the libsjkvarn cache they are NULL / 0
+ * and *cache receives that cache (else NULL). */
+sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint16_t **k, uint16_t **v,
+                                 size_t *nbytes, sjk_cache **cache);
+
 #endif

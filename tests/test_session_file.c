@@ -1,0 +1,126 @@
+/* test_session_file.c — sjkh_session_save / _load on the real models: after a restore
+ * the next token's logits are bit-identical to those of the session that was saved (for
+ * a compressed cache with sealed records, a uniform cache, the host's own fp16 cache, and
+ * gemma3's sliding-window layers); a damaged, truncated or mismatched file is refused and
+ * leaves the session unchanged. SKIPs loudly without the model files. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "sjkhost.h"
+
+static const char *model_path(const char *file)
+{
+    static char buf[4096];
+    const char *dir = getenv("SJK_MODEL_DIR");
+    const char *home = getenv("HOME");
+    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
+    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
+    return buf;
+}
+
+static sjkh_session *mk(const sjkh_model *m, const char *kv)
+{
+    sjkh_session_params p = sjkh_session_params_default();
+    p.n_ctx = 768;
+    p.n_batch = 64;
+    p.n_threads = 2;
+    p.kv = kv;
+    sjkh_session *s = NULL;
+    char err[256];
+    sjk_status st = sjkh_session_create(m, &p, &s, err, sizeof err);
+    CHECKF(st == SJK_OK, "%s: %s", kv, err);
+    return s;
+}
+
+static void one_model(const char *file, const char *const *kvs, int n_kvs, int *ran)
+{
+    const char *path = model_path(file);
+    if (access(path, R_OK)) return;
+    (*ran)++;
+    sjkh_model *m = NULL;
+    char err[512];
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
+    if (!m) return;
+    const sjkh_model_info *in = sjkh_model_get_info(m);
+    enum { NP = 600 };
+    static int32_t ids[NP];
+    for (int i = 0; i < NP; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (in->n_vocab - 300)) + 200;
+    float *a = malloc(in->n_vocab * sizeof *a), *b = malloc(in->n_vocab * sizeof *b);
+    char tmp[] = "/tmp/sjk_session_XXXXXX";
+    int fd = mkstemp(tmp);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    for (int c = 0; c < n_kvs; c++) {
+        sjkh_session *s1 = mk(m, kvs[c]), *s2 = mk(m, kvs[c]);
+        if (!s1 || !s2) { sjkh_session_free(s1); sjkh_session_free(s2); continue; }
+        CHECK(sjkh_session_feed(s1, ids, NP, NULL, 0, err, sizeof err) == SJK_OK);
+        CHECKF(sjkh_session_save(s1, tmp, 4242, err, sizeof err) == SJK_OK, "%s", err);
+        int32_t next = 777;
+        CHECK(sjkh_session_feed(s1, &next, 1, a, 0, err, sizeof err) == SJK_OK);
+        /* s2 holds something else first; the load replaces it */
+        CHECK(sjkh_session_feed(s2, ids, 100, NULL, 0, err, sizeof err) == SJK_OK);
+        int32_t pending = 0;
+        CHECKF(sjkh_session_load(s2, tmp, &pending, err, sizeof err) == SJK_OK, "%s: %s", kvs[c], err);
+        CHECK(pending == 4242);
+        CHECK(sjkh_session_n_past(s2) == NP);
+        CHECK(sjkh_session_feed(s2, &next, 1, b, 0, err, sizeof err) == SJK_OK);
+        CHECKF(memcmp(a, b, in->n_vocab * sizeof *a) == 0, "%s %s: logits differ after restore", file, kvs[c]);
+        /* a flipped byte anywhere in the file is refused; the session is unchanged */
+        FILE *f = fopen(tmp, "rb");
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        uint8_t *buf = malloc((size_t)len);
+        CHECK(fread(buf, 1, (size_t)len, f) == (size_t)len);
+        fclose(f);
+        char bad[64];
+        snprintf(bad, sizeof bad, "%s.bad", tmp);
+        int refused = 0;
+        for (int t = 0; t < 20; t++) {
+            long pos = (long)((uint64_t)(t * 2654435761u) % (uint64_t)len);
+            buf[pos] ^= 0x10;
+            f = fopen(bad, "wb");
+            fwrite(buf, 1, (size_t)(t == 19 ? len / 2 : len), f);
+            fclose(f);
+            buf[pos] ^= 0x10;
+            if (sjkh_session_load(s2, bad, NULL, err, sizeof err) != SJK_OK) refused++;
+        }
+        CHECK(refused == 20);
+        CHECK(sjkh_session_n_past(s2) == NP + 1);
+        unlink(bad);
+        free(buf);
+        sjkh_session_free(s1);
+        sjkh_session_free(s2);
+        if (getenv("SJK_TEST_VERBOSE")) fprintf(stderr, "  %s --kv %s: %ld-byte session file, logits bit-identical\n", file, kvs[c], len);
+    }
+    /* another shape is a mismatch */
+    sjkh_session *s3 = mk(m, "q8_0");
+    if (s3 && strcmp(kvs[0], "q8_0")) {
+        CHECK(sjkh_session_load(s3, tmp, NULL, err, sizeof err) == SJK_ERR_MISMATCH);
+    }
+    sjkh_session_free(s3);
+    unlink(tmp);
+    free(a);
+    free(b);
+    sjkh_model_free(m);
+}
+
+TEST(test_session_resume_bit_identical)
+{
+    int ran = 0;
+    static const char *const smol[] = {"sj:3/3t:tail=128", "q8_0/q4_0", "host-f16"};
+    static const char *const gemma[] = {"sj:4/4:tail_min=128:tail_max=256", "f16"};
+    one_model("SmolLM2-135M-Instruct.Q4_1.gguf", smol, 3, &ran);
+    if (!getenv("SJK_TEST_LIGHT")) one_model("gemma-3-270m-q4_k_m.gguf", gemma, 2, &ran);
+    if (!ran) SKIP("no model files in SJK_MODEL_DIR / ~/.cache/sjkvarn/models: run scripts/fetch-model");
+}
+
+int main(void)
+{
+    RUN(test_session_resume_bit_identical);
+    return test_summary();
+}
