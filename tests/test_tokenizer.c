@@ -224,6 +224,12 @@ TEST(test_gemma_chat_template_and_bos)
     CHECK(sjkh_tokenizer_chat_render(t, sys, 3, 0, text, sizeof text, &n) == SJK_OK);
     CHECK(strcmp(text, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
                        "<start_of_turn>model\nHello<end_of_turn>\n") == 0);
+    /* Several system messages concatenate; they wait for the next user turn. */
+    sjkh_chat_message sys2[] = {{"user", "a"}, {"system", "X"}, {"assistant", "b"}, {"system", " Y"},
+                                {"user", "c"}, {"system", "  "}, {"user", "d"}};
+    CHECK(sjkh_tokenizer_chat_render(t, sys2, 7, 0, text, sizeof text, &n) == SJK_OK);
+    CHECK(strcmp(text, "<start_of_turn>user\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n"
+                       "<start_of_turn>user\nXY\n\nc<end_of_turn>\n<start_of_turn>user\nd<end_of_turn>\n") == 0);
     free(ids);
     sjkh_tokenizer_free(t);
 }

@@ -55,8 +55,8 @@ static const char usage_text[] =
 "  --progress, --no-progress   force the progress bar on stderr on or off (default: on\n"
 "                 when stderr is a terminal)\n"
 "\n"
-"Exit status: 0 done, 1 a run failed, 2 bad arguments or missing inputs, 3 this build's\n"
-"host cannot run models (no forward pass).\n";
+"Exit status: 0 done, 1 a run failed, 2 bad arguments or missing inputs, 3 the host cannot\n"
+"run this model (unsupported architecture or tensor type).\n";
 
 typedef struct doc {
     char name[128];

@@ -7,8 +7,8 @@
 #include "sjkeval.h"
 
 /* Opens model_path with the host and fills *be. n_threads per session. On failure
- * returns a status and writes one line into err. *state is freed by
- * sjk_eval_host_close. SJK_ERR_UNSUPPORTED if this build's host has no forward pass. */
+ * returns the host's status (SJK_ERR_UNSUPPORTED: an architecture or tensor type the host
+ * does not run) and writes one line into err. *state is freed by sjk_eval_host_close. */
 sjk_status sjk_eval_host_open(const char *model_path, unsigned n_threads, sjk_eval_backend *be,
                               void **state, char *err, size_t err_cap);
 void sjk_eval_host_close(void *state);

@@ -13,15 +13,6 @@
 #include "eval_backends.h"
 #include "sjkhost.h"
 
-/* Set to 1 once libsjkhost implements models and sessions (sjkh_model_load,
- * sjkh_session_*); until then `sjkvarn eval -m` reports that the forward pass is not
- * built and everything else (corpus, statistics, reports) still works. */
-#ifndef SJK_EVAL_WITH_HOST
-#define SJK_EVAL_WITH_HOST 1
-#endif
-
-#if SJK_EVAL_WITH_HOST
-
 typedef struct host_state {
     sjkh_model *model;
     sjkh_tokenizer *tok;
@@ -154,22 +145,3 @@ void sjk_eval_host_close(void *state)
 }
 
 const char *sjk_eval_host_describe(void *state) { return state ? ((host_state *)state)->desc : ""; }
-
-#else /* !SJK_EVAL_WITH_HOST */
-
-sjk_status sjk_eval_host_open(const char *model_path, unsigned n_threads, sjk_eval_backend *be,
-                              void **state, char *err, size_t err_cap)
-{
-    (void)n_threads;
-    (void)be;
-    *state = NULL;
-    snprintf(err, err_cap, "%s: this build's host has no forward pass yet (libsjkhost "
-             "models and sessions); the corpus, statistics and reports are ready, and "
-             "`--synthetic` runs the whole pipeline without a model", model_path);
-    return SJK_ERR_UNSUPPORTED;
-}
-
-void sjk_eval_host_close(void *state) { (void)state; }
-const char *sjk_eval_host_describe(void *state) { (void)state; return ""; }
-
-#endif

@@ -794,21 +794,26 @@ sjk_status sjkh_tokenizer_chat_render(const sjkh_tokenizer *t, const sjkh_chat_m
         }
         if (add_generation_prompt) put_str(dst, dst_cap, n, "<|im_start|>assistant\n");
     } else if (t->chat_style == SJKH_CHAT_GEMMA) {
-        const char *pending_system = NULL;
+        /* System messages since the last flush join (trimmed, concatenated) the next
+         * non-model turn, as llama.cpp's built-in Gemma template does. */
+        size_t sys_from = 0;
+        int sys_pending = 0;
         for (size_t i = 0; i < n_msgs; i++) {
             const char *role = msgs[i].role;
             if (strcmp(role, "system") == 0) {
-                pending_system = msgs[i].content;
+                if (msgs[i].content[strspn(msgs[i].content, " \t\n\r\v\f")]) sys_pending = 1;
                 continue;
             }
             int model = strcmp(role, "assistant") == 0 || strcmp(role, "model") == 0;
             put_str(dst, dst_cap, n, "<start_of_turn>");
             put_str(dst, dst_cap, n, model ? "model" : role);
             put_str(dst, dst_cap, n, "\n");
-            if (pending_system && !model) {
-                put_trimmed(dst, dst_cap, n, pending_system);
+            if (sys_pending && !model) {
+                for (size_t j = sys_from; j < i; j++)
+                    if (strcmp(msgs[j].role, "system") == 0) put_trimmed(dst, dst_cap, n, msgs[j].content);
                 put_str(dst, dst_cap, n, "\n\n");
-                pending_system = NULL;
+                sys_pending = 0;
+                sys_from = i + 1;
             }
             put_trimmed(dst, dst_cap, n, msgs[i].content);
             put_str(dst, dst_cap, n, "<end_of_turn>\n");
