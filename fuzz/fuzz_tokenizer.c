@@ -91,7 +91,7 @@ static sjkh_tokenizer *ft_build(ft_vocab *v, int bpe)
 
 static void ft_fixed_pieces(ft_vocab *v, int bpe)
 {
-    static const char *spm[] = {"\xE2\x96\x81", "\xE2\x96\x81the", "he", "th", "the", "in", "\xE2\x96\x81" "a", "ab"};
+    static const char *spm[] = {"\xE2\x96\x81", "\xE2\x96\x81the", "he", "th", "the", "in", "\xE2\x96\x81\x61", "ab"};
     static const char *bpe_t[] = {"th", "the", "\xC4\xA0t", "in", "12", "ab"};
     static const char *bpe_m[] = {"t h", "th e", "\xC4\xA0 t", "i n", "1 2", "a b"};
     if (!bpe) {

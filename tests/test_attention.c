@@ -8,7 +8,9 @@
 #include <stdint.h>
 
 #include "attention/attn_kernels.h"
+#include "codec/format.h"
 #include "codec/record.h"
+#include "codec/trellis.h"
 #include "cache/cache_internal.h"
 #include "common/fp16.h"
 #include "common/rng.h"
@@ -73,7 +75,11 @@ TEST(test_simd_kernels_match_reference)
                 }
                 for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
                 for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
-                sjk_attn_rec rc = {kc, vc, NULL, NULL, sc, sc + D, sc + 2 * D, sc + 2 * D + G, sc + 3 * D + G, sc + 3 * D + 2 * G};
+                sjk_attn_rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.kc = kc; rc.vc = vc;
+                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
                 /* the same codes packed as 4-bit payload rows (read in place by the kernels) */
                 static uint8_t kp[MAXD * G / 2], vp[G * MAXD / 2];
                 for (size_t d = 0; d < D; d++) sjk_payload_pack_row(kp + d * (G / 2), G, 4, kc + d * G);
@@ -160,13 +166,120 @@ TEST(test_threads_split_positions_same_result)
     CHECKF(e <= 1e-5 * n, "1 vs 3 threads: %.3g of %.3g", e, n);
 }
 
+/* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
+ * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
+ * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
+ * with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
+TEST(test_trellis_inplace_matches_decoded)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[3] = {ref, sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    sjk_rng r;
+    sjk_rng_seed(&r, 23);
+    static float K[G * MAXD], V[G * MAXD], q[16 * MAXD], seq[G];
+    static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
+    static float sc[3 * MAXD + 3 * G];
+    int tested = 0;
+    for (unsigned kb = 2; kb <= 4; kb++)
+        for (size_t D = 64; D <= MAXD; D *= 2) {
+            unsigned vb = kb == 4 ? 4 : 2 + (unsigned)(D / 64 % 2); /* mixed widths too */
+            size_t R = D == 128 ? 4 : (D == 64 ? 9 : 3);
+            for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+            for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
+            for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+            for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+            sjk_attn_rec rc;
+            memset(&rc, 0, sizeof rc);
+            rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+            rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+            rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
+            rc.kcb = sjk_trellis_codebook(kb);
+            rc.vcb = sjk_trellis_codebook(vb);
+            CHECK(rc.kcb && rc.vcb);
+            if (!rc.kcb || !rc.vcb) return;
+            /* the oracle: K[t][d], V[t][d] decoded by FORMAT.md's formula */
+            for (size_t d = 0; d < D; d++) {
+                const uint8_t *gk = kt + d / 16 * (G * 2 * kb), *gv = vt + d / 16 * (G * 2 * vb);
+                sjk_trellis_decode_seq(seq, 1, rc.kcb, kb, SJK_TRELLIS_TAILBITE, gk, (unsigned)(d % 16), G);
+                for (size_t t = 0; t < G; t++) K[t * D + d] = (seq[t] * rc.kscale[d] + rc.kzero[d]) * rc.ktok[t];
+                sjk_trellis_decode_seq(seq, 1, rc.vcb, vb, SJK_TRELLIS_TAILBITE, gv, (unsigned)(d % 16), G);
+                for (size_t t = 0; t < G; t++) V[t * D + d] = (seq[t] * rc.vscale[t] + rc.vzero[t]) * rc.vch[d];
+            }
+            uint32_t nvis[16];
+            for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+            static state a, b;
+            for (int pi = 0; pi < 3; pi++) {
+                const sjk_attn_kernels *k = paths[pi];
+                if (!k || !k->trellis_inplace) continue;
+                tested += pi > 0;
+                sjk_rng s1 = r, s2 = r;
+                state_init(&a, R, D, &s1);
+                state_init(&b, R, D, &s2);
+                if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
+                else ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                double e = state_diff(&a, &b, R, D);
+                CHECKF(e < 1e-5, "%s trellis %u/%u D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded",
+                       kb, vb, D, R, e);
+            }
+        }
+    if (!tested) SKIP("no SIMD table reads trellis in place on this CPU");
+}
+
+/* The staging ring's tq6_0_stage rows read in place (chunk_tq6): the reference against
+ * attention over the decoded rows (chunk_f32_ref), and every SIMD table that has the
+ * kernel against the reference. */
+TEST(test_tq6_ring_inplace_matches_decoded)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[3] = {ref, sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    sjk_rng r;
+    sjk_rng_seed(&r, 29);
+    static float K[G * MAXD], V[G * MAXD], q[16 * MAXD];
+    static uint8_t kr[G * MAXD / 128 * 98], vr[G * MAXD / 128 * 98];
+    int tested = 0;
+    for (size_t D = 128; D <= MAXD; D *= 2)
+        for (size_t R = 1; R <= 11; R += 5) {
+            size_t nb = G * D / 128;
+            for (size_t b = 0; b < nb; b++)
+                for (int which = 0; which < 2; which++) {
+                    uint8_t *blk = (which ? vr : kr) + b * 98;
+                    for (int i = 2; i < 98; i++) blk[i] = (uint8_t)sjk_rng_u64(&r);
+                    uint16_t h = sjk_f32_to_fp16((float)(0.5 + sjk_rng_uniform(&r)));
+                    memcpy(blk, &h, 2);
+                }
+            sjk_decode_tq6_0_stage_ref(K, kr, G * D);
+            sjk_decode_tq6_0_stage_ref(V, vr, G * D);
+            for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+            uint32_t nvis[16];
+            for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+            static state a, b;
+            for (int pi = 0; pi < 3; pi++) {
+                const sjk_attn_kernels *k = paths[pi];
+                if (!k || !k->chunk_tq6) continue;
+                tested += pi > 0;
+                sjk_rng s1 = r, s2 = r;
+                state_init(&a, R, D, &s1);
+                state_init(&b, R, D, &s2);
+                if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
+                else ref->chunk_tq6(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work);
+                k->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work);
+                double e = state_diff(&a, &b, R, D);
+                CHECKF(e < 1e-5, "%s tq6 D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded", D, R, e);
+            }
+        }
+    if (!tested) SKIP("no SIMD table reads tq6_0 rows in place on this CPU");
+}
+
 TEST(test_config_strings_parse)
 {
     const char *good[] = {"f16", "q8_0", "q4_0", "q8_0/q4_0", "q4_0:rot", "sj", "sj:4/4", "sj:3/3t",
                           "sj:3/2t", "kvarn:4/4", "kvarn:4/4:tail=1024", "sj:3/3t:edge=4/4",
                           "sj:3/2t:edge=4/4:edges=2", "sj:4/4:tail_min=2048:tail_max=4096",
                           "sj:4/4:stage=q8_0", "sj:4/4:stage=f16", "sj:2/2:balance=reference",
-                          "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2", "sj:3/3tc"};
+                          "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2", "sj:3/3tc", "sj:3/3",
+                          "sj:3/3s", "sj:2/2", "sj:2/2s", "sj:4/4t", "sj:4/4s", "sj:3/2:edge=4/4t",
+                          "kvarn:4/4s", "sj:2/4", "sj:2/4s"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
@@ -181,6 +294,24 @@ TEST(test_config_strings_parse)
     CHECK(sjk_cache_config_parse("sj:3/3t:edge=4/4", 6, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].bits_k == 4 && c[0].body == SJK_BODY_SCALAR && c[5].bits_k == 4 && c[1].bits_k == 3 &&
           c[1].body == SJK_BODY_TRELLIS && c[4].body == SJK_BODY_TRELLIS);
+    /* Default bodies (SPEC §2.4): trellis at 3/3, 3/2, 2/2; scalar at 4/4; "s" / "t" force. */
+    const struct { const char *s; uint8_t body; const char *canon; } bodies[] = {
+        {"sj:3/3", SJK_BODY_TRELLIS, "sj:3/3t"}, {"sj:3/2", SJK_BODY_TRELLIS, "sj:3/2t"},
+        {"sj:2/2", SJK_BODY_TRELLIS, "sj:2/2t"}, {"sj:4/4", SJK_BODY_SCALAR, "sj:4/4"},
+        {"sj", SJK_BODY_SCALAR, "sj:4/4"}, {"sj:3/3s", SJK_BODY_SCALAR, "sj:3/3s"},
+        {"sj:4/4t", SJK_BODY_TRELLIS, "sj:4/4t"}, {"sj:4/4s", SJK_BODY_SCALAR, "sj:4/4"},
+        {"kvarn:3/2", SJK_BODY_SCALAR, "kvarn:3/2"}, {"sj:3/2tc", SJK_BODY_TRELLIS_CHANNEL, "sj:3/2tc"},
+    };
+    for (size_t i = 0; i < SJK_ARRAY_LEN(bodies); i++) {
+        CHECKF(sjk_cache_config_parse(bodies[i].s, 1, c, err, sizeof err) == SJK_OK, "%s", err);
+        CHECKF(c[0].body == bodies[i].body, "'%s': body %u", bodies[i].s, c[0].body);
+        CHECK(sjk_layer_config_str(&c[0], str, sizeof str) == SJK_OK);
+        CHECKF(!strcmp(str, bodies[i].canon), "'%s' -> '%s', want '%s'", bodies[i].s, str, bodies[i].canon);
+    }
+    CHECK(sjk_cache_config_parse("sj:3/3:edge=4/4", 3, c, err, sizeof err) == SJK_OK);
+    CHECK(c[0].body == SJK_BODY_SCALAR && c[1].body == SJK_BODY_TRELLIS);
+    CHECK(sjk_cache_config_parse("sj:4/4:edge=3/2", 3, c, err, sizeof err) == SJK_OK);
+    CHECK(c[0].body == SJK_BODY_TRELLIS && c[1].body == SJK_BODY_SCALAR);
     CHECK(sjk_cache_config_parse("kvarn:4/4:tail=1024", 1, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].kind == SJK_KIND_KVARN && c[0].tail_min == 1024 && c[0].tail_max == 0 &&
           c[0].staging == SJK_FMT_F16 && c[0].balance == SJK_BALANCE_REFERENCE);
@@ -196,6 +327,7 @@ TEST(test_config_strings_parse)
         {"kvarn:3/3t", "scalar bodies only"}, {"sj:4/4:stage=q4_0", "'stage=q4_0'"},
         {"sj:4/4:tail_min=4096:tail_max=4100", "tail_max"}, {"q8_0:tail=5", "'tail=5'"}, {"", "empty"},
         {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},
+        {"sj:3/3x", "'3/3x'"}, {"sj:3/3st", "'3/3st'"}, {"kvarn:4/4t", "scalar bodies only"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bad); i++) {
         sjk_status st = sjk_cache_config_parse(bad[i].s, 3, c, err, sizeof err);
@@ -208,6 +340,8 @@ int main(void)
 {
     RUN(test_simd_kernels_match_reference);
     RUN(test_threads_split_positions_same_result);
+    RUN(test_trellis_inplace_matches_decoded);
+    RUN(test_tq6_ring_inplace_matches_decoded);
     RUN(test_config_strings_parse);
     return test_summary();
 }

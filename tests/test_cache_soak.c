@@ -46,7 +46,7 @@ TEST(test_randomized_ops_keep_invariants)
     sjk_layer_config layers[NLAYER];
     char err[200];
     CHECKF(sjk_cache_config_parse("kvarn:4/4", NLAYER, layers, err, sizeof err) == SJK_OK, "%s", err);
-    CHECKF(sjk_cache_config_parse("sj:4/3:tail_min=128:tail_max=384:stage=q8_0", 1, &layers[1], err, sizeof err) == SJK_OK, "%s", err);
+    CHECKF(sjk_cache_config_parse("sj:4/3s:tail_min=128:tail_max=384:stage=q8_0", 1, &layers[1], err, sizeof err) == SJK_OK, "%s", err);
     sjk_cache_params p = sjk_cache_params_default();
     p.n_layers = NLAYER;
     p.n_kv_heads = 1;

@@ -50,6 +50,15 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* CPU time of the whole process (all threads): on a shared machine, rates per CPU second
+ * are steadier than wall-clock rates. */
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Model names resolve through the fetch cache (scripts/fetch-model). */
 static int resolve_model(const char *name, char *path, size_t cap)
 {
@@ -299,12 +308,12 @@ int sjk_cmd_run(int argc, char **argv)
 
     fwrite(text, 1, tlen, stdout);
     fflush(stdout);
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     if ((st = sjkh_session_feed(s, ids, n_ids, logits, 0, err, sizeof err))) {
         fprintf(stderr, "\nsjkvarn run: %s\n", err);
         goto done;
     }
-    double t1 = now_s();
+    double t1 = now_s(), c1 = cpu_s();
     size_t n_gen = 0, want = (size_t)n_predict;
     const uint32_t n_past = sjkh_session_n_past(s);
     if (want > sp.n_ctx - n_past) {
@@ -332,13 +341,15 @@ int sjk_cmd_run(int argc, char **argv)
             goto done;
         }
     }
-    double t2 = now_s();
+    double t2 = now_s(), c2 = cpu_s();
     fputc('\n', stdout);
     fflush(stdout);
     sjkh_kv_report r;
     double dec = n_gen > 1 ? (double)(n_gen - 1) / (t2 - t1) : 0;
     fprintf(stderr, "sjkvarn run: prefill %zu tokens in %.3f s = %.1f tok/s; decode %zu tokens in %.3f s = %.1f tok/s%s\n",
             n_ids, t1 - t0, (double)n_ids / (t1 - t0), n_gen, t2 - t1, dec, stopped ? " (end of generation)" : "");
+    fprintf(stderr, "sjkvarn run: per CPU second (all threads): prefill %.1f tok/s, decode %.1f tok/s\n",
+            (double)n_ids / (c1 - c0), n_gen > 1 ? (double)(n_gen - 1) / (c2 - c1) : 0.0);
     if (sjkh_session_kv_report(s, &r) == SJK_OK)
         fprintf(stderr,
                 "sjkvarn run: KV memory %.2f MiB allocated (growing layers %.2f MiB, windows %.2f MiB), %.2f MiB "

@@ -19,6 +19,7 @@
 #include "cache/cache_internal.h"
 #include "codec/format.h"
 #include "codec/hadamard.h"
+#include "codec/trellis.h"
 #include "common/util.h"
 
 #define ROW_BLOCK 64 /* query rows handed to a kernel at once */
@@ -72,6 +73,10 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     float *work = align_f(&scr, SJK_ATTN_WORK_FLOATS(D));
     const uint8_t *hb = sjk_cache_head(c, L, j->seq, head);
     const uint32_t first_q = j->n - j->n_rows; /* position of query row 0 */
+    /* Kernels that decode inside their loops (trellis records, tq6_0 ring rows) redo the
+     * decode for every block of SJK_ATTN_RB rows: right for decode (the GQA rows of one
+     * token), wrong for prefill, where one decode to fp32 serves all rows. */
+    const int inplace = R <= 2 * SJK_ATTN_RB;
 
     for (uint32_t ch = c0; ch < c1; ch++) {
         const uint32_t p0 = ch * (uint32_t)G;
@@ -79,6 +84,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         /* What this chunk is, decoded as little as possible. */
         const uint16_t *K16 = NULL, *V16 = NULL;
         const float *K32 = NULL, *V32 = NULL;
+        const uint8_t *KT6 = NULL, *VT6 = NULL;
         sjk_attn_rec rec;
         int is_rec = 0;
         if (!L->compressed) {
@@ -124,8 +130,26 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec.vscale = sc + 3 * D + G;
                 rec.vzero = sc + 3 * D + 2 * G;
                 is_rec = 1;
+            } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace) {
+                /* Token-axis trellis bodies: the kernel reads the codes in place. */
+                memset(&rec, 0, sizeof rec);
+                rec.kt = rp + RL->off_k;
+                rec.vt = rp + RL->off_v;
+                rec.kbits = RL->bits_k;
+                rec.vbits = RL->bits_v;
+                rec.kcb = sjk_trellis_codebook(RL->bits_k);
+                rec.vcb = sjk_trellis_codebook(RL->bits_v);
+                k->f16_to_f32(sc, rp + RL->off_kscale, 3 * D + 3 * G);
+                rec.kscale = sc;
+                rec.kzero = sc + D;
+                rec.ktok = sc + 2 * D;
+                rec.vch = sc + 2 * D + G;
+                rec.vscale = sc + 3 * D + G;
+                rec.vzero = sc + 3 * D + 2 * G;
+                is_rec = 1;
             } else {
-                /* Trellis bodies: decode the record (one table lookup per value). */
+                /* Channel-axis trellis bodies (or a table without in-place trellis):
+                 * decode the record (one table lookup per value). */
                 sjk_record_decode(&L->rp, kf, vf, rp, L->rec_nbytes);
                 K32 = kf;
                 V32 = vf;
@@ -137,6 +161,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (L->k_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
+            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace) {
+                KT6 = kr; /* read in place: one pass decodes and multiplies */
+                VT6 = vr;
             } else {
                 sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
                 sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
@@ -159,6 +186,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
             if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
+            else if (KT6) k->chunk_tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
         }
     }

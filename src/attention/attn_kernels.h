@@ -24,13 +24,22 @@
 
 /* A record as the kernels read it: scales as fp32 (in the worker's scratch), codes either
  * unpacked to bytes (kc / vc) or, for 4-bit payloads, read in place from the record
- * (kc / vc NULL: kp / vp, record.h's nibble order). */
+ * (kc / vc NULL: kp / vp, record.h's nibble order).
+ *
+ * Trellis records (token axis, docs/FORMAT.md) are read in place too: kt and vt (both set
+ * or both NULL; when set they take precedence over kc/kp/vc/vp) point at the K and V
+ * payloads, and the code "value" of channel d, token t is kcb[wK(d, t)] (vcb for V), the
+ * window recomputed from the packed symbols; the scales fold exactly as for codes. Only
+ * tables with trellis_inplace set accept them. */
 typedef struct sjk_attn_rec {
     const uint8_t *kc;   /* [D][128] K codes, channel-major (as stored), or NULL */
     const uint8_t *vc;   /* [128][D] V codes, token-major, or NULL */
     const uint8_t *kp;   /* 4-bit K payload rows (D rows of 64 bytes) when kc is NULL */
     const uint8_t *vp;   /* 4-bit V payload rows (128 rows of D/2 bytes) when vc is NULL */
     const float *kscale, *kzero, *ktok, *vch, *vscale, *vzero; /* [D] [D] [128] [D] [128] [128] */
+    const uint8_t *kt, *vt;  /* trellis K / V payloads (D/16 groups of 128 steps), or NULL */
+    const float *kcb, *vcb;  /* codebooks C_bK [64 << bK], C_bV [64 << bV] */
+    unsigned kbits, vbits;   /* trellis symbol bits (2..4) */
 } sjk_attn_rec;
 
 typedef struct sjk_attn_kernels {
@@ -43,6 +52,12 @@ typedef struct sjk_attn_kernels {
     void (*chunk_f16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const uint16_t *K, const uint16_t *V, size_t n,
                       float *m, float *l, float *acc, float *work);
+    /* tq6_0_stage rows (the staging ring): K, V [n][D/128 blocks of 98 bytes], decoded
+     * on the fly (value = centroid * block norm, as the format's decode) and used at
+     * once. NULL: the caller decodes the rows and uses chunk_f32. */
+    void (*chunk_tq6)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                      const uint8_t *K, const uint8_t *V, size_t n,
+                      float *m, float *l, float *acc, float *work);
     /* One unpacked record (n = 128 keys). */
     void (*chunk_rec)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
@@ -50,10 +65,15 @@ typedef struct sjk_attn_kernels {
     void (*unpack_row)(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
     /* n little-endian fp16 values (a record's scale fields) to fp32. */
     void (*f16_to_f32)(float *dst, const uint8_t *src, size_t n);
+    /* 1 if chunk_rec reads trellis payloads in place (rec.kt / rec.vt); else the caller
+     * decodes trellis records to fp32 and uses chunk_f32. */
+    int trellis_inplace;
 } sjk_attn_kernels;
 
 /* Floats of `work` the chunk kernels need for head dim D. */
-#define SJK_ATTN_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8))
+/* [RB][G] scores, [RB][D] folded queries, [D] zeros, then the trellis score partials
+ * [G][RB][16] (16 channel lanes per token and row). */
+#define SJK_ATTN_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
 
 const sjk_attn_kernels *sjk_attn_kernels_get(void);  /* fastest allowed, chosen once */
 const sjk_attn_kernels *sjk_attn_kernels_ref(void);

@@ -5,6 +5,8 @@
 
 #include "attention/attn_kernels.h"
 #include "common/cpu.h"
+#include "codec/format.h"
+#include "codec/trellis.h"
 #include "common/fp16.h"
 
 /* Online-softmax update of one row from scores s[0..nv): returns the factor that scales
@@ -79,10 +81,85 @@ static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     }
 }
 
+/* The code values of trellis channel d (one token-axis sequence): seq[t] = cb[w(d, t)]. */
+static void trellis_seq_ref(float *seq, const float *cb, unsigned k, const uint8_t *payload, size_t d)
+{
+    const size_t G = SJK_GROUP;
+    uint16_t w[SJK_GROUP];
+    sjk_trellis_windows(w, payload + d / 16 * (G * 2 * k), (unsigned)(d % 16), G, k, SJK_TRELLIS_TAILBITE);
+    for (size_t t = 0; t < G; t++) seq[t] = cb[w[t]];
+}
+
+/* A trellis record: the same folding as chunk_rec_ref with code values C[w] read
+ * sequence by sequence (channel d's 128 tokens) from the packed payloads. */
+/* tq6_0_stage rows: each row decoded by the format's reference decode into work, then
+ * the fp32 reference's arithmetic. */
+static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const uint8_t *K, const uint8_t *V, size_t n,
+                          float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP, row_nbytes = D / SJK_TQ_BLOCK * SJK_TQ6_0_NBYTES;
+    float *s = work, *x = work + G;
+    (void)n;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        for (size_t t = 0; t < nv; t++) {
+            sjk_decode_tq6_0_stage_ref(x, K + t * row_nbytes, D);
+            s[t] = dot_f32(qr, x, D);
+        }
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t t = 0; t < nv; t++) {
+            sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
+            for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
+        }
+    }
+}
+
+static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP;
+    float *s = work, *qs = work + G, *seq = qs + D;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        float cz = dot_f32(qr, rc->kzero, D);
+        for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+        for (size_t t = 0; t < nv; t++) s[t] = 0;
+        for (size_t d = 0; d < D; d++) {
+            trellis_seq_ref(seq, rc->kcb, rc->kbits, rc->kt, d);
+            for (size_t t = 0; t < nv; t++) s[t] += qs[d] * seq[t];
+        }
+        for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float z = 0;
+        for (size_t t = 0; t < nv; t++) {
+            z += s[t] * rc->vzero[t];
+            s[t] *= rc->vscale[t];
+        }
+        float *a = acc + r * D;
+        for (size_t d = 0; d < D; d++) {
+            trellis_seq_ref(seq, rc->vcb, rc->vbits, rc->vt, d);
+            float racc = 0;
+            for (size_t t = 0; t < nv; t++) racc += s[t] * seq[t];
+            a[d] = a[d] * f + rc->vch[d] * (racc + z);
+        }
+    }
+}
+
 static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     const size_t G = SJK_GROUP;
+    if (rc->kt) {
+        chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
+        return;
+    }
     float *s = work, *qs = work + G, *racc = qs + D;
     for (size_t r = 0; r < R; r++) {
         size_t nv = nvis[r];
@@ -121,7 +198,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 }
 
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
-    "ref", chunk_f32_ref, chunk_f16_ref, chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref,
+    "ref", chunk_f32_ref, chunk_f16_ref, chunk_tq6_ref, chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }

@@ -172,7 +172,11 @@ static int plan_layer(const sjk_cache_params *p, uint32_t l, sjk_cache_layer *L)
         L->rec_nbytes = L->rl.nbytes;
         L->sink = c->sink < p->max_pos ? c->sink : p->max_pos;
         uint32_t after = p->max_pos - L->sink;
-        L->n_rec = after / SJK_GROUP;
+        /* Record slots: a seal (batched or idle) always keeps the newest tail_min
+         * positions unsealed and seals whole groups only, so the body never ends past
+         * sink + floor((max_pos - sink - tail_min) / 128) * 128 (seal_layers). The ring
+         * holds the rest; slots for the positions it covers would never be written. */
+        L->n_rec = after > c->tail_min ? (after - c->tail_min) / SJK_GROUP : 0;
         uint64_t tail = c->tail_max ? c->tail_max : (uint64_t)c->tail_min + SJK_GROUP;
         uint64_t cap = (tail + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;
         uint64_t cap_max = ((uint64_t)after + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;

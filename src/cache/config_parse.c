@@ -4,8 +4,10 @@
  *   config  := spec (":" option)*
  *   spec    := FORMAT | FORMAT "/" FORMAT          uniform K/V row formats ("q8_0/q4_0")
  *            | "sj" [":" BITS] | "kvarn" [":" BITS]
- *   BITS    := K "/" V ["t" | "tc"]                 "4/4", "3/3t" (t = trellis body,
- *                                                   tc = trellis along the channel axis)
+ *   BITS    := K "/" V ["s" | "t" | "tc"]           "4/4", "3/3", "3/3s", "3/3t" (s = scalar
+ *                                                   body, t = trellis, tc = trellis along the
+ *                                                   channel axis; none: sj is scalar at 4/4
+ *                                                   and trellis otherwise, kvarn scalar)
  *   option  := "tail=" N        fixed tail of N positions (kvarn: extra fp16 exact tail)
  *            | "tail_min=" N | "tail_max=" N        adaptive tail bounds (tail_max 0 = fixed)
  *            | "stage=" FORMAT  staging ring format: tq6_0 | q8_0 | f16
@@ -16,8 +18,8 @@
  *            | "edge=" BITS     tiered layers: bits of the first/last layers
  *            | "edges=" N       layers at each end that use the edge tier (default 1)
  *
- * `edge=4/4` makes the first and last `edges` layers the same kind with those bits and a
- * scalar body (a trailing "t" selects trellis); everything else in the string applies to
+ * `edge=4/4` makes the first and last `edges` layers the same kind with those bits and
+ * the body those bits select (the same suffix rules); everything else in the string applies to
  * both tiers. Errors name the offending part: "config 'sj:5/4': bits '5/4' ..." */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,12 @@ sjk_layer_config sjk_layer_config_default(void)
     c.tail_min = 4096;
     c.tail_max = 8192;
     return c;
+}
+
+/* SPEC §2.4: trellis bodies by default at 3/3, 3/2, 2/2 (every width but 4/4). */
+static uint8_t default_body(uint8_t bk, uint8_t bv)
+{
+    return bk == 4 && bv == 4 ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS;
 }
 
 static void set_err(char *err, size_t cap, const char *str, const char *fmt, const char *part)
@@ -73,16 +81,21 @@ static int parse_u32(const char *s, uint32_t *out)
     return 1;
 }
 
-/* "4/4", "3/3t", "3/2t", "3/3tc" -> bits and body (t: trellis with sequences along the
- * token axis, the default; tc: along the channel axis). */
-static int parse_bits(const char *s, uint8_t *bk, uint8_t *bv, uint8_t *body)
+/* "4/4", "3/3", "3/3s", "3/3t", "3/3tc" -> bits and body. Suffix: s = scalar body,
+ * t = trellis with sequences along the token axis, tc = trellis along the channel axis.
+ * Without a suffix an sj layer gets the default body of SPEC §2.4 (scalar at 4/4, trellis
+ * at every other width, default_body); kvarn is always scalar. */
+static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_t *body)
 {
     if (strlen(s) < 3 || s[1] != '/') return 0;
     if (s[0] < '2' || s[0] > '4' || s[2] < '2' || s[2] > '4') return 0;
-    if (s[3] && strcmp(s + 3, "t") && strcmp(s + 3, "tc")) return 0;
+    const char *sfx = s + 3;
+    if (*sfx && strcmp(sfx, "s") && strcmp(sfx, "t") && strcmp(sfx, "tc")) return 0;
     *bk = (uint8_t)(s[0] - '0');
     *bv = (uint8_t)(s[2] - '0');
-    *body = !s[3] ? SJK_BODY_SCALAR : (s[4] == 'c' ? SJK_BODY_TRELLIS_CHANNEL : SJK_BODY_TRELLIS);
+    if (!*sfx) *body = kvarn ? SJK_BODY_SCALAR : default_body(*bk, *bv);
+    else if (!strcmp(sfx, "s")) *body = SJK_BODY_SCALAR;
+    else *body = sfx[1] == 'c' ? SJK_BODY_TRELLIS_CHANNEL : SJK_BODY_TRELLIS;
     return 1;
 }
 
@@ -131,8 +144,8 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         const char *save = s;
         char bt[64];
         if (*s && next_token(&s, bt, sizeof bt) && strchr(bt, '/') && !strchr(bt, '=')) {
-            if (!parse_bits(bt, &c.bits_k, &c.bits_v, &c.body)) {
-                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..4 and an optional 't'", bt);
+            if (!parse_bits(bt, c.kind == SJK_KIND_KVARN, &c.bits_k, &c.bits_v, &c.body)) {
+                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..4 and an optional 's', 't' or 'tc'", bt);
                 return SJK_ERR_PARAM;
             }
         } else {
@@ -205,7 +218,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
             needs_compressed = 0;
             ok = parse_u32(val, &c.rot_block) && c.rot_block >= 2 && (c.rot_block & (c.rot_block - 1)) == 0;
         } else if (!strcmp(tok, "edge")) {
-            ok = parse_bits(val, &ebk, &ebv, &ebody);
+            ok = parse_bits(val, c.kind == SJK_KIND_KVARN, &ebk, &ebv, &ebody);
             have_edge = 1;
         } else if (!strcmp(tok, "edges")) {
             ok = parse_u32(val, &edges) && edges >= 1;
@@ -266,8 +279,11 @@ sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst
     } else {
         sjk_layer_config d = sjk_layer_config_default();
         int kv = c->kind == SJK_KIND_KVARN;
-        n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v,
-                     c->body == SJK_BODY_TRELLIS ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc" : "");
+        /* Trellis bodies always say so ("t", "tc"); a scalar body says "s" only where the
+         * bits alone would select trellis, so every string parses back to the same body. */
+        const char *sfx = c->body == SJK_BODY_TRELLIS ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc"
+                        : (!kv && default_body(c->bits_k, c->bits_v) != SJK_BODY_SCALAR) ? "s" : "";
+        n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v, sfx);
         uint32_t dmin = kv ? 0 : d.tail_min, dmax = kv ? 0 : d.tail_max;
         if (c->tail_max == 0 && (c->tail_min != dmin || dmax != 0))
             n += snprintf(buf + n, sizeof buf - (size_t)n, ":tail=%u", c->tail_min);
