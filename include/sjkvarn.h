@@ -246,7 +246,8 @@ sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
  * append that reached tail_max). tail_max = 0 is a fixed tail: a group is sealed as soon
  * as it is older than the newest tail_min positions. sjk_cache_seal_idle seals back to
  * tail_min at any time. The ring holds ceil(max tail / 128) · 128 rows, so no unsealed
- * row is ever overwritten. A seal encodes the staged rows as attention saw them (read
+ * row is ever overwritten; the body has floor((max_pos − sink − tail_min) / 128) record
+ * slots, as every seal keeps the newest tail_min positions in the ring. A seal encodes the staged rows as attention saw them (read
  * back from the staging format). Uniform layers ("f16", "q8_0/q4_0", ...) store every
  * position as one row of their K and V formats, optionally rotated, and never seal.
  *

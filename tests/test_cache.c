@@ -311,6 +311,53 @@ TEST(test_memory_bits_per_value)
     sjk_cache_free(c);
 }
 
+/* Record slots cover exactly the groups a seal can reach (every seal keeps the newest
+ * tail_min positions in the ring): filling to max_pos and sealing idle uses every slot,
+ * and no more; the ring still holds the rest. */
+TEST(test_record_slots_exactly_cover_seals)
+{
+    const uint32_t max_pos[] = {128 + 256 + 5 * 128 + 77, 128 + 256 + 5 * 128, 128 + 200, 100};
+    for (size_t i = 0; i < SJK_ARRAY_LEN(max_pos); i++) {
+        sjk_cache_params p = sjk_cache_params_default();
+        p.max_pos = max_pos[i];
+        p.head_dim = 64;
+        p.n_q_heads = 2;
+        p.n_kv_heads = 1;
+        p.max_q_rows = 1;
+        p.layer.tail_min = 256;
+        p.layer.tail_max = 512;
+        sjk_cache *c = NULL;
+        CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+        if (!c) return;
+        uint32_t after = max_pos[i] > 128 ? max_pos[i] - 128 : 0;
+        uint32_t slots = after > 256 ? (after - 256) / 128 : 0;
+        sjk_cache_memory m;
+        CHECK(sjk_cache_memory_report(c, &m) == SJK_OK);
+        sjk_record_layout rl;
+        sjk_record_layout_init(&rl, 64, 4, 4);
+        CHECKF(m.body_nbytes == (size_t)slots * rl.nbytes, "max_pos %u: body %zu, want %u slots", max_pos[i],
+               m.body_nbytes, slots);
+        gen g;
+        gen_init(&g, 5 + (uint64_t)i, 64);
+        float *rows = malloc(sizeof(float) * 64 * 2);
+        for (uint32_t t = 0; t < max_pos[i]; t++) {
+            gen_rows(&g, rows, 1);
+            gen_rows(&g, rows + 64, 1);
+            CHECK(sjk_cache_append(c, 0, 0, rows, rows + 64, 1) == SJK_OK);
+            if (t % 97 == 0) CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+        }
+        CHECK(sjk_cache_seal_idle(c, 0) == SJK_OK);
+        uint32_t n, b;
+        sjk_cache_length(c, 0, 0, &n, &b);
+        CHECKF(max_pos[i] <= 128 || (b - 128) / 128 == slots, "max_pos %u: %u groups sealed, %u slots", max_pos[i],
+               (b - 128) / 128, slots);
+        char msg[256];
+        CHECKF(sjk_cache_check(c, msg, sizeof msg) == SJK_OK, "%s", msg);
+        free(rows);
+        sjk_cache_free(c);
+    }
+}
+
 /* Sequences are independent: interleaved appends to 3 sequences equal the same appends
  * into 3 separate caches. */
 TEST(test_sequences_are_independent)
@@ -475,6 +522,7 @@ int main(void)
     RUN(test_attend_head_dims_and_gqa);
     RUN(test_estimate_equals_allocation);
     RUN(test_memory_bits_per_value);
+    RUN(test_record_slots_exactly_cover_seals);
     RUN(test_sequences_are_independent);
     RUN(test_truncate_reports_reprocess);
     RUN(test_append_past_max_pos_is_range_error);
