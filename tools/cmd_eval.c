@@ -47,6 +47,9 @@ static const char usage_text[] =
 "  --svg DIR      write DIR/frontier.svg (mean KL vs bits per value) and DIR/positions.svg\n"
 "  --ref CFG      the reference's cache configuration (default f16)\n"
 "  --prefill-chunk N  prompt tokens per forward pass (default 512; 1 = token by token)\n"
+"  --act-quant 0|1  0 (default): exact f32 activations, logits continuous in K/V, so\n"
+"                 cache differences are not buried under activation-rounding noise;\n"
+"                 1: 8-bit activations as llama.cpp (faster; docs/EVAL.md)\n"
 "  --threads N    threads per forward pass (default: online CPUs)\n"
 "  --boot N       bootstrap resamples (default 2000); --seed N: their seed (default 1)\n"
 "  --corpus DIR   corpus directory (default ${SJK_CORPUS_DIR:-~/.cache/sjkvarn/corpus})\n"
@@ -73,7 +76,7 @@ typedef struct eval_args {
     char kv_buf[4096];
     const char *texts[MAX_DOCS];
     size_t n_texts;
-    long n_gen, n_ctx, threads, boot, seed, chunk;
+    long n_gen, n_ctx, threads, boot, seed, chunk, act_quant;
     int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
     sjk_kv_auto_opts ka;                   /* --kv auto: --mem-budget, --kl-floor, ... */
 } eval_args;
@@ -138,6 +141,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--svg")) { NEED(); a->svg = v; }
         else if (!strcmp(o, "--corpus")) { NEED(); a->corpus = v; }
         else if (!strcmp(o, "--ref")) { NEED(); a->ref = v; }
+        else if (!strcmp(o, "--act-quant")) { NEED(); if (!parse_long(o, v, 0, 1, &a->act_quant)) return 0; }
         else if (!strcmp(o, "--prefill-chunk")) { NEED(); if (!parse_long(o, v, 1, 1 << 20, &a->chunk)) return 0; }
         else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "--needle")) a->needle = 1;
@@ -455,6 +459,7 @@ int sjk_cmd_eval(int argc, char **argv)
             free_docs(docs, nd);
             return s == SJK_ERR_UNSUPPORTED ? 3 : 1;
         }
+        sjk_eval_host_set_act_quant(hstate, (unsigned)a.act_quant);
         fprintf(stderr, "sjkvarn eval: %s: %s\n", model_path, sjk_eval_host_describe(hstate));
     }
     int rc = 0;

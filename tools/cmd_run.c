@@ -27,6 +27,8 @@ static void usage(FILE *f)
             "  -c, --ctx-size N   context positions (default min(4096, the model's))\n"
             "  -b, --batch-size N prefill chunk (default 512)\n"
             "  -t, --threads N    threads (default: online CPUs)\n"
+            "  --act-quant 0|1    1 (default): 8-bit activations as llama.cpp; 0: exact f32\n"
+            "                     activations (slower; logits continuous in the KV cache)\n"
             "      --kv CONFIG    KV cache of the growing layers: f16 (default), q8_0, q8_0/q4_0,\n"
             "                     sj:4/4, sj:3/3t, kvarn:4/4, ... or host-f16 (the host's own)\n"
             "      --temp T       temperature; 0 = greedy (default 0.8)\n"
@@ -137,7 +139,7 @@ static int flag_is(const char *a, const char *s1, const char *s2)
 int sjk_cmd_run(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16", *save_path = NULL, *load_path = NULL;
-    double n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
+    double act_quant = 1, n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
     int chat = 0, ka_r;
     sjk_kv_auto_opts ka = {NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
@@ -167,6 +169,7 @@ int sjk_cmd_run(int argc, char **argv)
         else if (IS("-c", "--ctx-size")) ok = parse_num(a, v, 1, 1 << 24, &n_ctx);
         else if (IS("-b", "--batch-size")) ok = parse_num(a, v, 1, 65536, &n_batch);
         else if (IS("-t", "--threads")) ok = parse_num(a, v, 1, 256, &n_threads);
+        else if (IS("--act-quant", NULL)) ok = parse_num(a, v, 0, 1, &act_quant);
         else if (IS("--temp", NULL)) ok = parse_num(a, v, 0, 100, &temp);
         else if (IS("--top-k", NULL)) ok = parse_num(a, v, 0, 1e9, &top_k);
         else if (IS("--top-p", NULL)) ok = parse_num(a, v, 0, 1, &top_p);
@@ -256,6 +259,7 @@ int sjk_cmd_run(int argc, char **argv)
     sjkh_session_params sp = sjkh_session_params_default();
     sp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : (in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
     sp.n_batch = (uint32_t)n_batch;
+    sp.act_quant = (uint32_t)act_quant;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     sp.n_threads = n_threads > 0 ? (uint32_t)n_threads : (uint32_t)(ncpu > 0 ? ncpu : 1);
     char kv_chosen[64];

@@ -12,6 +12,10 @@
 sjk_status sjk_eval_host_open(const char *model_path, unsigned n_threads, sjk_eval_backend *be,
                               void **state, char *err, size_t err_cap);
 void sjk_eval_host_close(void *state);
+/* Activation mode of the sessions created from now on (sjkh_session_params.act_quant):
+ * 0 exact f32 activations (the default here: logits continuous in K/V), 1 llama.cpp-like
+ * 8-bit activations. */
+void sjk_eval_host_set_act_quant(void *state, unsigned act_quant);
 /* One line describing the loaded model ("gemma3, 18 layers (3 global), ..."). */
 const char *sjk_eval_host_describe(void *state);
 

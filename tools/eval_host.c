@@ -18,6 +18,7 @@ typedef struct host_state {
     sjkh_tokenizer *tok;
     const sjkh_model_info *info;
     unsigned n_threads;
+    unsigned act_quant; /* sjkh_session_params.act_quant for new sessions (default 0) */
     char err[512];
     char desc[256];
 } host_state;
@@ -47,6 +48,7 @@ static sjk_status h_create(void *user, const char *kv, size_t n_ctx, void **out)
     p.n_ctx = (uint32_t)n_ctx;
     p.n_threads = h->n_threads;
     p.kv = kv;
+    p.act_quant = h->act_quant;
     char e[256] = "";
     sjk_status s = sjkh_session_create(h->model, &p, &c->s, e, sizeof e);
     if (s != SJK_OK) {
@@ -145,3 +147,8 @@ void sjk_eval_host_close(void *state)
 }
 
 const char *sjk_eval_host_describe(void *state) { return state ? ((host_state *)state)->desc : ""; }
+
+void sjk_eval_host_set_act_quant(void *state, unsigned act_quant)
+{
+    if (state) ((host_state *)state)->act_quant = act_quant;
+}

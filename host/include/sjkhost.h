@@ -375,9 +375,16 @@ typedef struct sjkh_session_params {
     const char *kv;        /* cache configuration for the growing layers: "host-f16" (the
                               host's own fp16 cache) or any libsjkvarn configuration
                               string ("f16", "q8_0/q4_0", "sj:4/4", ...) */
+    uint32_t act_quant;    /* 1 (default): activations are quantized to 8 bits before every
+                              quantized-weight matmul, as llama.cpp does (fastest; matches
+                              llama.cpp's numerics). 0: exact activations: every matmul takes
+                              the f32 activations against weight rows dequantized on the fly
+                              to f32, and the GELU is computed in f32 rather than through
+                              ggml's f16 table, so the logits are a continuous function of
+                              K/V (for KL studies that compare caches; slower) */
 } sjkh_session_params;
 
-/* n_ctx 4096, n_batch 512, n_threads 1, kv "f16". */
+/* n_ctx 4096, n_batch 512, n_threads 1, kv "f16", act_quant 1. */
 sjkh_session_params sjkh_session_params_default(void);
 
 sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p,

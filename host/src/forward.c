@@ -13,6 +13,7 @@
 #include "hcommon.h"
 #include "kv.h"
 #include "model.h"
+#include "ops.h"
 #include "pool.h"
 #include "quants.h"
 
@@ -34,10 +35,13 @@ static void gelu_init(void)
     for (uint32_t i = 0; i < (1u << 16); i++) g_gelu_f16[i] = sjkh_f32_to_f16(gelu_tanh(sjkh_f16_to_f32((uint16_t)i)));
 }
 
-/* hb[i] = act(hb[i]) * hb2[i] over n values */
-static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n)
+/* hb[i] = act(hb[i]) * hb2[i] over n values. exact: GELU in f32 (continuous) instead of
+ * ggml's f16 table. */
+static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n, int exact)
 {
-    if (m->gelu) {
+    if (m->gelu && exact) {
+        for (size_t i = 0; i < n; i++) hb[i] = gelu_tanh(hb[i]) * hb2[i];
+    } else if (m->gelu) {
         for (size_t i = 0; i < n; i++) {
             float x = hb[i], y;
             if (x <= -10.0f) y = 0.0f;
@@ -137,10 +141,66 @@ static void mm_task(void *ctx, size_t task, int thread)
     }
 }
 
+/* ---- exact activations (act_quant 0): f32 activations against dequantized weights ----
+ * A task owns rows [r0, r1); it dequantizes MM_EXACT_ROWS weight rows at a time into its
+ * thread's buffer, then walks the tokens in tiles of MM_TILE (weight rows and token rows
+ * of a tile stay in L2) with the 4-rows x 2-tokens register-blocked f32 kernel. */
+#define MM_EXACT_ROWS 16
+typedef struct mmx_job {
+    const uint8_t *w;
+    size_t w_row_nbytes;
+    uint32_t type;
+    const float *x; /* [n_tok][n_in] */
+    float *y;       /* [n_tok][n_out] */
+    size_t n_in, n_out, n_tok, rows_per_task;
+    sjkh_dequant_fn dequant; /* SIMD row dequantization, or NULL: sjkh_dequant_row */
+    float *wdq;     /* per-thread buffers */
+    size_t wdq_per_thread;
+    void (*tile)(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
+} mmx_job;
+
+static void mmx_task(void *ctx, size_t task, int thread)
+{
+    const mmx_job *j = ctx;
+    float *buf = j->wdq + (size_t)thread * j->wdq_per_thread;
+    size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
+    for (size_t rt = r0; rt < r1; rt += MM_EXACT_ROWS) {
+        size_t nr = SJKH_MIN(r1 - rt, (size_t)MM_EXACT_ROWS);
+        for (size_t r = 0; r < nr; r++) {
+            const uint8_t *src = j->w + (rt + r) * j->w_row_nbytes;
+            if (j->dequant) j->dequant(src, buf + r * j->n_in, j->n_in);
+            else sjkh_dequant_row(j->type, src, buf + r * j->n_in, j->n_in);
+        }
+        for (size_t tt = 0; tt < j->n_tok; tt += MM_TILE) {
+            size_t nt = SJKH_MIN(j->n_tok - tt, (size_t)MM_TILE);
+            for (size_t r = 0; r < nr; r += 4)
+                j->tile(buf + r * j->n_in, SJKH_MIN((size_t)4, nr - r), j->x + tt * j->n_in, nt, j->n_in,
+                        j->y + tt * j->n_out + rt + r, j->n_out);
+        }
+    }
+}
+
+static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
+{
+    size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
+    size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
+    size_t rpt = n_out / (nt * 8);
+    rpt = SJKH_MAX((size_t)MM_EXACT_ROWS, SJKH_MIN((size_t)256, rpt));
+    rpt = (rpt + MM_EXACT_ROWS - 1) / MM_EXACT_ROWS * MM_EXACT_ROWS;
+    mmx_job j = {W->data, W->row_nbytes, W->type, x, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
+                 s->wdq, s->wdq_per_thread,
+                 sjkh_ops_get()->mm_f32_tile};
+    sjkh_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
+}
+
 /* y [n][n_out] = x [n][n_in] times W^T. The quantized activations are kept in s->xq and
  * reused when the next matmul has the same input and dot type (Q, K, V; gate, up). */
 static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
 {
+    if (!s->p.act_quant) {
+        matmul_exact(s, W, x, n, y);
+        return;
+    }
     const sjkh_qtraits *qt = sjkh_qtraits_get(W->type);
     size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
     const uint8_t *xa = (const uint8_t *)x;
@@ -226,7 +286,7 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
         xq_invalidate(s);
         matmul(s, L->w_gate, s->xb, n, s->hb); /* hb  [n][F] */
         matmul(s, L->w_up, s->xb, n, s->hb2);  /* hb2 [n][F] */
-        glu(m, s->hb, s->hb2, n * F);          /* hb = act(gate) * up */
+        glu(m, s->hb, s->hb2, n * F, !s->p.act_quant);         /* hb = act(gate) * up */
         matmul(s, L->w_down, s->hb, n, s->xb2); /* xb2 [n][E] */
         if (L->post_ffw_norm)
             for (size_t t = 0; t < n; t++)
@@ -250,7 +310,7 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
 
 sjkh_session_params sjkh_session_params_default(void)
 {
-    sjkh_session_params p = {4096, 512, 1, "f16"};
+    sjkh_session_params p = {4096, 512, 1, "f16", 1};
     return p;
 }
 
@@ -271,6 +331,7 @@ void sjkh_session_free(sjkh_session *s)
     free(s->rope_cos);
     free(s->rope_sin);
     free(s->xq);
+    free(s->wdq);
     free(s);
 }
 
@@ -324,6 +385,10 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     size_t max_in = SJKH_MAX(SJKH_MAX(E, F), H * hd);
     s->xq_row_nbytes = max_in * 2; /* >= any dot type's bytes per value (at most 36/32) */
     s->xq = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail);
+    if (!p->act_quant) {
+        s->wdq_per_thread = MM_EXACT_ROWS * max_in;
+        s->wdq = alloc_f(p->n_threads, s->wdq_per_thread, &fail);
+    }
     if (fail) {
         sjkh_session_free(s);
         return FAIL(SJK_ERR_NOMEM, "session: out of memory for activations (batch %u)", B);

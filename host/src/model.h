@@ -58,6 +58,8 @@ struct sjkh_session {
     uint32_t xq_type;            /* dot type currently in xq (for reuse) */
     const float *xq_src;
     size_t xq_n_in;
+    float *wdq;    /* act_quant 0: [n_threads][MM_EXACT_ROWS][max row] dequantized weight rows */
+    size_t wdq_per_thread;        /* floats per thread */
 };
 
 #endif

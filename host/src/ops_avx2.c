@@ -79,3 +79,40 @@ void sjkh_axpy_f16_multi_avx2(const float *w, const uint16_t *v, float *o, size_
         }
     }
 }
+
+/* 4 weight rows x 2 tokens in 8 accumulators; rows past nr alias row 0 and are not stored,
+ * a lone last token reuses the same code with its second pointer aliased too. */
+void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys)
+{
+    const float *w0 = w, *w1 = nr > 1 ? w + n : w, *w2 = nr > 2 ? w + 2 * n : w, *w3 = nr > 3 ? w + 3 * n : w;
+    for (size_t t = 0; t < nt; t += 2) {
+        const float *xa = x + t * n, *xb = t + 1 < nt ? xa + n : xa;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 va = _mm256_loadu_ps(xa + i), vb = _mm256_loadu_ps(xb + i);
+            __m256 q0 = _mm256_loadu_ps(w0 + i), q1 = _mm256_loadu_ps(w1 + i);
+            __m256 q2 = _mm256_loadu_ps(w2 + i), q3 = _mm256_loadu_ps(w3 + i);
+            a0 = _mm256_fmadd_ps(q0, va, a0);
+            a1 = _mm256_fmadd_ps(q1, va, a1);
+            a2 = _mm256_fmadd_ps(q2, va, a2);
+            a3 = _mm256_fmadd_ps(q3, va, a3);
+            b0 = _mm256_fmadd_ps(q0, vb, b0);
+            b1 = _mm256_fmadd_ps(q1, vb, b1);
+            b2 = _mm256_fmadd_ps(q2, vb, b2);
+            b3 = _mm256_fmadd_ps(q3, vb, b3);
+        }
+        float ra[4] = {hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)};
+        float rb[4] = {hsum8(b0), hsum8(b1), hsum8(b2), hsum8(b3)};
+        const float *wr[4] = {w0, w1, w2, w3};
+        for (; i < n; i++)
+            for (int r = 0; r < 4; r++) {
+                ra[r] += wr[r][i] * xa[i];
+                rb[r] += wr[r][i] * xb[i];
+            }
+        for (size_t r = 0; r < nr; r++) {
+            y[t * ys + r] = ra[r];
+            if (t + 1 < nt) y[(t + 1) * ys + r] = rb[r];
+        }
+    }
+}

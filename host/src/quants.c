@@ -507,7 +507,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void traits_init(void)
 {
-#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL}
+#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL, NULL}
     T(SJKH_TYPE_F32, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f32_ref);
     T(SJKH_TYPE_F16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f16_ref);
     T(SJKH_TYPE_BF16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_bf16_ref);
@@ -545,6 +545,11 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q8_0].quantize = sjkh_quantize_q8_0_avx2;
         g_traits[SJKH_TYPE_Q4_1].quantize = sjkh_quantize_q8_1_avx2;
         g_traits[SJKH_TYPE_Q5_1].quantize = sjkh_quantize_q8_1_avx2;
+        g_traits[SJKH_TYPE_Q4_0].dequant = sjkh_dequant_q4_0_avx2;
+        g_traits[SJKH_TYPE_Q4_1].dequant = sjkh_dequant_q4_1_avx2;
+        g_traits[SJKH_TYPE_Q5_0].dequant = sjkh_dequant_q5_0_avx2;
+        g_traits[SJKH_TYPE_Q5_1].dequant = sjkh_dequant_q5_1_avx2;
+        g_traits[SJKH_TYPE_Q8_0].dequant = sjkh_dequant_q8_0_avx2;
     }
     if (sjk_cpu_features() & SJK_CPU_AVX512) {
         g_traits[SJKH_TYPE_Q4_0].vec_dot = sjkh_vec_dot_q4_0_avx512;

@@ -48,6 +48,9 @@ typedef void (*sjkh_vec_dot4_fn)(size_t n, const void *w, const void *x, size_t 
 /* Quantizes n activations (a multiple of the dot type's block) into dst. */
 typedef void (*sjkh_quantize_fn)(const float *x, void *dst, size_t n);
 
+/* Dequantizes n values (a multiple of the type's block) of one weight row. */
+typedef void (*sjkh_dequant_fn)(const void *src, float *dst, size_t n);
+
 /* Per weight type: everything a matmul needs. */
 typedef struct sjkh_qtraits {
     uint32_t dot_type;          /* SJKH_TYPE_Q8_0, _Q8_1, _Q8_K or _F32 */
@@ -55,6 +58,8 @@ typedef struct sjkh_qtraits {
     sjkh_vec_dot_fn vec_dot;    /* fastest available */
     sjkh_vec_dot_fn vec_dot_ref;/* scalar reference */
     sjkh_vec_dot4_fn vec_dot4;  /* four activation rows at once, or NULL */
+    sjkh_dequant_fn dequant;    /* SIMD row dequantization, bit-identical to sjkh_dequant_row,
+                                   or NULL (use sjkh_dequant_row) */
 } sjkh_qtraits;
 
 /* Traits for a compute weight type, or NULL. The fast path is chosen once per process
@@ -107,6 +112,13 @@ float sjkh_vec_dot_q6_K_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_f32_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_f16_avx2(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_bf16_avx2(size_t n, const void *w, const void *x);
+
+/* AVX2 row dequantization for the exact-activation matmul (dequant_avx2.c). */
+void sjkh_dequant_q4_0_avx2(const void *src, float *dst, size_t n);
+void sjkh_dequant_q4_1_avx2(const void *src, float *dst, size_t n);
+void sjkh_dequant_q5_0_avx2(const void *src, float *dst, size_t n);
+void sjkh_dequant_q5_1_avx2(const void *src, float *dst, size_t n);
+void sjkh_dequant_q8_0_avx2(const void *src, float *dst, size_t n);
 
 /* AVX512-VNNI versions (quants_avx512.c); only call when sjk_cpu_features() has SJK_CPU_AVX512. */
 void sjkh_quantize_q8_0_avx512(const float *x, void *dst, size_t n);
