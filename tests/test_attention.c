@@ -223,7 +223,7 @@ TEST(test_trellis_inplace_matches_decoded)
                        kb, vb, D, R, e);
             }
         }
-    if (!tested) SKIP("no SIMD table reads trellis in place on this CPU");
+    if (!tested) fprintf(stderr, "  note: no SIMD table reads trellis in place on this CPU; the reference was checked alone\n");
 }
 
 /* The staging ring's tq6_0_stage rows read in place (chunk_tq6): the reference against
@@ -268,7 +268,7 @@ TEST(test_tq6_ring_inplace_matches_decoded)
                 CHECKF(e < 1e-5, "%s tq6 D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded", D, R, e);
             }
         }
-    if (!tested) SKIP("no SIMD table reads tq6_0 rows in place on this CPU");
+    if (!tested) fprintf(stderr, "  note: no SIMD table reads tq6_0 rows in place on this CPU; the reference was checked alone\n");
 }
 
 TEST(test_config_strings_parse)

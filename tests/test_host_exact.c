@@ -210,10 +210,11 @@ TEST(test_simd_dequant_bit_identical)
             frand();
             q[i] = (uint8_t)(g_rng >> 24);
         }
-        for (size_t b = 0; b < n / bv; b++) { /* finite scales: d (and m) at offsets 0, 2 */
+        for (size_t b = 0; b < n / bv; b++) { /* finite scales: d (and m/dmin) at 0, 2; q6_K's d at 208 */
             uint16_t d = sjkh_f32_to_f16(frand()), m = sjkh_f32_to_f16(frand());
-            memcpy(q + b * bb, &d, 2);
-            if (k_types[ti] == SJKH_TYPE_Q4_1 || k_types[ti] == SJKH_TYPE_Q5_1) memcpy(q + b * bb + 2, &m, 2);
+            size_t at = k_types[ti] == SJKH_TYPE_Q6_K ? 208 : 0;
+            memcpy(q + b * bb + at, &d, 2);
+            if (k_types[ti] != SJKH_TYPE_Q6_K) memcpy(q + b * bb + 2, &m, 2);
         }
         float *a = malloc(n * 4), *r = malloc(n * 4);
         qt->dequant(q, a, n);

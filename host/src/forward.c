@@ -164,8 +164,10 @@ static void mmx_task(void *ctx, size_t task, int thread)
     const mmx_job *j = ctx;
     float *buf = j->wdq + (size_t)thread * j->wdq_per_thread;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
-    for (size_t rt = r0; rt < r1; rt += MM_EXACT_ROWS) {
-        size_t nr = SJKH_MIN(r1 - rt, (size_t)MM_EXACT_ROWS);
+    /* a few tokens (decode): 4 rows at a time, so the dequantized rows stay in L1 */
+    size_t R = j->n_tok <= 4 ? 4 : MM_EXACT_ROWS;
+    for (size_t rt = r0; rt < r1; rt += R) {
+        size_t nr = SJKH_MIN(r1 - rt, R);
         for (size_t r = 0; r < nr; r++) {
             const uint8_t *src = j->w + (rt + r) * j->w_row_nbytes;
             if (j->dequant) j->dequant(src, buf + r * j->n_in, j->n_in);

@@ -550,6 +550,8 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q5_0].dequant = sjkh_dequant_q5_0_avx2;
         g_traits[SJKH_TYPE_Q5_1].dequant = sjkh_dequant_q5_1_avx2;
         g_traits[SJKH_TYPE_Q8_0].dequant = sjkh_dequant_q8_0_avx2;
+        g_traits[SJKH_TYPE_Q4_K].dequant = sjkh_dequant_q4_K_avx2;
+        g_traits[SJKH_TYPE_Q6_K].dequant = sjkh_dequant_q6_K_avx2;
     }
     if (sjk_cpu_features() & SJK_CPU_AVX512) {
         g_traits[SJKH_TYPE_Q4_0].vec_dot = sjkh_vec_dot_q4_0_avx512;

@@ -119,6 +119,8 @@ void sjkh_dequant_q4_1_avx2(const void *src, float *dst, size_t n);
 void sjkh_dequant_q5_0_avx2(const void *src, float *dst, size_t n);
 void sjkh_dequant_q5_1_avx2(const void *src, float *dst, size_t n);
 void sjkh_dequant_q8_0_avx2(const void *src, float *dst, size_t n);
+void sjkh_dequant_q4_K_avx2(const void *src, float *dst, size_t n);
+void sjkh_dequant_q6_K_avx2(const void *src, float *dst, size_t n);
 
 /* AVX512-VNNI versions (quants_avx512.c); only call when sjk_cpu_features() has SJK_CPU_AVX512. */
 void sjkh_quantize_q8_0_avx512(const float *x, void *dst, size_t n);

@@ -274,7 +274,8 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
  *           then s[r][t] = Ktok[t] * (Σ_lanes sacc[t][r] + Σ_d q·Kzero)
  *   values: for each group, a[r][16] = Σ_t (p[r][t]·Vscale[t]) * C[w(t)], then
  *           acc[r][d0..] = acc·f + Vch·z[r] + Vch·a[r]
- * No K or V value is ever materialised; nothing is written but sacc (32 KiB, L1). */
+ * No K or V value is ever materialised; nothing is written but sacc (tokens in blocks of
+ * TRB = 32: 8 KiB, L1-resident) and the carried windows. */
 typedef struct trel_rot { __m512i a, b, m6; } trel_rot;
 
 static inline __attribute__((always_inline)) trel_rot trel_rot_init(const unsigned k)

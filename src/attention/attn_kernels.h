@@ -71,8 +71,9 @@ typedef struct sjk_attn_kernels {
 } sjk_attn_kernels;
 
 /* Floats of `work` the chunk kernels need for head dim D. */
-/* [RB][G] scores, [RB][D] folded queries, [D] zeros, then the trellis score partials
- * [G][RB][16] (16 channel lanes per token and row). */
+/* [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area of RB*G*16 (+16
+ * for alignment) floats: the trellis kernel's score partials [32][RB][16] and carried
+ * windows [D/16][16], or the tq6 kernel's block norms [2][G][D/128]. */
 #define SJK_ATTN_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
 
 const sjk_attn_kernels *sjk_attn_kernels_get(void);  /* fastest allowed, chosen once */
