@@ -288,7 +288,7 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
         xq_invalidate(s);
         matmul(s, L->w_gate, s->xb, n, s->hb); /* hb  [n][F] */
         matmul(s, L->w_up, s->xb, n, s->hb2);  /* hb2 [n][F] */
-        glu(m, s->hb, s->hb2, n * F, !s->p.act_quant);         /* hb = act(gate) * up */
+        glu(m, s->hb, s->hb2, n * F, !s->p.act_quant); /* hb = act(gate) * up */
         matmul(s, L->w_down, s->hb, n, s->xb2); /* xb2 [n][E] */
         if (L->post_ffw_norm)
             for (size_t t = 0; t < n; t++)
@@ -361,6 +361,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     if (!p->n_batch || p->n_batch > 65536) return FAIL(SJK_ERR_PARAM, "session: n_batch %u is outside 1..65536", p->n_batch);
     if (!p->n_threads || p->n_threads > 256)
         return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..256", p->n_threads);
+    if (p->act_quant > 1) return FAIL(SJK_ERR_PARAM, "session: act_quant %u is not 0 or 1", p->act_quant);
     pthread_once(&g_gelu_once, gelu_init);
 
     sjkh_session *s = calloc(1, sizeof *s);
