@@ -131,71 +131,19 @@ typedef struct bpe_sym {
     uint32_t off, n;
 } bpe_sym;
 
-typedef struct bpe_bigram {
-    int32_t rank, left, right;
-    uint32_t size;
-} bpe_bigram;
-
-typedef struct bpe_heap {
-    bpe_bigram *v;
-    size_t n, cap;
-} bpe_heap;
-
-static inline int bpe_before(const bpe_bigram *a, const bpe_bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static sjk_status bheap_push(bpe_heap *h, bpe_bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64, nb;
-        if (!sjkh_mul_ok(cap, sizeof *h->v, &nb)) return SJK_ERR_NOMEM;
-        bpe_bigram *v = realloc(h->v, nb);
-        if (!v) return SJK_ERR_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bpe_before(&b, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return SJK_OK;
-}
-
-static bpe_bigram bheap_pop(bpe_heap *h)
-{
-    bpe_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && bpe_before(&h->v[c + 1], &h->v[c])) c++;
-        if (!bpe_before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
 static sjk_status add_bigram(const sjkh_tokenizer *t, const char *w, const bpe_sym *sym,
-                             int32_t left, int32_t right, bpe_heap *h)
+                             int32_t left, int32_t right, sjkh_bigram_heap *h)
 {
     if (left < 0 || right < 0) return SJK_OK;
     int32_t rank = sjkh_merge_rank(t, w + sym[left].off, sym[left].n, w + sym[right].off,
                                    sym[right].n);
     if (rank < 0) return SJK_OK;
-    return bheap_push(h, (bpe_bigram){rank, left, right, sym[left].n + sym[right].n});
+    return sjkh_bigram_heap_push(h, (sjkh_bigram){(double)rank, left, right, sym[left].n + sym[right].n});
 }
 
 /* BPE over one mapped word w[0..n) (UTF-8 of mapped code points). sym has room for n. */
 static sjk_status bpe_word(const sjkh_tokenizer *t, const char *w, size_t n, bpe_sym *sym,
-                           bpe_heap *heap, sjkh_idvec *out)
+                           sjkh_bigram_heap *heap, sjkh_idvec *out)
 {
     sjk_status st;
     int32_t n_sym = 0;
@@ -210,7 +158,7 @@ static sjk_status bpe_word(const sjkh_tokenizer *t, const char *w, size_t n, bpe
     for (int32_t i = 1; i < n_sym; i++)
         if ((st = add_bigram(t, w, sym, i - 1, i, heap)) != SJK_OK) return st;
     while (heap->n) {
-        bpe_bigram b = bheap_pop(heap);
+        sjkh_bigram b = sjkh_bigram_heap_pop(heap);
         bpe_sym *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->n += r->n;
@@ -247,7 +195,7 @@ sjk_status sjkh_bpe_encode_fragment(const sjkh_tokenizer *t, const char *raw, si
     char *w = malloc(map_cap ? map_cap : 1);
     bpe_sym *sym = malloc((map_cap ? map_cap : 1) * sizeof *sym);
     spanvec words = {0};
-    bpe_heap heap = {0};
+    sjkh_bigram_heap heap = {0};
     sjk_status st = SJK_ERR_NOMEM;
     if (!cp || !cls || !w || !sym) goto done;
 

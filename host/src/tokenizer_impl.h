@@ -90,6 +90,25 @@ int32_t sjkh_tok_lookup(const sjkh_tokenizer *t, const char *s, size_t n);
 int32_t sjkh_merge_rank(const sjkh_tokenizer *t, const char *l, size_t ln, const char *r,
                         size_t rn);
 
+/* One candidate merge of two adjacent symbols, and a binary min-heap of them shared by
+ * both tokenizers. The heap pops the lowest key first, ties to the lower left index:
+ * SentencePiece pushes key = -score (best score first), BPE key = merge rank. */
+typedef struct sjkh_bigram {
+    double key;
+    int32_t left, right;
+    uint32_t size; /* bytes of left + right when pushed */
+} sjkh_bigram;
+
+typedef struct sjkh_bigram_heap {
+    sjkh_bigram *v;
+    size_t n, cap;
+} sjkh_bigram_heap;
+
+/* Pushes b (grows the heap; SJK_ERR_NOMEM leaves it unchanged). */
+sjk_status sjkh_bigram_heap_push(sjkh_bigram_heap *h, sjkh_bigram b);
+/* Pops the first bigram; the heap must not be empty. */
+sjkh_bigram sjkh_bigram_heap_pop(sjkh_bigram_heap *h);
+
 /* Tokenize one raw fragment (no special tokens inside), appending to out. */
 sjk_status sjkh_spm_encode_fragment(const sjkh_tokenizer *t, const char *text, size_t n,
                                     int prefix_space, sjkh_idvec *out);

@@ -29,68 +29,14 @@ typedef struct spm_sym {
     uint32_t off, n;
 } spm_sym;
 
-typedef struct spm_bigram {
-    float score;
-    int32_t left, right;
-    uint32_t size; /* bytes of left + right when pushed */
-} spm_bigram;
-
-typedef struct spm_heap {
-    spm_bigram *v;
-    size_t n, cap;
-} spm_heap;
-
-/* a pops before b: higher score, then lower left index. */
-static inline int spm_before(const spm_bigram *a, const spm_bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static sjk_status heap_push(spm_heap *h, spm_bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64, nb;
-        if (!sjkh_mul_ok(cap, sizeof *h->v, &nb)) return SJK_ERR_NOMEM;
-        spm_bigram *v = realloc(h->v, nb);
-        if (!v) return SJK_ERR_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!spm_before(&b, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return SJK_OK;
-}
-
-static spm_bigram heap_pop(spm_heap *h)
-{
-    spm_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && spm_before(&h->v[c + 1], &h->v[c])) c++;
-        if (!spm_before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
-
 static sjk_status try_add_bigram(const sjkh_tokenizer *t, const char *text, const spm_sym *sym,
-                                 int32_t left, int32_t right, spm_heap *h)
+                                 int32_t left, int32_t right, sjkh_bigram_heap *h)
 {
     if (left < 0 || right < 0) return SJK_OK;
     uint32_t size = sym[left].n + sym[right].n;
     int32_t id = sjkh_tok_lookup(t, text + sym[left].off, size);
     if (id < 0) return SJK_OK;
-    return heap_push(h, (spm_bigram){t->scores[id], left, right, size});
+    return sjkh_bigram_heap_push(h, (sjkh_bigram){-(double)t->scores[id], left, right, size});
 }
 
 sjk_status sjkh_spm_encode_fragment(const sjkh_tokenizer *t, const char *raw, size_t raw_n,
@@ -103,7 +49,7 @@ sjk_status sjkh_spm_encode_fragment(const sjkh_tokenizer *t, const char *raw, si
         return SJK_ERR_NOMEM;
     char *text = malloc(cap);
     spm_sym *sym = malloc(cap * sizeof *sym);
-    spm_heap heap = {0};
+    sjkh_bigram_heap heap = {0};
     sjk_status st = SJK_ERR_NOMEM;
     if (!text || !sym) goto done;
     size_t n = 0;
@@ -132,7 +78,7 @@ sjk_status sjkh_spm_encode_fragment(const sjkh_tokenizer *t, const char *raw, si
         if ((st = try_add_bigram(t, text, sym, i - 1, i, &heap)) != SJK_OK) goto done;
 
     while (heap.n) {
-        spm_bigram b = heap_pop(&heap);
+        sjkh_bigram b = sjkh_bigram_heap_pop(&heap);
         spm_sym *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
         l->n += r->n;
