@@ -66,6 +66,18 @@ CLI     := $(BUILD)/sjkvarn
 all: $(LIB_A) $(LIB_SO) $(HOST_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
+# Objects depend on a stamp of the compiler and flags, so a build directory rebuilds what
+# a change of CC, OPT, SAN, WERROR or CFLAGS affects instead of linking stale objects.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
+.PHONY: FORCE
+FORCE:
+
+$(LIB_OBJ) $(HOST_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(AVX2_FLAGS) -MMD -MP -c $< -o $@
@@ -93,7 +105,7 @@ $(HOST_A): $(HOST_OBJ)
 $(CLI): $(TOOL_OBJ) $(HOST_A) $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c tests/harness.h $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A)
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
 
