@@ -283,7 +283,11 @@ typedef struct sjk_layer_config {
     uint8_t staging;    /* SJ/KVARN: ring format: SJK_FMT_TQ6_0_STAGE (SJ default),
                            SJK_FMT_Q8_0 or SJK_FMT_F16 (KVARN). At head_dim 64 a row is
                            shorter than tq6_0's 128-value block: the ring uses q8_0. */
-    uint8_t reserved[3];
+    uint8_t center;     /* SJ/KVARN: 1 = ring rows are stored minus the sink's mean row
+                           (docs/FORMAT.md "Ring centering"; SJ default 1, KVARN 0). Exact
+                           in attention; it removes the rows' common offset (large on keys)
+                           before the 6-bit staging format spends its levels on it. */
+    uint8_t reserved[2];
     uint32_t sink;      /* SJ/KVARN: fp16 sink positions, a multiple of 128 (default 128) */
     uint32_t tail_min;  /* SJ/KVARN: newest positions never sealed (SJ 4096, KVARN 0) */
     uint32_t tail_max;  /* SJ/KVARN: tail length that triggers a batched seal; 0 = fixed
@@ -436,7 +440,7 @@ sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap);
  * If the file changes between the two passes (another writer), the second pass detects
  * it, the cache is emptied (every length 0) and SJK_ERR_CORRUPT is returned.
  * ---------------------------------------------------------------------------------- */
-#define SJK_CACHE_FILE_VERSION 1
+#define SJK_CACHE_FILE_VERSION 2
 #define SJK_FINGERPRINT_NBYTES 32
 
 /* Bytes sjk_cache_save writes for the cache as it is now. */

@@ -279,7 +279,7 @@ TEST(test_config_strings_parse)
                           "sj:4/4:stage=q8_0", "sj:4/4:stage=f16", "sj:2/2:balance=reference",
                           "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2", "sj:3/3tc", "sj:3/3",
                           "sj:3/3s", "sj:2/2", "sj:2/2s", "sj:4/4t", "sj:4/4s", "sj:3/2:edge=4/4t",
-                          "kvarn:4/4s", "sj:2/4", "sj:2/4s"};
+                          "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
@@ -320,13 +320,17 @@ TEST(test_config_strings_parse)
     CHECK(c[0].kind == SJK_KIND_UNIFORM && c[0].k_format == SJK_FMT_Q8_0 && c[0].v_format == SJK_FMT_Q4_0);
     CHECK(sjk_cache_config_parse("sj", 1, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].kind == SJK_KIND_SJ && c[0].bits_k == 4 && c[0].tail_min == 4096 && c[0].tail_max == 8192 &&
-          c[0].staging == SJK_FMT_TQ6_0_STAGE);
+          c[0].staging == SJK_FMT_TQ6_0_STAGE && c[0].center == 1);
+    /* ring centering: on for sj, off for paper-faithful kvarn, either way by option */
+    CHECK(sjk_cache_config_parse("kvarn:4/4", 1, c, err, sizeof err) == SJK_OK && c[0].center == 0);
+    CHECK(sjk_cache_config_parse("sj:4/4:center=0", 1, c, err, sizeof err) == SJK_OK && c[0].center == 0);
+    CHECK(sjk_layer_config_str(&c[0], str, sizeof str) == SJK_OK && !strcmp(str, "sj:4/4:center=0"));
 
     const struct { const char *s, *part; } bad[] = {
         {"sj:5/4", "'5/4'"}, {"q9_0", "'q9_0'"}, {"q8_0/q3_0", "'q3_0'"}, {"sj:4/4:tial=5", "'tial=5'"},
         {"kvarn:3/3t", "scalar bodies only"}, {"sj:4/4:stage=q4_0", "'stage=q4_0'"},
         {"sj:4/4:tail_min=4096:tail_max=4100", "tail_max"}, {"q8_0:tail=5", "'tail=5'"}, {"", "empty"},
-        {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},
+        {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:center=2", "'center=2'"}, {"q8_0:center=1", "'center=1'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},
         {"sj:3/3x", "'3/3x'"}, {"sj:3/3st", "'3/3st'"}, {"kvarn:4/4t", "scalar bodies only"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bad); i++) {

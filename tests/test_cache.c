@@ -59,6 +59,18 @@ static int oracle_decode(const sjk_cache *c, uint32_t seq, uint32_t layer, uint3
     const size_t D = c->D;
     const uint8_t *hb = sjk_cache_head(c, L, seq, head);
     static float kt[SJK_GROUP * 512], vt[SJK_GROUP * 512];
+    /* FORMAT.md "Ring centering": ring rows are stored minus the mean of the fp16 sink
+     * rows 1 .. sink-1 (computed here in double, independently of the cache's code). */
+    double mu_k[512] = {0}, mu_v[512] = {0};
+    if (L->compressed && L->cfg.center && L->sink >= 2 && sl->n > L->sink) {
+        const uint16_t *sk = (const uint16_t *)(const void *)(hb + L->off_sink_k);
+        const uint16_t *sv = (const uint16_t *)(const void *)(hb + L->off_sink_v);
+        for (uint32_t i = 1; i < L->sink; i++)
+            for (size_t d = 0; d < D; d++) {
+                mu_k[d] += sjk_fp16_to_f32(sk[(size_t)i * D + d]) / (L->sink - 1);
+                mu_v[d] += sjk_fp16_to_f32(sv[(size_t)i * D + d]) / (L->sink - 1);
+            }
+    }
     for (uint32_t p = 0; p < sl->n; p++) {
         float *kd = ko + (size_t)p * D, *vd = vo + (size_t)p * D;
         if (!L->compressed) {
@@ -80,6 +92,7 @@ static int oracle_decode(const sjk_cache *c, uint32_t seq, uint32_t layer, uint3
             size_t slot = (size_t)(p - L->sink) % L->ring_cap;
             CHECK(sjk_format_decode_row((sjk_format)L->k_fmt, kd, D, hb + L->off_ring_k + slot * L->k_row_nbytes, L->k_row_nbytes) == SJK_OK);
             CHECK(sjk_format_decode_row((sjk_format)L->v_fmt, vd, D, hb + L->off_ring_v + slot * L->v_row_nbytes, L->v_row_nbytes) == SJK_OK);
+            for (size_t d = 0; d < D; d++) { kd[d] += (float)mu_k[d]; vd[d] += (float)mu_v[d]; }
         }
     }
     return 1;

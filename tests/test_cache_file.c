@@ -180,10 +180,16 @@ TEST(test_cache_file_refuses_other_model_config_version)
 
     uint8_t *g = malloc(n);
     memcpy(g, f, n);
-    g[8] = 2; /* file version 2 */
+    g[8] = SJK_CACHE_FILE_VERSION + 1; /* a newer file version */
     reseal_header(g);
     CHECK(sjk_cache_restore_memory(a, g, n, g_fp, err, sizeof err) == SJK_ERR_FORMAT);
-    CHECKF(strstr(err, "version 2") != NULL, "%s", err);
+    char want[32];
+    snprintf(want, sizeof want, "version %d", SJK_CACHE_FILE_VERSION + 1);
+    CHECKF(strstr(err, want) != NULL, "%s", err);
+    g[8] = 1; /* v1 (uncentered rings): refused too */
+    reseal_header(g);
+    CHECK(sjk_cache_restore_memory(a, g, n, g_fp, err, sizeof err) == SJK_ERR_FORMAT);
+    CHECKF(strstr(err, "version 1") != NULL, "%s", err);
     memcpy(g, f, n);
     g[0] = 'X';
     CHECK(sjk_cache_restore_memory(a, g, n, g_fp, err, sizeof err) == SJK_ERR_FORMAT);

@@ -49,6 +49,38 @@ static inline float *align_f(uint8_t **p, size_t n_floats)
     return f;
 }
 
+/* Ring centering. Ring slots hold row − mu (cache.c), so a ring key scores q·k' and the
+ * true score is q·k' + cq with cq = q·mu_K, the same for every ring position of a row.
+ * ring_enter re-expresses the state so far in that shifted frame (m −= cq: every term
+ * e^(s − m) is unchanged) and remembers (m, l) at the border; the kernels then run on
+ * the stored rows unchanged. ring_leave shifts back and adds the ring's share of mu_V:
+ * Σ_ring e^(s−m) (v' + mu_V) = acc_ring + l_ring · mu_V, where l_ring is l minus the
+ * pre-ring sum carried to the final max. Exact up to fp32 rounding. */
+static void ring_enter(size_t R, size_t D, const float *q, const float *mu_k, float *m, const float *l,
+                       float *cq, float *lb, float *mb)
+{
+    for (size_t r = 0; r < R; r++) {
+        float s = 0;
+        for (size_t d = 0; d < D; d++) s += q[r * D + d] * mu_k[d];
+        cq[r] = s;
+        if (m[r] != -INFINITY) m[r] -= s;
+        mb[r] = m[r];
+        lb[r] = l[r];
+    }
+}
+
+static void ring_leave(size_t R, size_t D, const float *mu_v, float *m, const float *l, const float *cq,
+                       const float *lb, const float *mb, float *acc)
+{
+    for (size_t r = 0; r < R; r++) {
+        if (m[r] == -INFINITY) continue;
+        float l_ring = l[r] - (mb[r] == -INFINITY ? 0.0f : lb[r] * expf(mb[r] - m[r]));
+        if (l_ring > 0)
+            for (size_t d = 0; d < D; d++) acc[r * D + d] += l_ring * mu_v[d];
+        m[r] += cq[r];
+    }
+}
+
 static void unit_run(void *arg, uint32_t u, uint32_t worker)
 {
     const attn_job *j = arg;
@@ -60,8 +92,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     const uint32_t c0 = (uint32_t)((uint64_t)j->n_chunks * split / j->splits);
     const uint32_t c1 = (uint32_t)((uint64_t)j->n_chunks * (split + 1) / j->splits);
 
-    float *part = c->part + (size_t)u * R * (D + 2);
-    float *m = part, *l = m + R, *acc = l + R;
+    float *part = c->part + (size_t)u * SJK_ATTN_PART_FLOATS(R, D);
+    float *m = part, *l = m + R, *cq = l + R, *l_brd = cq + R, *m_brd = l_brd + R, *acc = m_brd + R;
+    int ring_open = 0; /* centered ring: the state is shifted by cq (ring_enter) */
     for (size_t r = 0; r < R; r++) { m[r] = -INFINITY; l[r] = 0; }
     memset(acc, 0, R * D * sizeof *acc);
     const float *q = c->q_rot + (size_t)head * R * D;
@@ -155,6 +188,10 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 V32 = vf;
             }
         } else {
+            if (L->cfg.center && !ring_open) {
+                ring_enter(R, D, q, sjk_cache_mu(L, (uint8_t *)(uintptr_t)hb), m, l, cq, l_brd, m_brd);
+                ring_open = 1;
+            }
             size_t slot = (size_t)(p0 - L->sink) % L->ring_cap;
             const uint8_t *kr = hb + L->off_ring_k + slot * L->k_row_nbytes;
             const uint8_t *vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
@@ -190,6 +227,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
         }
     }
+    if (ring_open) ring_leave(R, D, sjk_cache_mu(L, (uint8_t *)(uintptr_t)hb) + D, m, l, cq, l_brd, m_brd, acc);
 }
 
 sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const float *q,
@@ -236,17 +274,17 @@ sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
             float *dst = out + (i * Hq + h * gq + jq) * D;
             float M = -INFINITY;
             for (uint32_t s = 0; s < j.splits; s++) {
-                const float *part = c->part + (h * j.splits + s) * R * (D + 2);
+                const float *part = c->part + (h * j.splits + s) * SJK_ATTN_PART_FLOATS(R, D);
                 if (part[r] > M) M = part[r];
             }
             float lsum = 0;
             for (size_t d = 0; d < D; d++) dst[d] = 0;
             for (uint32_t s = 0; s < j.splits; s++) {
-                const float *part = c->part + (h * j.splits + s) * R * (D + 2);
+                const float *part = c->part + (h * j.splits + s) * SJK_ATTN_PART_FLOATS(R, D);
                 if (part[r] == -INFINITY) continue;
                 float w = expf(part[r] - M);
                 lsum += w * part[R + r];
-                const float *a = part + 2 * R + r * D;
+                const float *a = part + 5 * R + r * D; /* acc: after m, l, cq, l_brd, m_brd */
                 for (size_t d = 0; d < D; d++) dst[d] += w * a[d];
             }
             float inv = lsum > 0 ? 1.0f / lsum : 0.0f;

@@ -86,6 +86,7 @@ static const char *validate_layer(const sjk_layer_config *c, uint32_t D)
     if (c->kind == SJK_KIND_KVARN && c->body != SJK_BODY_SCALAR) return "body";
     if (c->staging != SJK_FMT_TQ6_0_STAGE && c->staging != SJK_FMT_Q8_0 && c->staging != SJK_FMT_F16)
         return "staging";
+    if (c->center > 1) return "center";
     if (c->sink % SJK_GROUP) return "sink";
     if (c->tail_max && c->tail_max < c->tail_min + (uint64_t)SJK_GROUP) return "tail_max";
     if (c->tail_min > (1u << 30) || c->tail_max > (1u << 30)) return "tail_min";
@@ -97,7 +98,7 @@ sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad
     static const char *const layer_names[] = {
         "layers[].kind", "layers[].rot_block", "layers[].k_format", "layers[].v_format",
         "layers[].bits_k", "layers[].bits_v", "layers[].body", "layers[].balance",
-        "layers[].staging", "layers[].sink", "layers[].tail_max", "layers[].tail_min",
+        "layers[].staging", "layers[].center", "layers[].sink", "layers[].tail_max", "layers[].tail_min",
         "layers[].head_dim"};
     const char *bad = NULL;
     if (!p) bad = "params";
@@ -186,6 +187,7 @@ static int plan_layer(const sjk_cache_params *p, uint32_t l, sjk_cache_layer *L)
             !sjk_mul_ok(L->ring_cap, L->k_row_nbytes, &nrk))
             return 0;
         if (!take(&off, ns, &L->off_sink_k) || !take(&off, ns, &L->off_sink_v) ||
+            !take(&off, c->center ? (size_t)2 * D * sizeof(float) : 0, &L->off_mu) ||
             !take(&off, nr, &L->off_body) || !take(&off, nrk, &L->off_ring_k) ||
             !take(&off, nrk, &L->off_ring_v))
             return 0;
@@ -234,7 +236,7 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
     size_t rows = (size_t)p->max_q_rows * gq;
     if (!mul3(p->n_kv_heads, rows, D, &n) || !sjk_mul_ok(n, sizeof(float), &n) || !take(&off, n, &off_q))
         return SJK_ERR_NOMEM;
-    if (!mul3(p->n_kv_heads, splits, rows, &n) || !sjk_mul_ok(n, (size_t)D + 2, &n2) ||
+    if (!mul3(p->n_kv_heads, splits, rows, &n) || !sjk_mul_ok(n, (size_t)D + 5, &n2) ||
         !sjk_mul_ok(n2, sizeof(float), &n2) || !take(&off, n2, &off_part))
         return SJK_ERR_NOMEM;
 
@@ -370,6 +372,28 @@ static inline uint8_t *ring_row(const sjk_cache_layer *L, uint8_t *head, int is_
     return head + (is_v ? L->off_ring_v : L->off_ring_k) + slot * L->k_row_nbytes;
 }
 
+/* ---- ring centering ------------------------------------------------------------- */
+
+/* mu = mean of the stored (fp16) sink rows 1 .. sink-1, in fp32, summed in position
+ * order. Row 0 is left out: it is the BOS token, whose keys are often far from the rest
+ * (an attention sink) and would pull the center toward one row. */
+void sjk_cache_center_compute(const sjk_cache *c, const sjk_cache_layer *L, uint8_t *head)
+{
+    if (!L->compressed || !L->cfg.center) return;
+    const size_t D = c->D;
+    float *mu = sjk_cache_mu(L, head);
+    memset(mu, 0, 2 * D * sizeof *mu);
+    if (L->sink < 2) return;
+    for (int v = 0; v < 2; v++) {
+        const uint16_t *rows = (const uint16_t *)(const void *)(head + (v ? L->off_sink_v : L->off_sink_k));
+        float *m = mu + (size_t)v * D;
+        for (uint32_t p = 1; p < L->sink; p++)
+            for (size_t d = 0; d < D; d++) m[d] += sjk_fp16_to_f32(rows[(size_t)p * D + d]);
+        const float inv = 1.0f / (float)(L->sink - 1);
+        for (size_t d = 0; d < D; d++) m[d] *= inv;
+    }
+}
+
 /* ---- seal ---------------------------------------------------------------------- */
 
 typedef struct seal_job {
@@ -399,6 +423,14 @@ static void seal_tile(void *arg, uint32_t item, uint32_t worker)
     for (uint32_t t = 0; t < SJK_GROUP; t++) {
         decode_row(L->k_fmt, k + (size_t)t * D, ring_row(L, hb, 0, p0 + t), D);
         decode_row(L->v_fmt, v + (size_t)t * D, ring_row(L, hb, 1, p0 + t), D);
+    }
+    if (L->cfg.center) { /* the rows as attention saw them: ring row + mu */
+        const float *mu = sjk_cache_mu(L, hb);
+        for (uint32_t t = 0; t < SJK_GROUP; t++)
+            for (size_t d = 0; d < D; d++) {
+                k[(size_t)t * D + d] += mu[d];
+                v[(size_t)t * D + d] += mu[D + d];
+            }
     }
     uint8_t *rec = hb + L->off_body + (size_t)g * L->rec_nbytes;
     sjk_status st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, scr + c->seal_scratch_off,
@@ -507,6 +539,15 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
             } else if (pos < L->sink) {
                 store_f16_row((uint16_t *)(void *)(hb + L->off_sink_k) + (size_t)pos * D, ks, D);
                 store_f16_row((uint16_t *)(void *)(hb + L->off_sink_v) + (size_t)pos * D, vs, D);
+                if (pos + 1 == L->sink) sjk_cache_center_compute(c, L, hb);
+            } else if (L->cfg.center) {
+                const float *mu = sjk_cache_mu(L, hb);
+                for (size_t d = 0; d < D; d++) {
+                    kr[d] = ks[d] - mu[d]; /* in place when ks == kr */
+                    vr[d] = vs[d] - mu[D + d];
+                }
+                encode_row(L->k_fmt, ring_row(L, hb, 0, pos), kr, D);
+                encode_row(L->v_fmt, ring_row(L, hb, 1, pos), vr, D);
             } else {
                 encode_row(L->k_fmt, ring_row(L, hb, 0, pos), ks, D);
                 encode_row(L->v_fmt, ring_row(L, hb, 1, pos), vs, D);

@@ -125,7 +125,7 @@ static void put_layer_conf(uint8_t *p, const sjk_layer_config *cf)
     memset(p, 0, LAYER_CONF_NBYTES);
     p[0] = cf->kind; p[1] = cf->k_format; p[2] = cf->v_format; p[3] = cf->rotate;
     p[4] = cf->bits_k; p[5] = cf->bits_v; p[6] = cf->body; p[7] = cf->balance;
-    p[8] = cf->staging;
+    p[8] = cf->staging; p[9] = cf->center;
     sjk_wr_u32le(p + 12, cf->sink);
     sjk_wr_u32le(p + 16, cf->tail_min);
     sjk_wr_u32le(p + 20, cf->tail_max);
@@ -464,10 +464,10 @@ static const char *conf_mismatch(const uint8_t *p, const sjk_layer_config *cf)
     uint8_t want[LAYER_CONF_NBYTES];
     put_layer_conf(want, cf);
     static const char *const names[] = {"kind", "k_format", "v_format", "rotate", "bits_k",
-                                        "bits_v", "body", "balance", "staging"};
-    for (int i = 0; i < 9; i++)
+                                        "bits_v", "body", "balance", "staging", "center"};
+    for (int i = 0; i < 10; i++)
         if (p[i] != want[i]) return names[i];
-    if (memcmp(p + 9, want + 9, 3)) return "reserved";
+    if (memcmp(p + 10, want + 10, 2)) return "reserved";
     if (memcmp(p + 12, want + 12, 4)) return "sink";
     if (memcmp(p + 16, want + 16, 4)) return "tail_min";
     if (memcmp(p + 20, want + 20, 4)) return "tail_max";
@@ -576,6 +576,9 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
                 sjk_seq_layer *sl = sjk_cache_state(c, s, l);
                 sl->n = n;
                 sl->b = b;
+                if (L->compressed && n >= L->sink) /* the ring's center, from the restored sink */
+                    for (uint32_t hd = 0; hd < c->p.n_kv_heads; hd++)
+                        sjk_cache_center_compute(c, L, sjk_cache_head(c, L, s, hd));
             }
         }
     if (r.off != src->size) FAILF(SJK_ERR_CORRUPT, "cache file has trailing bytes");

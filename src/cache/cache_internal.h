@@ -13,8 +13,12 @@
  *
  * One head block of a compressed (sj / kvarn) layer, for one (seq, KV head):
  *
- *   | sink K [sink][D] fp16 | sink V [sink][D] fp16 | records [n_rec][rec_nbytes] |
- *   | ring K [ring_cap][row] | ring V [ring_cap][row] |      (row = staging row bytes)
+ *   | sink K [sink][D] fp16 | sink V [sink][D] fp16 | [mu K [D] | mu V [D]] fp32 |
+ *   | records [n_rec][rec_nbytes] | ring K [ring_cap][row] | ring V [ring_cap][row] |
+ *                                                           (row = staging row bytes)
+ * mu K / mu V exist when the layer centers its ring (cfg.center): the mean of the stored
+ * fp16 sink rows 1 .. sink-1, set when the sink fills (and after a restore); ring slots
+ * then hold row − mu, and every reader adds mu back (docs/FORMAT.md "Ring centering").
  *
  * of a uniform layer:  | K [max_pos][k_row] | V [max_pos][v_row] |
  *
@@ -48,7 +52,7 @@ typedef struct sjk_cache_layer {
     uint32_t sink;            /* sink rows allocated (cfg.sink clamped to max_pos) */
     uint32_t n_rec;           /* record slots per head */
     uint32_t ring_cap;        /* ring rows per head (multiple of 128, or 0) */
-    size_t off_sink_k, off_sink_v, off_body, off_ring_k, off_ring_v; /* in a head block */
+    size_t off_sink_k, off_sink_v, off_mu, off_body, off_ring_k, off_ring_v; /* in a head block */
     size_t head_nbytes;       /* one head block */
     uint8_t *data;            /* [n_seqs][n_kv_heads] head blocks */
 } sjk_cache_layer;
@@ -71,7 +75,7 @@ struct sjk_cache {
     size_t rec_scratch_nbytes;
     /* attention */
     float *q_rot;             /* [n_kv_heads][max_q_rows * gq][D] packed rotated queries */
-    float *part;              /* [n_kv_heads * n_splits][max_q_rows * gq][D + 2] */
+    float *part;              /* [n_kv_heads * n_splits] units of SJK_ATTN_PART_FLOATS */
     uint32_t n_splits;        /* position splits per KV head (at most) */
     uint32_t active_threads;  /* sjk_cache_set_threads, <= p.n_threads */
     const struct sjk_attn_kernels *kern; /* attention kernels (tests may swap in another) */
@@ -92,6 +96,20 @@ static inline uint8_t *sjk_cache_thread_scratch(const sjk_cache *c, uint32_t wor
 {
     return c->scratch + (size_t)worker * c->scratch_nbytes;
 }
+
+/* One attention unit's partial state for R query rows: m[R], l[R] (online softmax),
+ * cq[R], lb[R], mb[R] (ring centering, src/attention/attend.c), acc[R][D]. */
+#define SJK_ATTN_PART_FLOATS(R, D) ((size_t)(R) * ((size_t)(D) + 5))
+
+/* Ring centering (cfg.center): mu K of a head block, then mu V; [2][D] fp32. */
+static inline float *sjk_cache_mu(const sjk_cache_layer *L, uint8_t *head)
+{
+    return (float *)(void *)(head + L->off_mu);
+}
+
+/* Sets mu K and mu V of one head block from its full fp16 sink (no-op unless the layer
+ * centers and has a sink). Deterministic: a restore recomputes the same bits. */
+void sjk_cache_center_compute(const sjk_cache *c, const sjk_cache_layer *L, uint8_t *head);
 
 /* Attention scratch bytes per thread for head dim D (src/attention). */
 size_t sjk_attn_scratch_nbytes(size_t D);

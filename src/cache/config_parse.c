@@ -12,6 +12,7 @@
  *            | "tail_min=" N | "tail_max=" N        adaptive tail bounds (tail_max 0 = fixed)
  *            | "stage=" FORMAT  staging ring format: tq6_0 | q8_0 | f16
  *            | "sink=" N        fp16 sink positions (multiple of 128)
+ *            | "center=" 0|1    store ring rows minus the sink's mean row (sj default 1)
  *            | "balance=" sj|reference|off
  *            | "rot" | "rot=" 0|1                   uniform: store rotated rows
  *            | "rot_block=" N                       rotation block (power of two)
@@ -39,6 +40,7 @@ sjk_layer_config sjk_layer_config_default(void)
     c.body = SJK_BODY_SCALAR;
     c.balance = SJK_BALANCE_SJ;
     c.staging = SJK_FMT_TQ6_0_STAGE;
+    c.center = 1;
     c.sink = 128;
     c.tail_min = 4096;
     c.tail_max = 8192;
@@ -137,6 +139,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
             c.kind = SJK_KIND_KVARN;
             c.balance = SJK_BALANCE_REFERENCE;
             c.staging = SJK_FMT_F16;
+            c.center = 0;
             c.tail_min = 0;
             c.tail_max = 0;
         }
@@ -202,6 +205,10 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
             if (ok && c.staging == SJK_FMT_TQ6_0) c.staging = SJK_FMT_TQ6_0_STAGE;
             ok = ok && (c.staging == SJK_FMT_TQ6_0_STAGE || c.staging == SJK_FMT_Q8_0 ||
                         c.staging == SJK_FMT_F16);
+        } else if (!strcmp(tok, "center")) {
+            if (!strcmp(val, "1")) c.center = 1;
+            else if (!strcmp(val, "0")) c.center = 0;
+            else ok = 0;
         } else if (!strcmp(tok, "sink")) {
             ok = parse_u32(val, &c.sink) && c.sink % SJK_GROUP == 0;
         } else if (!strcmp(tok, "balance")) {
@@ -224,7 +231,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
             ok = parse_u32(val, &edges) && edges >= 1;
         } else {
             if (eq) *eq = '=';
-            set_err(err, err_cap, str, "unknown option '%s' (tail, tail_min, tail_max, stage, sink, balance, rot, rot_block, edge, edges)", tok);
+            set_err(err, err_cap, str, "unknown option '%s' (tail, tail_min, tail_max, stage, center, sink, balance, rot, rot_block, edge, edges)", tok);
             return SJK_ERR_PARAM;
         }
         if (eq) *eq = '=';
@@ -291,6 +298,7 @@ sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst
             n += snprintf(buf + n, sizeof buf - (size_t)n, ":tail_min=%u:tail_max=%u", c->tail_min, c->tail_max);
         uint8_t dst_stage = kv ? SJK_FMT_F16 : SJK_FMT_TQ6_0_STAGE;
         if (c->staging != dst_stage) n += snprintf(buf + n, sizeof buf - (size_t)n, ":stage=%s", format_name(c->staging));
+        if (c->center != (kv ? 0 : 1)) n += snprintf(buf + n, sizeof buf - (size_t)n, ":center=%u", c->center);
         if (c->sink != 128) n += snprintf(buf + n, sizeof buf - (size_t)n, ":sink=%u", c->sink);
         uint8_t dbal = kv ? SJK_BALANCE_REFERENCE : SJK_BALANCE_SJ;
         if (c->balance != dbal) {
