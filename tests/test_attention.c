@@ -134,10 +134,15 @@ TEST(test_simd_kernels_match_reference)
     if (!tested) SKIP("no SIMD attention kernels on this CPU");
 }
 
-/* n_threads splits positions across threads; the merge must give the same answer. */
+/* n_threads splits positions across threads; the merge must give the same answer up to
+ * summation order. The output is a convex combination of value rows, so rounding in a
+ * different order moves it by a fraction of the values' magnitude, not of the output's
+ * (which averaging over 3000 random rows makes ~30x smaller): the tolerance is relative
+ * to max |V|. */
 TEST(test_threads_split_positions_same_result)
 {
     float out[2][4 * 128];
+    double vmax = 0;
     for (int t = 0; t < 2; t++) {
         sjk_cache_params p = sjk_cache_params_default();
         p.head_dim = 128;
@@ -154,6 +159,7 @@ TEST(test_threads_split_positions_same_result)
         sjk_rng_seed(&r, 77);
         static float kv[2 * 3000 * 128];
         for (size_t i = 0; i < 2 * 3000 * 128; i++) kv[i] = (float)sjk_rng_normal(&r);
+        for (size_t i = 3000 * 128; i < 2 * 3000 * 128; i++) vmax = fmax(vmax, fabs(kv[i]));
         CHECK(sjk_cache_append(c, 0, 0, kv, kv + 3000 * 128, 3000) == SJK_OK);
         float q[4 * 128];
         for (size_t i = 0; i < 4 * 128; i++) q[i] = (float)sjk_rng_normal(&r);
@@ -161,9 +167,9 @@ TEST(test_threads_split_positions_same_result)
         CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
         sjk_cache_free(c);
     }
-    double e = 0, n = 0;
-    for (int i = 0; i < 4 * 128; i++) { e = fmax(e, fabs(out[0][i] - out[1][i])); n = fmax(n, fabs(out[0][i])); }
-    CHECKF(e <= 1e-5 * n, "1 vs 3 threads: %.3g of %.3g", e, n);
+    double e = 0;
+    for (int i = 0; i < 4 * 128; i++) e = fmax(e, fabs(out[0][i] - out[1][i]));
+    CHECKF(vmax > 0 && e <= 1e-5 * vmax, "1 vs 3 threads: %.3g, max |V| %.3g", e, vmax);
 }
 
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention

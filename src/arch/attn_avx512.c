@@ -110,11 +110,6 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
 #define LOAD_F32(t, d) _mm512_loadu_ps(V + (t) * D + (d))
 #define LOAD_F16(t, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(V + (t) * D + (d))))
 #define LOAD_U8(t, d) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vc + (t) * D + (d)))))
-/* 16 channels d..d+15 (d % 16 == 0) of a 4-bit V payload row: unit d/32, low nibbles
- * for d%32 == 0, high nibbles for d%32 == 16. */
-#define LOAD_V4(t, d) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srl_epi16(         \
-    _mm_loadu_si128((const __m128i *)(const void *)(vp + (t) * (D / 2) + ((d) / 32) * 16)),     \
-    _mm_cvtsi32_si128((int)(((d) % 32) / 16) * 4)), _mm_set1_epi8(0x0F))))
 #define POST_NONE(a, d) (a)
 #define PRE_NONE(r, d) _mm512_setzero_ps()
 
@@ -182,31 +177,24 @@ static void chunk_f16_avx512(const float *q, size_t R, size_t D, const uint32_t 
 #undef POST
 #undef PRE
 
-/* tq6_0_stage rows (the staging ring), decoded 16 values at a time inside the loops of
- * the fp32 kernel and used by all RB rows at once. Block layout (docs/FORMAT.md): fp16
- * norm, qs[64] low nibbles (element j: bits 4j.. of the 64-bit word of qs[8k..8k+7] for
- * the k-th run of 16), qh[32] high 2 bits (element j: bits 2j.. of the 32-bit word
- * qh[4k..4k+3]). The unpack uses broadcast loads and per-lane rotates (no byte shuffles:
- * the permute port is the bottleneck); bits above the 6-bit code are left as garbage,
- * which the lookup ignores: permutex2var reads index bits 0..4 over two 16-entry halves,
- * and bit 5 picks the upper pair of halves. Values are centroid * norm, the format's
- * decode bit for bit; norms are converted once per chunk. */
-typedef struct tq6_table { __m512 t0, t1, t2, t3; __m512i ra, rb, rh, m4; } tq6_table;
-
-static inline __m512 tq6_values16(const tq6_table *t, const uint8_t *blk, size_t k)
-{
-    long long q;
-    uint32_t h4;
-    memcpy(&q, blk + 2 + 8 * k, 8);
-    memcpy(&h4, blk + 66 + 4 * k, 4);
-    const __m512i bq = _mm512_set1_epi64(q);
-    const __m512i nib = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bq, t->ra), _mm512_rorv_epi64(bq, t->rb));
-    const __m512i hi = _mm512_rorv_epi32(_mm512_set1_epi32((int)h4), t->rh);
-    const __m512i code = _mm512_ternarylogic_epi32(nib, hi, t->m4, 0xE4); /* m4 ? nib : hi */
-    const __m512 a = _mm512_permutex2var_ps(t->t0, code, t->t1);
-    const __m512 b = _mm512_permutex2var_ps(t->t2, code, t->t3);
-    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_slli_epi32(code, 26)), a, b);
-}
+/* tq6_0_stage rows (the staging ring), decoded 16 values at a time and used by all RB
+ * rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] low nibbles (element j
+ * of the k-th run of 16: bits 4j.. of the 64-bit word qs[8k..8k+7]), qh[32] high 2 bits
+ * (element j: bits 2j.. of the 32-bit word qh[4k..4k+3]).
+ *
+ * Lane order. The unpack takes three instructions because it does not keep the element
+ * order: the run's 64-bit nibble word is broadcast to every qword and each dword lane
+ * shifted right by 4 * (lane / 2), so lane 2i holds element i and lane 2i+1 element 8+i
+ * (the low and high dword of the word); the high bits come the same way from the
+ * broadcast 32-bit qh word (a rotate puts element e's two bits at bits 4..5). Bits
+ * above the 6-bit code stay as garbage, which the lookup ignores: permutex2var reads
+ * index bits 0..4 over two 16-entry halves and a bit test of bit 5 picks the pair. The
+ * scores use queries permuted into the same lane order (once per chunk); the values
+ * accumulate in that order and are put back in element order once per block of TB
+ * keys. Values are centroid * norm as in the format's decode; the norm is applied per
+ * (key, 128-block) outside the lanes: to the block's partial dot product for scores,
+ * to the probability for values. */
+typedef struct tq6_table { __m512 t0, t1, t2, t3; __m512i sh, rh, m4, b5; } tq6_table;
 
 static inline tq6_table tq6_table_init(void)
 {
@@ -215,15 +203,28 @@ static inline tq6_table tq6_table_init(void)
     t.t1 = _mm512_loadu_ps(sjk_tq6_centroids + 16);
     t.t2 = _mm512_loadu_ps(sjk_tq6_centroids + 32);
     t.t3 = _mm512_loadu_ps(sjk_tq6_centroids + 48);
-    /* qword i holds lanes 2i (low dword) and 2i+1 (high dword): nibble 2i is at bit 8i,
-     * nibble 2i+1 at 8i+4 and must land at bit 32 */
-    t.ra = _mm512_setr_epi64(0, 8, 16, 24, 32, 40, 48, 56);
-    t.rb = _mm512_setr_epi64((0 - 28) & 63, (8 - 28) & 63, (16 - 28) & 63, (24 - 28) & 63, 32 - 28, 40 - 28,
-                             48 - 28, 56 - 28);
-    /* lane j: bits 2j, 2j+1 to bits 4, 5 */
-    t.rh = _mm512_setr_epi32(28, 30, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26);
+    t.sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+    /* lane 2i: element i, bits 2i -> 4 (rotate right by 2i - 4); lane 2i+1: element 8+i,
+     * bits 16 + 2i -> 4 */
+    t.rh = _mm512_setr_epi32(28, 12, 30, 14, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26);
     t.m4 = _mm512_set1_epi32(0x0F);
+    t.b5 = _mm512_set1_epi32(0x20);
     return t;
+}
+
+/* Centroids of run k (16 elements) of one block, in the permuted lane order. */
+static inline __m512 tq6_codes16(const tq6_table *t, const uint8_t *blk, size_t k)
+{
+    long long q;
+    int h4;
+    memcpy(&q, blk + 2 + 8 * k, 8);
+    memcpy(&h4, blk + 66 + 4 * k, 4);
+    const __m512i nib = _mm512_srlv_epi32(_mm512_set1_epi64(q), t->sh);
+    const __m512i hi = _mm512_rorv_epi32(_mm512_set1_epi32(h4), t->rh);
+    const __m512i code = _mm512_ternarylogic_epi32(nib, hi, t->m4, 0xE4); /* m4 ? nib : hi */
+    const __m512 a = _mm512_permutex2var_ps(t->t0, code, t->t1);
+    const __m512 b = _mm512_permutex2var_ps(t->t2, code, t->t3);
+    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(code, t->b5), a, b);
 }
 
 static inline float tq6_norm(const uint8_t *blk)
@@ -233,36 +234,125 @@ static inline float tq6_norm(const uint8_t *blk)
     return _cvtsh_ss(h);
 }
 
-/* 16 values d..d+15 (d % 16 == 0) of tq6_0_stage row t of X (rows of row_nbytes);
- * nrm[t * nb + block] the rows' block norms. */
-static inline __m512 tq6_load(const tq6_table *tt, const uint8_t *X, const float *nrm, size_t row_nbytes,
-                              size_t nb, size_t t, size_t d)
+/* Sums of the 16 lanes of each of a, b, c, d: lanes 0, 1, 2, 3 of the result. */
+_Static_assert(RB == 4, "hsum4x16 reduces one block of RB rows");
+static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
 {
-    const uint8_t *blk = X + t * row_nbytes + (d / SJK_TQ_BLOCK) * SJK_TQ6_0_NBYTES;
-    return _mm512_mul_ps(tq6_values16(tt, blk, (d % SJK_TQ_BLOCK) / 16), _mm512_set1_ps(nrm[t * nb + d / SJK_TQ_BLOCK]));
+    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    __m512 ab = _mm512_add_ps(_mm512_permutex2var_ps(a, lo, b), _mm512_permutex2var_ps(a, hi, b));
+    __m512 cd = _mm512_add_ps(_mm512_permutex2var_ps(c, lo, d), _mm512_permutex2var_ps(c, hi, d));
+    /* ab: a's 8 partial sums in lanes 0..7, b's in 8..15; cd likewise */
+    const __m512i lo2 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i hi2 = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    __m512 x = _mm512_add_ps(_mm512_permutex2var_ps(ab, lo2, cd), _mm512_permutex2var_ps(ab, hi2, cd));
+    /* x: 4 partial sums each of a, b, c, d in lanes 4j..4j+3; finish inside 128-bit lanes */
+    x = _mm512_add_ps(x, _mm512_permute_ps(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    x = _mm512_add_ps(x, _mm512_permute_ps(x, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), x));
 }
-#define LOADK_TQ6(t, d) tq6_load(&tt, K, kn, row_nbytes, nb, (t), (d))
-#define LOAD_TQ6(t, d) tq6_load(&tt, V, vn, row_nbytes, nb, (t), (d))
 
-#define POST POST_NONE
-#define PRE PRE_NONE
 static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const uint8_t *K, const uint8_t *V, size_t n,
                              float *m, float *l, float *acc, float *work)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     const tq6_table tt = tq6_table_init();
-    /* block norms [n][nb] of K and V, after the kernel's own work area */
-    float *kn = work + RB * (2 * D + 4 * G + 8), *vn = kn + G * nb;
-    for (size_t t = 0; t < n; t++)
+    float *p = work;                                   /* [RB][G] scores, probabilities */
+    float *qp = work + RB * G;                         /* [RB][D] queries, lane order */
+    float *kn = work + RB * (2 * D + 4 * G + 8);       /* [n][nb] K block norms */
+    float *vn = kn + G * nb;                           /* [nb][G] V block norms (0 past n) */
+    float *pn = vn + G * nb;                           /* [nb][RB][G] p * V norm */
+    const size_t n16 = (n + 15) & ~(size_t)15;
+    for (size_t t = 0; t < n16; t++)
         for (size_t b = 0; b < nb; b++) {
-            kn[t * nb + b] = tq6_norm(K + t * row_nbytes + b * SJK_TQ6_0_NBYTES);
-            vn[t * nb + b] = tq6_norm(V + t * row_nbytes + b * SJK_TQ6_0_NBYTES);
+            if (t < n) kn[t * nb + b] = tq6_norm(K + t * row_nbytes + b * SJK_TQ6_0_NBYTES);
+            vn[b * G + t] = t < n ? tq6_norm(V + t * row_nbytes + b * SJK_TQ6_0_NBYTES) : 0.0f;
         }
-    CHUNK_BODY(LOADK_TQ6, LOAD_TQ6)
+    const __m512i to_lanes = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __m512i to_elems = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    for (size_t r0 = 0; r0 < R; r0 += RB) {
+        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
+        if (!ntm) continue;
+        for (size_t r = 0; r < RB; r++)
+            for (size_t d = 0; d < D; d += 16)
+                _mm512_storeu_ps(qp + r * D + d, r < rb ? _mm512_permutexvar_ps(to_lanes, _mm512_loadu_ps(q + (r0 + r) * D + d))
+                                                        : _mm512_setzero_ps());
+        /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
+        for (size_t t = 0; t < ntm; t++) {
+            const uint8_t *row = K + t * row_nbytes;
+            __m512 s[RB];
+            _Pragma("GCC unroll 4")
+            for (size_t r = 0; r < RB; r++) s[r] = _mm512_setzero_ps();
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
+                const float *qb = qp + b * SJK_TQ_BLOCK;
+                __m512 e[RB], o[RB];
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++) { e[r] = _mm512_setzero_ps(); o[r] = _mm512_setzero_ps(); }
+                for (size_t k = 0; k < SJK_TQ_BLOCK / 16; k += 2) {
+                    const __m512 c0 = tq6_codes16(&tt, blk, k), c1 = tq6_codes16(&tt, blk, k + 1);
+                    _Pragma("GCC unroll 4")
+                    for (size_t r = 0; r < RB; r++) {
+                        e[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb + r * D + 16 * k), c0, e[r]);
+                        o[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb + r * D + 16 * k + 16), c1, o[r]);
+                    }
+                }
+                const __m512 nv = _mm512_set1_ps(kn[t * nb + b]);
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[r], o[r]), nv, s[r]);
+            }
+            float sv[4];
+            _mm_storeu_ps(sv, hsum4x16(s[0], s[1], s[2], s[3]));
+            for (size_t r = 0; r < RB; r++) p[r * G + t] = sv[r];
+        }
+        float fct[RB] = {1, 1, 1, 1};
+        for (size_t r = 0; r < RB; r++) {
+            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
+            else memset(p + r * G, 0, G * sizeof(float));
+        }
+        /* values: probabilities times the keys' V block norms */
+        const size_t ntm16 = (ntm + 15) & ~(size_t)15;
+        for (size_t b = 0; b < nb; b++)
+            for (size_t r = 0; r < RB; r++)
+                for (size_t t = 0; t < ntm16; t += 16)
+                    _mm512_storeu_ps(pn + (b * RB + r) * G + t,
+                                     _mm512_mul_ps(_mm512_loadu_ps(p + r * G + t), _mm512_loadu_ps(vn + b * G + t)));
+        for (size_t r = 0; r < rb; r++) {
+            if (!nvis[r0 + r]) continue;
+            float *a = acc + (r0 + r) * D;
+            __m512 vf = _mm512_set1_ps(fct[r]);
+            for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), vf));
+        }
+        for (size_t tb = 0; tb < ntm; tb += TB) {
+            const size_t te = tb + TB < ntm ? tb + TB : ntm;
+            for (size_t d0 = 0; d0 < D; d0 += 32) {
+                const size_t b = d0 / SJK_TQ_BLOCK, k = (d0 % SJK_TQ_BLOCK) / 16;
+                const float *pb = pn + b * RB * G;
+                __m512 a0[RB], a1[RB];
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); }
+                for (size_t t = tb; t < te; t++) {
+                    const uint8_t *blk = V + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
+                    const __m512 v0 = tq6_codes16(&tt, blk, k), v1 = tq6_codes16(&tt, blk, k + 1);
+                    _Pragma("GCC unroll 4")
+                    for (size_t r = 0; r < RB; r++) {
+                        __m512 pw = _mm512_set1_ps(pb[r * G + t]);
+                        a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);
+                        a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);
+                    }
+                }
+                for (size_t r = 0; r < rb; r++) {
+                    if (!nvis[r0 + r]) continue;
+                    float *a = acc + (r0 + r) * D + d0;
+                    _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_permutexvar_ps(to_elems, a0[r])));
+                    _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_permutexvar_ps(to_elems, a1[r])));
+                }
+            }
+        }
+    }
 }
-#undef POST
-#undef PRE
 
 /* ---- trellis records, read in place -------------------------------------------------
  * A payload group is 16 channels d0..d0+15 (docs/FORMAT.md); step t holds their 16
@@ -270,13 +360,19 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
  * w = (sym << 6) | (w >> k) (the tile decoder's recurrence, trellis_avx512.c); the code
  * values are one gather from the codebook (L1-resident: 1 / 2 / 4 KiB).
  *
- *   scores: for each group, sacc[t][r][16] += qs[r][d0..d0+15] * C[w(t)]  (FMA per lane),
- *           then s[r][t] = Ktok[t] * (Σ_lanes sacc[t][r] + Σ_d q·Kzero)
+ * Tokens go in pairs: one pair-table gather element per channel gives the values of
+ * tokens t and t+1 (trel_pair), and the pair's index is built from the two steps'
+ * symbols (each rotated straight to its bits: two rotates and a blend) and the carried
+ * state with two ternary-logic merges and one shift.
+ *
+ *   scores: for each group, sacc[t/2][r][16] += qd[r] * C[w(t), w(t+1)]  (FMA per lane,
+ *           lanes interleaving t and t+1 against duplicated queries), then s[r][t] =
+ *           Ktok[t] * (Σ_{even or odd lanes} sacc[t/2][r] + Σ_d q·Kzero)
  *   values: for each group, a[r][16] = Σ_t (p[r][t]·Vscale[t]) * C[w(t)], then
  *           acc[r][d0..] = acc·f + Vch·z[r] + Vch·a[r]
  * No K or V value is ever materialised; nothing is written but sacc (tokens in blocks of
- * TRB = 32: 8 KiB, L1-resident) and the carried windows. */
-typedef struct trel_rot { __m512i a, b, m6; } trel_rot;
+ * TRB = 32: 4 KiB, L1-resident), the duplicated queries and the carried windows. */
+typedef struct trel_rot { __m512i a, b, m6, ya, yb, mt; } trel_rot;
 
 static inline __attribute__((always_inline)) trel_rot trel_rot_init(const unsigned k)
 {
@@ -287,13 +383,19 @@ static inline __attribute__((always_inline)) trel_rot trel_rot_init(const unsign
                             (8 * k - 6) & 63, (10 * k - 6) & 63, (12 * k - 6) & 63, (14 * k - 6) & 63);
     r.b = _mm512_and_si512(_mm512_add_epi64(r.a, _mm512_set1_epi64((long long)k + 32)), _mm512_set1_epi64(63));
     r.m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
+    /* the same rotations k bits shorter land the symbols at bits 6 + k.. (trel_pair) */
+    r.ya = _mm512_and_si512(_mm512_sub_epi64(r.a, _mm512_set1_epi64((long long)k)), _mm512_set1_epi64(63));
+    r.yb = _mm512_and_si512(_mm512_sub_epi64(r.b, _mm512_set1_epi64((long long)k)), _mm512_set1_epi64(63));
+    r.mt = _mm512_set1_epi32((int)(((1u << (2 * k)) - 1) << 6));
     return r;
 }
 
-/* Advances the 16 windows by step t of group g. exact: the step is the last of the
- * payload, so only its 2k bytes are read (elsewhere an 8-byte load stays inside). */
-static inline __attribute__((always_inline)) __m512i trel_step(__m512i w, const uint8_t *g, size_t t,
-                                                               const unsigned k, int exact, const trel_rot *rt)
+/* The 16 symbols of step t of group g, each at bits 6.. of its lane (rotations ra, rb:
+ * rt->a, rt->b) or 6 + k.. (rt->ya, rt->yb), other bits garbage. exact: the step is the
+ * last of the payload, so only its 2k bytes are read (elsewhere an 8-byte load stays
+ * inside). */
+static inline __attribute__((always_inline)) __m512i trel_sym(const uint8_t *g, size_t t, const unsigned k, int exact,
+                                                              __m512i ra, __m512i rb)
 {
     const uint8_t *p = g + t * 2 * k;
     long long q;
@@ -306,8 +408,15 @@ static inline __attribute__((always_inline)) __m512i trel_step(__m512i w, const 
         if (k == 3) memcpy(&hi, p + 4, 2);
         q = (long long)(lo | ((uint64_t)hi << 32));
     }
-    __m512i bc = _mm512_set1_epi64(q);
-    __m512i x = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc, rt->a), _mm512_rorv_epi64(bc, rt->b));
+    const __m512i bc = _mm512_set1_epi64(q);
+    return _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc, ra), _mm512_rorv_epi64(bc, rb));
+}
+
+/* Advances the 16 windows by step t of group g (exact: as for trel_sym). */
+static inline __attribute__((always_inline)) __m512i trel_step(__m512i w, const uint8_t *g, size_t t,
+                                                               const unsigned k, int exact, const trel_rot *rt)
+{
+    const __m512i x = trel_sym(g, t, k, exact, rt->a, rt->b);
     return _mm512_ternarylogic_epi32(x, rt->m6, _mm512_srli_epi32(w, (int)k), 0xEA);
 }
 
@@ -357,107 +466,138 @@ static const uint64_t *pair_table(const float *cb, unsigned k)
     return k == 2 ? g_pair2 : g_pair3;
 }
 
-/* Values of tokens t and t+1 of the 16 channels of group g: advances *w from the window
- * of t-1 to that of t+1. P: pair table, or NULL (two one-value gathers from cb). */
-static inline __attribute__((always_inline)) void trel_pair(__m512 *c0, __m512 *c1, __m512i *w, const uint8_t *g,
+/* Values of tokens t and t+1 of the 16 channels of group g, interleaved: lo holds
+ * channels 0..7 and hi channels 8..15, lane 2i token t and lane 2i+1 token t+1 of its
+ * channel (the order in which the pair-table gathers deliver them; the callers weight
+ * them with duplicated queries or with the probability pair of (t, t+1), so no lane
+ * shuffle is needed per pair). Advances the state *w (trel_state) from token t-1 to
+ * t+1. P: pair table, or NULL (two one-value gathers from cb, interleaved here). */
+static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *hi, __m512i *w, const uint8_t *g,
                                                             size_t t, int lastg, const float *cb,
                                                             const uint64_t *P, const unsigned k, const trel_rot *rt)
 {
     if (k == 4 || !P) {
         *w = trel_step(*w, g, t, k, 0, rt);
-        *c0 = _mm512_i32gather_ps(*w, cb, 4);
+        const __m512 c0 = _mm512_i32gather_ps(*w, cb, 4);
         *w = trel_step(*w, g, t + 1, k, lastg && t + 1 == G - 1, rt);
-        *c1 = _mm512_i32gather_ps(*w, cb, 4);
+        const __m512 c1 = _mm512_i32gather_ps(*w, cb, 4);
+        const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i ih = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        *lo = _mm512_permutex2var_ps(c0, il, c1);
+        *hi = _mm512_permutex2var_ps(c0, ih, c1);
         return;
     }
-    __m512i w0 = trel_step(*w, g, t, k, 0, rt);
-    /* the symbols of step t+1 at bits 6..: the pair index and the next window */
-    __m512i x1 = trel_step(_mm512_setzero_si512(), g, t + 1, k, lastg && t + 1 == G - 1, rt);
-    __m512i idx = _mm512_or_si512(w0, _mm512_slli_epi32(x1, (int)k));
-    *w = _mm512_or_si512(x1, _mm512_srli_epi32(w0, (int)k));
-    __m512i lo = _mm512_i32gather_epi64(_mm512_castsi512_si256(idx), (const void *)P, 8);
-    __m512i hi = _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx, 1), (const void *)P, 8);
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    *c0 = _mm512_permutex2var_ps(_mm512_castsi512_ps(lo), ev, _mm512_castsi512_ps(hi));
-    *c1 = _mm512_permutex2var_ps(_mm512_castsi512_ps(lo), od, _mm512_castsi512_ps(hi));
+    /* pair index = s(t+1) << (6 + k) | s(t) << 6 | w(t-1) >> k, where *w holds w(t-1) >> k
+     * on this path (trel_state); then w(t+1) >> k = index >> 2k */
+    const __m512i x = trel_sym(g, t, k, 0, rt->a, rt->b);
+    const __m512i y = trel_sym(g, t + 1, k, lastg && t + 1 == G - 1, rt->ya, rt->yb);
+    const __m512i xy = _mm512_ternarylogic_epi32(x, y, rt->m6, 0xE4);    /* m6 ? x : y */
+    const __m512i idx = _mm512_ternarylogic_epi32(xy, *w, rt->mt, 0xE4); /* mt ? xy : w */
+    *w = _mm512_srli_epi32(idx, (int)(2 * k));
+    *lo = _mm512_castsi512_ps(_mm512_i32gather_epi64(_mm512_castsi512_si256(idx), (const void *)P, 8));
+    *hi = _mm512_castsi512_ps(_mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx, 1), (const void *)P, 8));
 }
 
-#define TRB 32 /* tokens per score block: the block's partials stay in L1 (8 KiB) */
+/* trel_pair's carried state from the window w(t-1): the window itself on the one-value
+ * path, w(t-1) >> k on the pair-table path. */
+static inline __attribute__((always_inline)) __m512i trel_state(__m512i w, const uint64_t *P, const unsigned k)
+{
+    return k == 4 || !P ? w : _mm512_srli_epi32(w, (int)k);
+}
+
+/* Sums of the even and of the odd lanes of v. */
+static inline void hsum_even_odd(__m512 v, float *even, float *odd)
+{
+    const __m512 x = _mm512_add_ps(v, _mm512_permute_ps(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m256 y = _mm256_add_ps(_mm512_castps512_ps256(x), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    const __m128 z = _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
+    *even = _mm_cvtss_f32(z);
+    *odd = _mm_cvtss_f32(_mm_movehdup_ps(z));
+}
+
+#define TRB 32 /* tokens per score block: the block's partials stay in L1 (4 KiB) */
 
 /* Scores of the RB rows for tokens t < ntm into p[r][t] = Ktok[t] * (Σ_d qs[r][d] *
- * C[w(d, t)] + cz[r]). Tokens go in blocks of TRB; inside a block every group adds its
- * 16 lanes into sacc[t][r][16] (each group's window carried in wst between blocks), then
- * the lanes are summed. ntm is rounded up to even (the extra token's score is unused). */
-static inline __attribute__((always_inline)) void trel_scores(float *p, float *sacc, __m512i *wst, const float *qs,
+ * C[w(d, t)] + cz[r]). qd: the queries duplicated into trel_pair's lane order, [RB][D/16]
+ * [lo 16, hi 16]. Tokens go in blocks of TRB; inside a block every group adds its lanes
+ * into sacc[t/2][r][16] (even lanes token t, odd lanes t+1; each group's window carried
+ * in wst between blocks), then the lanes are summed. ntm is rounded up to even (the
+ * extra token's score is unused). */
+static inline __attribute__((always_inline)) void trel_scores(float *p, float *sacc, __m512i *wst, const float *qd,
                                                               size_t D, size_t ntm, const float *ktok,
                                                               const float *cz, const uint8_t *payload,
-                                                              const float *cb, const unsigned k)
+                                                              const float *cb, const unsigned k,
+                                                              const uint8_t *pf, size_t pfn)
 {
     const trel_rot rt = trel_rot_init(k);
     const uint64_t *P = pair_table(cb, k);
     const size_t ng = D / 16, gbytes = G * 2 * k;
-    for (size_t j = 0; j < ng; j++) wst[j] = trel_start(payload + j * gbytes, k, j == ng - 1, &rt);
+    for (size_t j = 0; j < ng; j++) wst[j] = trel_state(trel_start(payload + j * gbytes, k, j == ng - 1, &rt), P, k);
     for (size_t tb = 0; tb < ntm; tb += TRB) {
         const size_t te = tb + TRB < ntm ? tb + TRB : ntm;
         for (size_t j = 0; j < ng; j++) {
             const uint8_t *g = payload + j * gbytes;
             const int lastg = j == ng - 1;
-            const __m512 q0 = _mm512_loadu_ps(qs + 0 * D + 16 * j), q1 = _mm512_loadu_ps(qs + 1 * D + 16 * j);
-            const __m512 q2 = _mm512_loadu_ps(qs + 2 * D + 16 * j), q3 = _mm512_loadu_ps(qs + 3 * D + 16 * j);
+            __m512 ql[RB], qh[RB];
+            _Pragma("GCC unroll 4")
+            for (size_t r = 0; r < RB; r++) {
+                ql[r] = _mm512_loadu_ps(qd + (r * ng + j) * 32);
+                qh[r] = _mm512_loadu_ps(qd + (r * ng + j) * 32 + 16);
+            }
             __m512i w = wst[j];
             for (size_t t = tb; t < te; t += 2) {
-                __m512 c0, c1;
-                trel_pair(&c0, &c1, &w, g, t, lastg, cb, P, k, &rt);
-                float *sa = sacc + (t - tb) * (RB * 16);
-                if (j == 0) {
-                    _mm512_store_ps(sa, _mm512_mul_ps(q0, c0));
-                    _mm512_store_ps(sa + 16, _mm512_mul_ps(q1, c0));
-                    _mm512_store_ps(sa + 32, _mm512_mul_ps(q2, c0));
-                    _mm512_store_ps(sa + 48, _mm512_mul_ps(q3, c0));
-                    _mm512_store_ps(sa + 64, _mm512_mul_ps(q0, c1));
-                    _mm512_store_ps(sa + 80, _mm512_mul_ps(q1, c1));
-                    _mm512_store_ps(sa + 96, _mm512_mul_ps(q2, c1));
-                    _mm512_store_ps(sa + 112, _mm512_mul_ps(q3, c1));
-                } else {
-                    _mm512_store_ps(sa, _mm512_fmadd_ps(q0, c0, _mm512_load_ps(sa)));
-                    _mm512_store_ps(sa + 16, _mm512_fmadd_ps(q1, c0, _mm512_load_ps(sa + 16)));
-                    _mm512_store_ps(sa + 32, _mm512_fmadd_ps(q2, c0, _mm512_load_ps(sa + 32)));
-                    _mm512_store_ps(sa + 48, _mm512_fmadd_ps(q3, c0, _mm512_load_ps(sa + 48)));
-                    _mm512_store_ps(sa + 64, _mm512_fmadd_ps(q0, c1, _mm512_load_ps(sa + 64)));
-                    _mm512_store_ps(sa + 80, _mm512_fmadd_ps(q1, c1, _mm512_load_ps(sa + 80)));
-                    _mm512_store_ps(sa + 96, _mm512_fmadd_ps(q2, c1, _mm512_load_ps(sa + 96)));
-                    _mm512_store_ps(sa + 112, _mm512_fmadd_ps(q3, c1, _mm512_load_ps(sa + 112)));
+                __m512 lo, hi;
+                /* the next record (rc->pf), a line per token pair */
+                const size_t o = (((tb / TRB) * ng + j) * (TRB / 2) + (t - tb) / 2) * 64;
+                if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+                trel_pair(&lo, &hi, &w, g, t, lastg, cb, P, k, &rt);
+                float *sa = sacc + (t - tb) / 2 * (RB * 16);
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++) {
+                    const __m512 x = j ? _mm512_fmadd_ps(qh[r], hi, _mm512_load_ps(sa + 16 * r)) : _mm512_mul_ps(qh[r], hi);
+                    _mm512_store_ps(sa + 16 * r, _mm512_fmadd_ps(ql[r], lo, x));
                 }
             }
             wst[j] = w;
         }
-        for (size_t t = tb; t < te; t++)
-            for (size_t r = 0; r < RB; r++)
-                p[r * G + t] = ktok[t] * (hsum512(_mm512_load_ps(sacc + (t - tb) * (RB * 16) + r * 16)) + cz[r]);
+        for (size_t t = tb; t < te; t += 2)
+            for (size_t r = 0; r < RB; r++) {
+                float se, so;
+                hsum_even_odd(_mm512_load_ps(sacc + (t - tb) / 2 * (RB * 16) + r * 16), &se, &so);
+                p[r * G + t] = ktok[t] * (se + cz[r]);
+                p[r * G + t + 1] = ktok[t + 1] * (so + cz[r]);
+            }
     }
 }
 
 /* a[r] (16 channels of group g, 4 rows) = Σ_{t < ntm} p[r][t] * C[w(t)] (p is zero past
- * each row's visible keys and up to G), two partial sums per row (even, odd tokens). */
+ * each row's visible keys and up to G): the pair (p[t], p[t+1]) broadcast against the
+ * interleaved values, even and odd tokens summed per channel at the end. */
 static inline __attribute__((always_inline)) void trel_values(__m512 a[RB], const float *p, size_t ntm,
                                                               const uint8_t *g, int lastg, const float *cb,
                                                               const unsigned k)
 {
     const trel_rot rt = trel_rot_init(k);
     const uint64_t *P = pair_table(cb, k);
-    __m512i w = trel_start(g, k, lastg, &rt);
-    __m512 e[RB], o[RB];
-    for (size_t r = 0; r < RB; r++) { e[r] = _mm512_setzero_ps(); o[r] = _mm512_setzero_ps(); }
+    __m512i w = trel_state(trel_start(g, k, lastg, &rt), P, k);
+    __m512 al[RB], ah[RB];
+    for (size_t r = 0; r < RB; r++) { al[r] = _mm512_setzero_ps(); ah[r] = _mm512_setzero_ps(); }
     for (size_t t = 0; t < ntm; t += 2) {
-        __m512 c0, c1;
-        trel_pair(&c0, &c1, &w, g, t, lastg, cb, P, k, &rt);
+        __m512 lo, hi;
+        trel_pair(&lo, &hi, &w, g, t, lastg, cb, P, k, &rt);
+        _Pragma("GCC unroll 4")
         for (size_t r = 0; r < RB; r++) {
-            e[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * G + t]), c0, e[r]);
-            o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * G + t + 1]), c1, o[r]);
+            double pp;
+            memcpy(&pp, p + r * G + t, 8);
+            const __m512 pw = _mm512_castpd_ps(_mm512_set1_pd(pp)); /* p[t], p[t+1], ... */
+            al[r] = _mm512_fmadd_ps(pw, lo, al[r]);
+            ah[r] = _mm512_fmadd_ps(pw, hi, ah[r]);
         }
     }
-    for (size_t r = 0; r < RB; r++) a[r] = _mm512_add_ps(e[r], o[r]);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (size_t r = 0; r < RB; r++)
+        a[r] = _mm512_add_ps(_mm512_permutex2var_ps(al[r], ev, ah[r]), _mm512_permutex2var_ps(al[r], od, ah[r]));
 }
 
 static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -465,9 +605,12 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
 {
     float *p = work;                                 /* [RB][G] */
     float *qs = work + RB * G;                       /* [RB][D] */
-    float *sacc = work + RB * (2 * D + 4 * G + 8);   /* [TRB][RB][16], 64-byte aligned below */
+    float *sacc = work + RB * (2 * D + 4 * G + 8);   /* [TRB/2][RB][16], 64-byte aligned below */
     sacc = (float *)(((uintptr_t)sacc + 63) & ~(uintptr_t)63);
-    __m512i *wst = (__m512i *)(void *)(sacc + TRB * RB * 16); /* [D/16] carried windows */
+    __m512i *wst = (__m512i *)(void *)(sacc + TRB / 2 * RB * 16); /* [D/16] carried windows */
+    float *qd = (float *)(void *)(wst + D / 16);     /* [RB][D/16][32] queries, trel_pair's lane order */
+    const __m512i dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     const unsigned kb = rc->kbits, vb = rc->vbits;
     for (size_t r0 = 0; r0 < R; r0 += RB) {
         size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
@@ -485,10 +628,17 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
             cz[r] = hsum512(z);
         }
         for (size_t r = rb; r < RB; r++) memset(qs + r * D, 0, D * sizeof(float));
+        for (size_t r = 0; r < RB; r++)
+            for (size_t d = 0; d < D; d += 16) {
+                const __m512 x = _mm512_loadu_ps(qs + r * D + d);
+                _mm512_storeu_ps(qd + r * 2 * D + 2 * d, _mm512_permutexvar_ps(dup_lo, x));
+                _mm512_storeu_ps(qd + r * 2 * D + 2 * d + 16, _mm512_permutexvar_ps(dup_hi, x));
+            }
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens */
-        if (kb == 2) trel_scores(p, sacc, wst, qs, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2);
-        else if (kb == 3) trel_scores(p, sacc, wst, qs, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3);
-        else trel_scores(p, sacc, wst, qs, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4);
+        const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
+        if (kb == 2) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2, rc->pf, pfn);
+        else if (kb == 3) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3, rc->pf, pfn);
+        else trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4, rc->pf, pfn);
         for (size_t r = 0; r < RB; r++) {
             size_t nv = r < rb ? nvis[r0 + r] : 0;
             if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
@@ -521,6 +671,55 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
     }
 }
 
+/* 16 codes as floats from 16 bytes (codes 0..255 unpacked), and 32 4-bit codes from the
+ * low and high nibbles of 16 bytes. The nibbles are not masked: vpermps reads only the
+ * low 4 bits of each index, so a table of 0..15 turns a code into its float (exactly
+ * what cvtdq2ps would give) in one instruction on the zero-extended byte. */
+#define LOADC_U8(ptr) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ptr))))
+#define LOADC_NIB(lo, hi, ptr)                                                             \
+    do {                                                                                   \
+        const __m512i x_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ptr))); \
+        (lo) = _mm512_permutexvar_ps(x_, lut16);                                           \
+        (hi) = _mm512_permutexvar_ps(_mm512_srli_epi32(x_, 4), lut16);                     \
+    } while (0)
+/* V_ACCUM with a loader that yields channels d0..d0+31 of token t at once (LOADX2(v0,
+ * v1, t, d0)), for packed codes: all keys in one block (a 4-bit chunk's V codes, 16 KiB
+ * at D = 256, stay in L1 across the channel passes); otherwise the same loops. */
+#define V_ACCUM2(LOADX2)                                                                   \
+    for (size_t r = 0; r < rb; r++) {                                                      \
+        if (!nvis[r0 + r]) continue;                                                       \
+        float *a = acc + (r0 + r) * D;                                                     \
+        __m512 vf = _mm512_set1_ps(fct[r]);                                                \
+        for (size_t d = 0; d < D; d += 16)                                                 \
+            _mm512_storeu_ps(a + d, _mm512_fmadd_ps(_mm512_loadu_ps(a + d), vf, PRE(r, d))); \
+    }                                                                                      \
+    for (size_t tb = 0; tb < ntm; tb += G) {                                               \
+        size_t te = ntm;                                                                   \
+        for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
+            __m512 a0[RB], a1[RB];                                                         \
+            _Pragma("GCC unroll 4")                                                        \
+            for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
+            for (size_t t = tb; t < te; t++) {                                             \
+                __m512 v0, v1;                                                             \
+                LOADX2(v0, v1, t, d0);                                                     \
+                _Pragma("GCC unroll 4")                                                    \
+                for (size_t r = 0; r < RB; r++) {                                          \
+                    __m512 pw = _mm512_set1_ps(p[r * G + t]);                              \
+                    a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);                                \
+                    a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);                                \
+                }                                                                          \
+            }                                                                              \
+            for (size_t r = 0; r < rb; r++) {                                              \
+                if (!nvis[r0 + r]) continue;                                               \
+                float *a = acc + (r0 + r) * D + d0;                                        \
+                _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), POST(a0[r], d0)));   \
+                _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), POST(a1[r], d0 + 16))); \
+            }                                                                              \
+        }                                                                                  \
+    }
+/* channels d0..d0+31 of a 4-bit V payload row: the 16 bytes of unit d0/32 */
+#define LOAD_V4X2(v0, v1, t, d0) LOADC_NIB(v0, v1, vp + (t) * (D / 2) + (d0) / 2)
+
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
  * values by token rows of codes; scales folded as in attn_kernels.h. */
 #define POST(a, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), (a))
@@ -535,6 +734,7 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
     float *p = work;                 /* [RB][G] */
     float *qs = work + RB * G;       /* [RB][D] */
     const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
+    const __m512 lut16 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (size_t r0 = 0; r0 < R; r0 += RB) {
         size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
@@ -558,24 +758,31 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
             for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
             /* 32 tokens of one channel: two runs of 16 unpacked bytes, or the low and high
              * nibbles of one 16-byte unit */
-            const __m128i m4 = _mm_set1_epi8(0x0F);
-            for (size_t d = 0; d < D; d++) {
-                __m128i c0, c1;
-                if (kc) {
-                    c0 = _mm_loadu_si128((const __m128i *)(const void *)(kc + d * G + t0));
-                    c1 = _mm_loadu_si128((const __m128i *)(const void *)(kc + d * G + t0 + 16));
-                } else {
-                    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(rc->kp + d * (G / 2) + t0 / 2));
-                    c0 = _mm_and_si128(x, m4);
-                    c1 = _mm_and_si128(_mm_srli_epi16(x, 4), m4);
+            /* the next record, a line per channel step (rc->pf: attn_kernels.h) */
+            const size_t pfo = (t0 / 32) * D * 64, pfn = r0 == 0 ? rc->pf_nbytes : 0;
+#define PREFETCH_NEXT(o) if ((o) < pfn) _mm_prefetch((const char *)rc->pf + (o), _MM_HINT_T1)
+            if (kc) {
+                for (size_t d = 0; d < D; d++) {
+                    PREFETCH_NEXT(pfo + d * 64);
+                    __m512 k0 = LOADC_U8(kc + d * G + t0), k1 = LOADC_U8(kc + d * G + t0 + 16);
+                    _Pragma("GCC unroll 4")
+                    for (size_t r = 0; r < RB; r++) {
+                        __m512 qb = _mm512_set1_ps(qs[r * D + d]);
+                        s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
+                        s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
+                    }
                 }
-                __m512 k0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c0));
-                __m512 k1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(c1));
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) {
-                    __m512 qb = _mm512_set1_ps(qs[r * D + d]);
-                    s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
-                    s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
+            } else {
+                for (size_t d = 0; d < D; d++) {
+                    __m512 k0, k1;
+                    PREFETCH_NEXT(pfo + d * 64);
+                    LOADC_NIB(k0, k1, rc->kp + d * (G / 2) + t0 / 2);
+                    _Pragma("GCC unroll 4")
+                    for (size_t r = 0; r < RB; r++) {
+                        __m512 qb = _mm512_set1_ps(qs[r * D + d]);
+                        s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
+                        s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
+                    }
                 }
             }
             __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
@@ -598,10 +805,11 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
             zz[r] = hsum512(z);
         }
         if (vc) { V_ACCUM(LOAD_U8) }
-        else { V_ACCUM(LOAD_V4) }
+        else { V_ACCUM2(LOAD_V4X2) }
     }
 }
 #undef POST
+#undef PREFETCH_NEXT
 #undef PRE
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */

@@ -39,7 +39,50 @@ typedef struct attn_job {
     const sjk_attn_kernels *k;
     uint32_t seq, n, b, n_rows, n_chunks, splits;
     size_t R; /* query rows per KV head: n_rows * gq */
+    uint32_t c_sink, c_body;       /* first record chunk, first ring chunk */
+    uint32_t w_sink, w_body, w_ring; /* relative cost of a chunk in each region */
 } attn_job;
+
+/* Position splits are cut by estimated cost, not by chunk count. In decode, a tq6_0
+ * ring chunk costs about twice a 4-bit record chunk (the in-place kernels, D = 256) and
+ * a trellis record chunk about three times one, so equal chunk counts leave the thread
+ * that gets the ring (the newest positions) working while the others wait. The weights
+ * are rough per-key times of the AVX-512 kernels (`sjkvarn bench attn`); any positive
+ * weights give a correct result. With many rows (prefill) the per-row work, the same in
+ * every region, dominates: equal weights. */
+static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
+{
+    const uint32_t G = SJK_GROUP;
+    j->c_sink = j->c_body = j->n_chunks; /* one region, equal weights */
+    j->w_sink = j->w_body = j->w_ring = 4;
+    if (!L->compressed || j->R > 2 * SJK_ATTN_RB) return;
+    j->c_sink = SJK_MIN(j->n_chunks, L->sink / G);
+    j->c_body = SJK_MIN(j->n_chunks, SJK_MAX(j->c_sink, sl->b / G));
+    if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 3 : 4;
+    else j->w_body = j->k->trellis_inplace ? 10 : 12;
+    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6 ? 6 : 8;
+}
+
+/* Cost of chunks [0, c). */
+static uint64_t split_cost(const attn_job *j, uint32_t c)
+{
+    uint32_t a = SJK_MIN(c, j->c_sink), b = SJK_MIN(c, j->c_body);
+    return (uint64_t)a * j->w_sink + (uint64_t)(b - a) * j->w_body + (uint64_t)(c - b) * j->w_ring;
+}
+
+/* First chunk of split s (s = splits gives n_chunks): the first c whose prefix cost
+ * reaches s / splits of the total. */
+static uint32_t split_bound(const attn_job *j, uint32_t s)
+{
+    const uint64_t want = (split_cost(j, j->n_chunks) * s + j->splits - 1) / j->splits;
+    uint32_t lo = 0, hi = j->n_chunks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (split_cost(j, mid) >= want) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
 
 static inline float *align_f(uint8_t **p, size_t n_floats)
 {
@@ -89,8 +132,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     const sjk_attn_kernels *k = j->k;
     const size_t D = c->D, G = SJK_GROUP, R = j->R, gq = c->gq;
     const uint32_t head = u / j->splits, split = u % j->splits;
-    const uint32_t c0 = (uint32_t)((uint64_t)j->n_chunks * split / j->splits);
-    const uint32_t c1 = (uint32_t)((uint64_t)j->n_chunks * (split + 1) / j->splits);
+    const uint32_t c0 = split_bound(j, split), c1 = split_bound(j, split + 1);
 
     float *part = c->part + (size_t)u * SJK_ATTN_PART_FLOATS(R, D);
     float *m = part, *l = m + R, *cq = l + R, *l_brd = cq + R, *m_brd = l_brd + R, *acc = m_brd + R;
@@ -137,9 +179,15 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             V16 = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p0 * D;
         } else if (p0 < j->b) {
             const uint8_t *rp = hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes;
+            /* the next record, for the kernels to prefetch as they go (at long contexts
+             * the body streams from memory, crossing pages faster than the hardware
+             * prefetchers ramp up) */
+            const uint8_t *pf = ch + 1 < c1 && p0 + 2 * G <= j->b ? rp + L->rec_nbytes : NULL;
             const sjk_record_layout *RL = &L->rl;
             if (L->rp.body == SJK_BODY_SCALAR) {
                 memset(&rec, 0, sizeof rec);
+                rec.pf = pf;
+                rec.pf_nbytes = pf ? L->rec_nbytes : 0;
                 if (RL->bits_k == 4) {
                     rec.kp = rp + RL->off_k;
                 } else {
@@ -166,6 +214,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace) {
                 /* Token-axis trellis bodies: the kernel reads the codes in place. */
                 memset(&rec, 0, sizeof rec);
+                rec.pf = pf;
+                rec.pf_nbytes = pf ? L->rec_nbytes : 0;
                 rec.kt = rp + RL->off_k;
                 rec.vt = rp + RL->off_v;
                 rec.kbits = RL->bits_k;
@@ -265,6 +315,7 @@ sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
     uint32_t want = H >= T ? 1 : (uint32_t)((T + H - 1) / H);
     j.splits = SJK_MIN(SJK_MIN(c->n_splits, want), j.n_chunks);
     if (j.splits == 0) j.splits = 1;
+    split_weights(&j, L, sl);
     sjk_pool_run_limited(&c->pool, unit_run, &j, (uint32_t)(H * j.splits), T);
 
     /* Merge the splits of each head, normalise, rotate back. */

@@ -40,6 +40,8 @@ typedef struct sjk_attn_rec {
     const uint8_t *kt, *vt;  /* trellis K / V payloads (D/16 groups of 128 steps), or NULL */
     const float *kcb, *vcb;  /* codebooks C_bK [64 << bK], C_bV [64 << bV] */
     unsigned kbits, vbits;   /* trellis symbol bits (2..4) */
+    const uint8_t *pf;       /* the next record's bytes, or NULL: a hint only (kernels may */
+    size_t pf_nbytes;        /* prefetch it while they work; results never depend on it) */
 } sjk_attn_rec;
 
 typedef struct sjk_attn_kernels {
@@ -72,8 +74,9 @@ typedef struct sjk_attn_kernels {
 
 /* Floats of `work` the chunk kernels need for head dim D. */
 /* [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area of RB*G*16 (+16
- * for alignment) floats: the trellis kernel's score partials [32][RB][16] and carried
- * windows [D/16][16], or the tq6 kernel's block norms [2][G][D/128]. */
+ * for alignment) floats: the trellis kernel's score partials [16][RB][16], carried
+ * windows [D/16][16] and lane-ordered queries [RB][2D] (5632 floats at D = 512), or the
+ * tq6 kernel's block norms [2][G][D/128] and norm-weighted probabilities [D/128][RB][G]. */
 #define SJK_ATTN_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
 
 const sjk_attn_kernels *sjk_attn_kernels_get(void);  /* fastest allowed, chosen once */
