@@ -24,23 +24,18 @@
 static uint16_t g_gelu_f16[1 << 16]; /* f16(gelu(f16 x)); written once under g_gelu_once */
 static pthread_once_t g_gelu_once = PTHREAD_ONCE_INIT;
 
-static float gelu_tanh(float x)
-{
-    const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
-}
-
 static void gelu_init(void)
 {
-    for (uint32_t i = 0; i < (1u << 16); i++) g_gelu_f16[i] = sjkh_f32_to_f16(gelu_tanh(sjkh_f16_to_f32((uint16_t)i)));
+    for (uint32_t i = 0; i < (1u << 16); i++)
+        g_gelu_f16[i] = sjkh_f32_to_f16(sjkh_gelu_ref(sjkh_f16_to_f32((uint16_t)i)));
 }
 
-/* hb[i] = act(hb[i]) * hb2[i] over n values. exact: GELU in f32 (continuous) instead of
- * ggml's f16 table. */
+/* hb[i] = act(hb[i]) * hb2[i] over n values. exact: GELU in f32 (continuous, ops.h
+ * gelu_mul) instead of ggml's f16 table. */
 static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n, int exact)
 {
     if (m->gelu && exact) {
-        for (size_t i = 0; i < n; i++) hb[i] = gelu_tanh(hb[i]) * hb2[i];
+        sjkh_ops_get()->gelu_mul(hb, hb2, n);
     } else if (m->gelu) {
         for (size_t i = 0; i < n; i++) {
             float x = hb[i], y;
@@ -56,13 +51,19 @@ static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n, int 
 
 /* ---- small row operations --------------------------------------------------------- */
 
-/* y = x / rms(x) * w, rows of n (ggml: sum of squares in double, scale in f32) */
+/* y = x / rms(x) * w, rows of n (ggml: sum of squares in double, scale in f32). Four
+ * partial sums break the chain of dependent double additions; in double, their order
+ * changes the f32 scale only in rare last-bit ties. */
 static void rmsnorm(float *y, const float *x, const float *w, size_t n, float eps)
 {
-    double ss = 0;
-    for (size_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double s4[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int u = 0; u < 4; u++) s4[u] += (double)x[i + u] * x[i + u];
+    double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    for (; i < n; i++) ss += (double)x[i] * x[i];
     float scale = 1.0f / sqrtf((float)(ss / (double)n) + eps);
-    for (size_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+    for (i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
 /* Rotates n_heads vectors of hd values at one position. cs/sn: [hd/2] for that position. */
@@ -142,10 +143,20 @@ static void mm_task(void *ctx, size_t task, int thread)
 }
 
 /* ---- exact activations (act_quant 0): f32 activations against dequantized weights ----
- * A task owns rows [r0, r1); it dequantizes MM_EXACT_ROWS weight rows at a time into its
- * thread's buffer, then walks the tokens in tiles of MM_TILE (weight rows and token rows
- * of a tile stay in L2) with the 4-rows x 2-tokens register-blocked f32 kernel. */
+ * A task owns rows [r0, r1) (a multiple of SJKH_MM_PANEL rows, but the last). Many tokens
+ * (prefill) and a panel kernel: SJKH_MM_PANEL weight rows at a time are dequantized into
+ * the thread's row buffer, packed column by column (ops.h mm_f32_pack) and multiplied
+ * with every token at once (mm_f32_panel). Otherwise MM_EXACT_ROWS rows are dequantized
+ * at a time and the tokens walked in tiles of MM_TILE (weight rows and token rows of a
+ * tile stay in L2) with the 4-rows x 2-tokens register-blocked kernel.
+ *
+ * Per-thread buffer (wdq + thread * wdq_per_thread, MM_WDQ_ROWS rows of the widest input):
+ *   rows  [SJKH_MM_PANEL][n_in]  dequantized weight rows
+ *   panel [n_in][SJKH_MM_PANEL]  the same rows packed */
 #define MM_EXACT_ROWS 16
+#define MM_PANEL_MIN_TOK 8 /* fewer tokens than this: the row tile (packing would not pay) */
+#define MM_WDQ_ROWS (2 * SJKH_MM_PANEL)
+_Static_assert(MM_EXACT_ROWS <= SJKH_MM_PANEL, "the row buffer holds a panel");
 typedef struct mmx_job {
     const uint8_t *w;
     size_t w_row_nbytes;
@@ -156,28 +167,43 @@ typedef struct mmx_job {
     sjkh_dequant_fn dequant; /* SIMD row dequantization, or NULL: sjkh_dequant_row */
     float *wdq;     /* per-thread buffers */
     size_t wdq_per_thread;
-    void (*tile)(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
+    const sjkh_ops *ops;
 } mmx_job;
+
+static void mmx_dequant_rows(const mmx_job *j, size_t r0, size_t nr, float *buf)
+{
+    for (size_t r = 0; r < nr; r++) {
+        const uint8_t *src = j->w + (r0 + r) * j->w_row_nbytes;
+        if (j->dequant) j->dequant(src, buf + r * j->n_in, j->n_in);
+        else sjkh_dequant_row(j->type, src, buf + r * j->n_in, j->n_in);
+    }
+}
 
 static void mmx_task(void *ctx, size_t task, int thread)
 {
     const mmx_job *j = ctx;
     float *buf = j->wdq + (size_t)thread * j->wdq_per_thread;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
+    if (j->ops->mm_f32_panel && j->n_tok >= MM_PANEL_MIN_TOK) {
+        float *wp = buf + SJKH_MM_PANEL * j->n_in;
+        for (size_t rt = r0; rt < r1; rt += SJKH_MM_PANEL) {
+            size_t nr = SJKH_MIN(r1 - rt, (size_t)SJKH_MM_PANEL);
+            mmx_dequant_rows(j, rt, nr, buf);
+            j->ops->mm_f32_pack(buf, nr, j->n_in, wp);
+            j->ops->mm_f32_panel(wp, nr, j->x, j->n_tok, j->n_in, j->y + rt, j->n_out);
+        }
+        return;
+    }
     /* a few tokens (decode): 4 rows at a time, so the dequantized rows stay in L1 */
     size_t R = j->n_tok <= 4 ? 4 : MM_EXACT_ROWS;
     for (size_t rt = r0; rt < r1; rt += R) {
         size_t nr = SJKH_MIN(r1 - rt, R);
-        for (size_t r = 0; r < nr; r++) {
-            const uint8_t *src = j->w + (rt + r) * j->w_row_nbytes;
-            if (j->dequant) j->dequant(src, buf + r * j->n_in, j->n_in);
-            else sjkh_dequant_row(j->type, src, buf + r * j->n_in, j->n_in);
-        }
+        mmx_dequant_rows(j, rt, nr, buf);
         for (size_t tt = 0; tt < j->n_tok; tt += MM_TILE) {
             size_t nt = SJKH_MIN(j->n_tok - tt, (size_t)MM_TILE);
             for (size_t r = 0; r < nr; r += 4)
-                j->tile(buf + r * j->n_in, SJKH_MIN((size_t)4, nr - r), j->x + tt * j->n_in, nt, j->n_in,
-                        j->y + tt * j->n_out + rt + r, j->n_out);
+                j->ops->mm_f32_tile(buf + r * j->n_in, SJKH_MIN((size_t)4, nr - r), j->x + tt * j->n_in, nt,
+                                    j->n_in, j->y + tt * j->n_out + rt + r, j->n_out);
         }
     }
 }
@@ -188,10 +214,9 @@ static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, 
     size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)MM_EXACT_ROWS, SJKH_MIN((size_t)256, rpt));
-    rpt = (rpt + MM_EXACT_ROWS - 1) / MM_EXACT_ROWS * MM_EXACT_ROWS;
+    rpt = (rpt + SJKH_MM_PANEL - 1) / SJKH_MM_PANEL * SJKH_MM_PANEL;
     mmx_job j = {W->data, W->row_nbytes, W->type, x, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
-                 s->wdq, s->wdq_per_thread,
-                 sjkh_ops_get()->mm_f32_tile};
+                 s->wdq, s->wdq_per_thread, sjkh_ops_get()};
     sjkh_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
 }
 
@@ -389,7 +414,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     s->xq_row_nbytes = max_in * 2; /* >= any dot type's bytes per value (at most 36/32) */
     s->xq = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail);
     if (!p->act_quant) {
-        s->wdq_per_thread = MM_EXACT_ROWS * max_in;
+        s->wdq_per_thread = MM_WDQ_ROWS * max_in;
         s->wdq = alloc_f(p->n_threads, s->wdq_per_thread, &fail);
     }
     if (fail) {

@@ -221,7 +221,9 @@ typedef struct attend_job {
     float *gmax;     /* [n_q] max over all splits */
 } attend_job;
 
-/* One (query row, KV head): the G query heads of the group read each K and V row once. */
+/* One (query row, KV head): the G query heads of the group read each K and V row once;
+ * scores and the weighted sum of V rows run over all visible rows per call (ops.h
+ * scores_f16_multi, wsum_f16_multi). */
 static void attend_task(void *ctx, size_t task, int thread)
 {
     const attend_job *j = ctx;
@@ -236,21 +238,22 @@ static void attend_task(void *ctx, size_t task, int thread)
     const float *q = kv->qr + (i * nq + g * G) * hd; /* [G][hd] */
     float *o = j->out + (i * nq + g * G) * hd;      /* [G][hd] */
     float *sc = kv->scratch + (size_t)thread * kv->scratch_stride; /* [n_vis][G] */
-    float mx[16], w[16];
+    float mx[16];
     double sum[16];
     for (size_t h = 0; h < G; h++) {
         mx[h] = -INFINITY;
         sum[h] = 0;
     }
-    for (uint32_t t = 0; t < n_vis; t++) {
-        size_t slot = (lo + t) % cap;
-        float *st = sc + (size_t)t * G;
-        ops->dot_f16_multi(j->h->k + slot * row + g * hd, q, hd, G, hd, st);
-        for (size_t h = 0; h < G; h++) {
-            st[h] *= j->scale;
-            if (st[h] > mx[h]) mx[h] = st[h];
-        }
+    /* K and V rows lie in at most two runs of consecutive slots (the ring wraps once) */
+    for (uint32_t t = 0; t < n_vis;) {
+        size_t slot = (lo + t) % cap, run = SJKH_MIN((size_t)(n_vis - t), cap - slot);
+        ops->scores_f16_multi(j->h->k + slot * row + g * hd, row, run, q, hd, G, hd, sc + (size_t)t * G);
+        t += (uint32_t)run;
     }
+    for (size_t e = 0; e < (size_t)n_vis * G; e++) sc[e] *= j->scale;
+    for (uint32_t t = 0; t < n_vis; t++)
+        for (size_t h = 0; h < G; h++)
+            if (sc[(size_t)t * G + h] > mx[h]) mx[h] = sc[(size_t)t * G + h];
     for (uint32_t t = 0; t < n_vis; t++)
         for (size_t h = 0; h < G; h++) {
             float e = expf(sc[(size_t)t * G + h] - mx[h]);
@@ -259,11 +262,15 @@ static void attend_task(void *ctx, size_t task, int thread)
         }
     float inv[16];
     for (size_t h = 0; h < G; h++) inv[h] = (float)(1.0 / sum[h]);
+    /* sc [n_vis][G] becomes the f16-rounded normalized weights */
+    for (uint32_t t = 0; t < n_vis; t++)
+        for (size_t h = 0; h < G; h++) sc[(size_t)t * G + h] *= inv[h];
+    ops->round_f16(sc, sc, (size_t)n_vis * G);
     memset(o, 0, G * hd * sizeof *o);
-    for (uint32_t t = 0; t < n_vis; t++) {
-        size_t slot = (lo + t) % cap;
-        for (size_t h = 0; h < G; h++) w[h] = r16(sc[(size_t)t * G + h] * inv[h]);
-        ops->axpy_f16_multi(w, j->h->v + slot * row + g * hd, o, hd, G, hd);
+    for (uint32_t t = 0; t < n_vis;) {
+        size_t slot = (lo + t) % cap, run = SJKH_MIN((size_t)(n_vis - t), cap - slot);
+        ops->wsum_f16_multi(sc + (size_t)t * G, G, j->h->v + slot * row + g * hd, row, run, o, hd, G, hd);
+        t += (uint32_t)run;
     }
 }
 
@@ -330,7 +337,7 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
         return sjk_cache_attend(kv->cache, 0, (uint32_t)kv->cache_layer[layer], q, n_rows, scale, out);
     if (sjkh_pool_n_threads(pool) > (int)kv->n_scratch) return SJK_ERR_PARAM;
     size_t nq = kv->p.n_q_heads, hd = kv->p.head_dim, nkv = kv->p.n_kv_heads;
-    for (size_t e = 0; e < n_rows * nq * hd; e++) kv->qr[e] = r16(q[e]);
+    sjkh_ops_get()->round_f16(q, kv->qr, n_rows * nq * hd);
     const host_layer *h = &kv->host[layer];
     attend_job j = {kv, h, out, n_rows, kv->len[layer], scale, 0, 0, 0, 0, NULL, NULL};
     uint32_t pos = j.N - 1;

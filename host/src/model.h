@@ -58,7 +58,7 @@ struct sjkh_session {
     uint32_t xq_type;            /* dot type currently in xq (for reuse) */
     const float *xq_src;
     size_t xq_n_in;
-    float *wdq;    /* act_quant 0: [n_threads][MM_EXACT_ROWS][max row] dequantized weight rows */
+    float *wdq;    /* act_quant 0: [n_threads][MM_WDQ_ROWS][max row] weight rows and panel (forward.c) */
     size_t wdq_per_thread;        /* floats per thread */
 };
 

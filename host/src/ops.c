@@ -1,4 +1,5 @@
 /* ops.c — scalar references of ops.h and the one-time dispatch. */
+#include <math.h>
 #include <pthread.h>
 
 #include "hcommon.h"
@@ -32,6 +33,23 @@ void sjkh_axpy_f16_multi_ref(const float *w, const uint16_t *v, float *o, size_t
     for (size_t h = 0; h < nq; h++) sjkh_axpy_f16_ref(w[h], v, o + h * o_stride, n);
 }
 
+void sjkh_wsum_f16_multi_ref(const float *w, size_t w_stride, const uint16_t *v, size_t v_stride, size_t n_t, float *o,
+                             size_t o_stride, size_t nq, size_t n)
+{
+    for (size_t t = 0; t < n_t; t++) sjkh_axpy_f16_multi_ref(w + t * w_stride, v + t * v_stride, o, o_stride, nq, n);
+}
+
+void sjkh_scores_f16_multi_ref(const uint16_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
+                               size_t nq, size_t n, float *out)
+{
+    for (size_t t = 0; t < n_t; t++) sjkh_dot_f16_multi_ref(k + t * k_stride, q, q_stride, nq, n, out + t * nq);
+}
+
+void sjkh_round_f16_ref(const float *src, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = sjkh_f16_to_f32(sjkh_f32_to_f16(src[i]));
+}
+
 void sjkh_mm_f32_tile_ref(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys)
 {
     for (size_t t = 0; t < nt; t++)
@@ -42,17 +60,76 @@ void sjkh_mm_f32_tile_ref(const float *w, size_t nr, const float *x, size_t nt, 
         }
 }
 
+void sjkh_mm_f32_pack_ref(const float *w, size_t nr, size_t n, float *wp)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t r = 0; r < SJKH_MM_PANEL; r++) wp[i * SJKH_MM_PANEL + r] = r < nr ? w[r * n + i] : 0.0f;
+}
+
+void sjkh_mm_f32_panel_ref(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys)
+{
+    for (size_t t = 0; t < nt; t++)
+        for (size_t r = 0; r < nr; r++) {
+            float acc = 0;
+            for (size_t i = 0; i < n; i++) acc += wp[i * SJKH_MM_PANEL + r] * x[t * n + i];
+            y[t * ys + r] = acc;
+        }
+}
+
+float sjkh_gelu_ref(float x)
+{
+    const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
+    return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
+}
+
+void sjkh_gelu_mul_ref(float *h, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h[i] = sjkh_gelu_ref(h[i]) * u[i];
+}
+
 static sjkh_ops g_ops; /* written once under g_once */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void ops_init(void)
 {
-    g_ops = (sjkh_ops){sjkh_dot_f16_ref, sjkh_axpy_f16_ref, sjkh_to_f16_ref, sjkh_dot_f16_multi_ref,
-                       sjkh_axpy_f16_multi_ref, sjkh_mm_f32_tile_ref};
+    g_ops = (sjkh_ops){
+        .dot_f16 = sjkh_dot_f16_ref,
+        .axpy_f16 = sjkh_axpy_f16_ref,
+        .to_f16 = sjkh_to_f16_ref,
+        .dot_f16_multi = sjkh_dot_f16_multi_ref,
+        .axpy_f16_multi = sjkh_axpy_f16_multi_ref,
+        .scores_f16_multi = sjkh_scores_f16_multi_ref,
+        .wsum_f16_multi = sjkh_wsum_f16_multi_ref,
+        .round_f16 = sjkh_round_f16_ref,
+        .mm_f32_tile = sjkh_mm_f32_tile_ref,
+        .mm_f32_pack = NULL, /* the reference panel is for tests; the row tile serves */
+        .mm_f32_panel = NULL,
+        .gelu_mul = sjkh_gelu_mul_ref,
+    };
 #if defined(__x86_64__)
-    if (sjk_cpu_features() & SJK_CPU_AVX2)
-        g_ops = (sjkh_ops){sjkh_dot_f16_avx2, sjkh_axpy_f16_avx2, sjkh_to_f16_avx2, sjkh_dot_f16_multi_avx2,
-                           sjkh_axpy_f16_multi_avx2, sjkh_mm_f32_tile_avx2};
+    unsigned f = sjk_cpu_features();
+    if (f & SJK_CPU_AVX2) {
+        g_ops.dot_f16 = sjkh_dot_f16_avx2;
+        g_ops.axpy_f16 = sjkh_axpy_f16_avx2;
+        g_ops.to_f16 = sjkh_to_f16_avx2;
+        g_ops.dot_f16_multi = sjkh_dot_f16_multi_avx2;
+        g_ops.axpy_f16_multi = sjkh_axpy_f16_multi_avx2;
+        g_ops.scores_f16_multi = sjkh_scores_f16_multi_avx2;
+        g_ops.wsum_f16_multi = sjkh_wsum_f16_multi_avx2;
+        g_ops.round_f16 = sjkh_round_f16_avx2;
+        g_ops.mm_f32_tile = sjkh_mm_f32_tile_avx2;
+    }
+    if (f & SJK_CPU_AVX512) { /* implies AVX2; dot_f16, axpy_f16, to_f16 stay AVX2 */
+        g_ops.dot_f16_multi = sjkh_dot_f16_multi_avx512;
+        g_ops.axpy_f16_multi = sjkh_axpy_f16_multi_avx512;
+        g_ops.scores_f16_multi = sjkh_scores_f16_multi_avx512;
+        g_ops.wsum_f16_multi = sjkh_wsum_f16_multi_avx512;
+        g_ops.round_f16 = sjkh_round_f16_avx512;
+        g_ops.mm_f32_tile = sjkh_mm_f32_tile_avx512;
+        g_ops.mm_f32_pack = sjkh_mm_f32_pack_avx512;
+        g_ops.mm_f32_panel = sjkh_mm_f32_panel_avx512;
+        g_ops.gelu_mul = sjkh_gelu_mul_avx512;
+    }
 #endif
 }
 

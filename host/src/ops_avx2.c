@@ -80,6 +80,27 @@ void sjkh_axpy_f16_multi_avx2(const float *w, const uint16_t *v, float *o, size_
     }
 }
 
+void sjkh_scores_f16_multi_avx2(const uint16_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
+                                size_t nq, size_t n, float *out)
+{
+    for (size_t t = 0; t < n_t; t++) sjkh_dot_f16_multi_avx2(k + t * k_stride, q, q_stride, nq, n, out + t * nq);
+}
+
+void sjkh_wsum_f16_multi_avx2(const float *w, size_t w_stride, const uint16_t *v, size_t v_stride, size_t n_t,
+                              float *o, size_t o_stride, size_t nq, size_t n)
+{
+    for (size_t t = 0; t < n_t; t++) sjkh_axpy_f16_multi_avx2(w + t * w_stride, v + t * v_stride, o, o_stride, nq, n);
+}
+
+void sjkh_round_f16_avx2(const float *src, float *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i,
+                         _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++) dst[i] = sjkh_f16_to_f32(sjkh_f32_to_f16(src[i]));
+}
+
 /* 4 weight rows x 2 tokens in 8 accumulators; rows past nr alias row 0 and are not stored,
  * a lone last token reuses the same code with its second pointer aliased too. */
 void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys)
