@@ -124,12 +124,14 @@ test:
 	@BUILD=$(BUILD) SJK_TEST_WRAP="$(SJK_TEST_WRAP)" sh tests/run_tests.sh
 check: test
 
+# Each builds in build/<name> unless BUILD is given on the command line (make valgrind BUILD=...).
+san_build = $(if $(filter command line,$(origin BUILD)),$(BUILD),build/$(1))
 asan:
-	@$(MAKE) --no-print-directory test BUILD=build/asan SAN=address,leak OPT=-O1
+	@$(MAKE) --no-print-directory test BUILD=$(call san_build,asan) SAN=address,leak OPT=-O1
 ubsan:
-	@$(MAKE) --no-print-directory test BUILD=build/ubsan SAN=undefined OPT=-O1
+	@$(MAKE) --no-print-directory test BUILD=$(call san_build,ubsan) SAN=undefined OPT=-O1
 valgrind:
-	@SJK_TEST_LIGHT=1 $(MAKE) --no-print-directory test BUILD=build/valgrind OPT=-O1 \
+	@SJK_TEST_LIGHT=1 $(MAKE) --no-print-directory test BUILD=$(call san_build,valgrind) OPT=-O1 \
 	  SJK_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 
 # libFuzzer: the libraries built with clang, ASan + UBSan and fuzzer coverage in their own

@@ -448,8 +448,11 @@ sjk_status sjk_cache_file_nbytes(const sjk_cache *c, size_t *nbytes);
 
 /* Saves atomically: writes a temporary file in path's directory, fsyncs it, renames it
  * over path and fsyncs the directory, so a crash at any moment leaves either the previous
- * file or the new one, never a mix. The file is created with mode 0600. Read-only on the
- * cache; never allocates. SJK_ERR_IO (errno preserved), SJK_ERR_PARAM. */
+ * file or the new one, never a mix. The file is created with mode 0600. A writer killed
+ * mid-save leaves its temporary `path.tmp-XXXXXX` behind; each successful save of path
+ * then removes those whose writer is gone (the writer holds an flock on its temporary
+ * until the rename; one still locked belongs to a live save and is left alone). Read-only
+ * on the cache; never allocates. SJK_ERR_IO (errno preserved), SJK_ERR_PARAM. */
 sjk_status sjk_cache_save(const sjk_cache *c, const char *path,
                           const uint8_t *fingerprint, char *err, size_t err_cap);
 /* The same bytes into memory: *nbytes receives the file size; dst may be NULL (size

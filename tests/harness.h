@@ -85,6 +85,15 @@ static inline int test_summary(void)
     return t_n_fail ? 1 : 0;
 }
 
+/* 1 under SJK_TEST_LIGHT (set by `make valgrind`, unset or "0" otherwise): a test then
+ * runs the same code paths on less data (fewer tokens, positions, prompts, failure points,
+ * shorter contexts) and says so; it never skips because of it. */
+static inline int test_light(void)
+{
+    const char *e = getenv("SJK_TEST_LIGHT");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* Path of a file under tests/data, resolved against SJK_TEST_DATA or the source tree. */
 static inline const char *test_data_path(const char *name)
 {

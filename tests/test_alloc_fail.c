@@ -6,8 +6,15 @@
  * LeakSanitizer / memcheck). Cache restore must not allocate at all.
  *
  * The model paths need the real model files (SKIP without them). They make many
- * allocations; SJK_ALLOC_FAIL_STRIDE (default 1: every n) thins them out for slow runs,
- * and under valgrind SJK_TEST_LIGHT=1 skips the model. */
+ * allocations (~300 per model load, each attempt a fresh load); SJK_ALLOC_FAIL_STRIDE
+ * (default 1: every n) thins them out for slow runs, and under SJK_TEST_LIGHT (`make
+ * valgrind`, where one load costs about a second) the model paths take every 8th n from
+ * n = 1 (both models, model load and session create), the rest every n.
+ *
+ * pthread_create is injected the same way (sjk_thread_fail_nth): the cache's and the host
+ * pool's thread starts, alone and inside a session, fail at every n; each create must
+ * return SJK_ERR_NOMEM, leak nothing and join every thread it had started. */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +23,7 @@
 
 #include "common/alloc_hook.h"
 #include "harness.h"
+#include "pool.h" /* host/src: sjkh_pool_create */
 #include "sjkhost.h"
 #include "sjkvarn.h"
 
@@ -26,8 +34,11 @@
 #undef strdup
 #undef strndup
 #undef free
+#undef pthread_create
 
 typedef sjk_status (*attempt_fn)(void *ctx, void **obj);
+
+static long g_light_stride; /* > 0: take every g_light_stride-th n from n = 1 (model paths) */
 typedef void (*release_fn)(void *obj);
 
 /* Runs attempt with the n-th allocation failing, for every n until it succeeds. Returns
@@ -36,7 +47,9 @@ static long every_failure_point(const char *what, attempt_fn attempt, release_fn
 {
     long stride = getenv("SJK_ALLOC_FAIL_STRIDE") ? atol(getenv("SJK_ALLOC_FAIL_STRIDE")) : 1;
     if (stride < 1) stride = 1;
-    for (long n = 1; n < 1000000; n += (n < 64 ? 1 : stride)) {
+    long first = 64; /* every n below this, then every stride-th */
+    if (g_light_stride > 0) stride = g_light_stride, first = 1;
+    for (long n = 1; n < 1000000; n += (n < first ? 1 : stride)) {
         long live = sjk_alloc_live();
         void *obj = NULL;
         sjk_alloc_fail_nth(n, 0);
@@ -47,7 +60,9 @@ static long every_failure_point(const char *what, attempt_fn attempt, release_fn
             CHECKF(st == SJK_OK && obj, "%s: no injected failure at n = %ld but status %s", what, n, sjk_status_str(st));
             if (obj) release(obj);
             CHECKF(sjk_alloc_live() == live, "%s: leak after success", what);
-            if (getenv("SJK_TEST_VERBOSE")) fprintf(stderr, "  %s: %ld failure points, all clean\n", what, n - 1);
+            if (getenv("SJK_TEST_VERBOSE"))
+                fprintf(stderr, "  %s: %ld failure points%s, all clean\n", what, n - 1,
+                        stride > 1 ? " (thinned: SJK_ALLOC_FAIL_STRIDE or SJK_TEST_LIGHT)" : "");
             return n - 1;
         }
         if (st == SJK_OK) {
@@ -231,7 +246,10 @@ static void rel_session(void *o) { sjkh_session_free(o); }
 
 TEST(test_alloc_fail_model_load_and_session)
 {
-    if (getenv("SJK_TEST_LIGHT")) SKIP("SJK_TEST_LIGHT set (model-heavy test)");
+    if (test_light()) {
+        g_light_stride = 8;
+        printf("  SJK_TEST_LIGHT: every 8th allocation-failure point of model load and session create\n");
+    }
     const char *files[] = {"SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"};
     int ran = 0;
     for (int i = 0; i < 2; i++) {
@@ -254,7 +272,107 @@ TEST(test_alloc_fail_model_load_and_session)
         CHECKF(n >= 1, "%s session: %ld", files[i], n);
         sjkh_model_free(m);
     }
+    g_light_stride = 0;
     if (!ran) SKIP("no model files in SJK_MODEL_DIR / ~/.cache/sjkvarn/models (scripts/fetch-model)");
+}
+
+/* ---- thread creation ----------------------------------------------------------- */
+
+/* Threads of this process now (entries of /proc/self/task); -1 if unreadable. */
+static int n_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Runs attempt with the n-th pthread_create failing, for every n until it succeeds. A
+ * failed create must return SJK_ERR_NOMEM with *out NULL, free every block and join every
+ * thread it had started (the process's thread count is back where it was). Returns the
+ * number of failure points (-1 on a violation). With persistent, every creation from the
+ * n-th on fails (so n = 1: no thread can be started at all). */
+static long every_thread_failure_point(const char *what, attempt_fn attempt, release_fn release, void *ctx,
+                                       int persistent)
+{
+    for (long n = 1; n < 1000; n++) {
+        long live = sjk_alloc_live();
+        int tasks = n_tasks();
+        void *obj = NULL;
+        sjk_thread_fail_nth(n, persistent);
+        sjk_status st = attempt(ctx, &obj);
+        int failed = sjk_thread_failed();
+        long made = sjk_thread_count();
+        sjk_thread_fail_nth(0, 0);
+        if (!failed) {
+            CHECKF(st == SJK_OK && obj, "%s: no injected thread failure at n = %ld but status %s", what, n,
+                   sjk_status_str(st));
+            if (obj) release(obj);
+            CHECKF(sjk_alloc_live() == live, "%s: leak after success", what);
+            CHECKF(n_tasks() == tasks, "%s: %d threads left after free", what, n_tasks() - tasks);
+            if (getenv("SJK_TEST_VERBOSE"))
+                fprintf(stderr, "  %s: %ld thread-creation failure points%s, all clean\n", what, n - 1,
+                        persistent ? " (persistent)" : "");
+            return n - 1;
+        }
+        CHECKF(st == SJK_ERR_NOMEM && obj == NULL, "%s: thread %ld of %ld failed: status %s, out %p", what, n, made,
+               sjk_status_str(st), obj);
+        if (obj) release(obj);
+        CHECKF(sjk_alloc_live() == live, "%s: thread %ld failed: %ld blocks leaked", what, n, sjk_alloc_live() - live);
+        CHECKF(n_tasks() == tasks, "%s: thread %ld failed: %d threads not joined", what, n, n_tasks() - tasks);
+        if (sjk_alloc_live() != live || n_tasks() != tasks) return -1;
+    }
+    return -1;
+}
+
+typedef struct pool_ctx { int n_threads; } pool_ctx;
+static sjk_status try_host_pool(void *ctx, void **obj)
+{
+    sjkh_pool *p = NULL;
+    sjk_status st = sjkh_pool_create(((pool_ctx *)ctx)->n_threads, &p);
+    *obj = p;
+    return st;
+}
+static void rel_host_pool(void *o) { sjkh_pool_free(o); }
+
+TEST(test_thread_fail_cache_create)
+{
+    sjk_layer_config lay[3];
+    sjk_cache_params p = cache_params(lay); /* 3 threads: 2 started, the caller is the third */
+    CHECK(every_thread_failure_point("sjk_cache_create", try_cache_create, rel_cache, &p, 0) == 2);
+    CHECK(every_thread_failure_point("sjk_cache_create", try_cache_create, rel_cache, &p, 1) == 2);
+    p.n_threads = 8;
+    CHECK(every_thread_failure_point("sjk_cache_create (8 threads)", try_cache_create, rel_cache, &p, 0) == 7);
+}
+
+TEST(test_thread_fail_host_pool_create)
+{
+    pool_ctx c = {5};
+    CHECK(every_thread_failure_point("sjkh_pool_create", try_host_pool, rel_host_pool, &c, 0) == 4);
+    CHECK(every_thread_failure_point("sjkh_pool_create", try_host_pool, rel_host_pool, &c, 1) == 4);
+}
+
+/* A session starts the host pool's threads and then the cache's: a failure at any of them
+ * must unwind both (needs a model file; the session itself is small). */
+TEST(test_thread_fail_session_create)
+{
+    const char *path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    sjkh_model *m = NULL;
+    if (access(path, R_OK) != 0)
+        SKIP("%s not found (scripts/fetch-model): session thread failures not exercised", path);
+    CHECK(sjkh_model_load(path, &m, NULL, 0) == SJK_OK);
+    if (!m) return;
+    sess_ctx s = {m, sjkh_session_params_default()};
+    s.p.n_ctx = 256;
+    s.p.n_batch = 16;
+    s.p.n_threads = 3;
+    s.p.kv = "sj:3/3t";
+    long n = every_thread_failure_point("sjkh_session_create", try_session, rel_session, &s, 0);
+    CHECKF(n >= 3, "%ld thread-creation failure points", n); /* 2 host workers + the cache's */
+    CHECK(every_thread_failure_point("sjkh_session_create", try_session, rel_session, &s, 1) == n);
+    sjkh_model_free(m);
 }
 
 int main(void)
@@ -263,5 +381,8 @@ int main(void)
     RUN(test_alloc_fail_cache_restore_never_allocates);
     RUN(test_alloc_fail_gguf_open_and_tokenizers);
     RUN(test_alloc_fail_model_load_and_session);
+    RUN(test_thread_fail_cache_create);
+    RUN(test_thread_fail_host_pool_create);
+    RUN(test_thread_fail_session_create);
     return test_summary();
 }

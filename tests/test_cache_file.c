@@ -2,10 +2,14 @@
  * cache attends bit-identically; a file for another model, configuration, geometry or
  * version is refused with its own status; 1,000 random bit flips are all detected and
  * never change the target cache; truncation at every structural boundary is detected; a
- * writer killed mid-save never damages the previous file. */
+ * writer killed mid-save never damages the previous file, and the temporary file it left
+ * is removed by the next save of the same path. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -324,6 +328,98 @@ TEST(test_cache_file_crash_mid_write_keeps_previous)
     sjk_cache_free(a);
 }
 
+static int has_file(const char *dir, const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+/* PATH.tmp-XXXXXX entries in dir (the temporary files of saves of dir/session.sjkc) */
+static int n_temporaries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, "session.sjkc.tmp-", 17);
+    closedir(d);
+    return n;
+}
+
+static void touch(const char *dir, const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL);
+    if (f) fputs("partial save", f), fclose(f);
+}
+
+/* A save killed mid-write leaves PATH.tmp-XXXXXX behind (PATH itself is intact); the next
+ * successful save of PATH removes those whose writer is gone, never one a live writer
+ * holds (its flock), nor anything that is not exactly PATH.tmp-<6 alnum>, a regular file. */
+TEST(test_cache_file_stale_temporaries_swept_after_kill)
+{
+    sjk_cache *a = make_filled();
+    if (!a) return;
+    char dir[] = "/tmp/sjk_sweep_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/session.sjkc", dir);
+    char err[256];
+    CHECK(sjk_cache_save(a, path, g_fp, err, sizeof err) == SJK_OK);
+    for (int trial = 0; trial < 3; trial++) { /* real kills: leave 0 or 1 temporaries each */
+        pid_t pid = fork();
+        if (pid == 0)
+            for (;;) sjk_cache_save(a, path, g_fp, NULL, 0);
+        usleep(3000 + 4000 * trial);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    touch(dir, "session.sjkc.tmp-Abc123"); /* certainly stale */
+    touch(dir, "session.sjkc.tmp-zz9ZZ9");
+    /* a live writer: this open file description holds the lock the sweep must respect */
+    touch(dir, "session.sjkc.tmp-live00");
+    char live[128];
+    snprintf(live, sizeof live, "%s/session.sjkc.tmp-live00", dir);
+    int lfd = open(live, O_RDONLY);
+    CHECK(lfd >= 0 && flock(lfd, LOCK_EX) == 0);
+    /* not temporaries of this path */
+    touch(dir, "session.sjkc.tmp-abc12");
+    touch(dir, "session.sjkc.tmp-abc1234");
+    touch(dir, "session.sjkc.tmp-ab.c12");
+    touch(dir, "other.sjkc.tmp-abc123");
+    touch(dir, "session.sjkc.old");
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/session.sjkc.tmp-dir123", dir);
+    CHECK(mkdir(sub, 0700) == 0);
+    int before = n_temporaries(dir); /* the 7 made here, plus what the kills left (0-3) */
+    CHECK(before >= 7);
+    CHECK(sjk_cache_save(a, path, g_fp, err, sizeof err) == SJK_OK);
+    CHECK(!has_file(dir, "session.sjkc.tmp-Abc123") && !has_file(dir, "session.sjkc.tmp-zz9ZZ9"));
+    CHECK(has_file(dir, "session.sjkc.tmp-live00"));
+    CHECK(has_file(dir, "session.sjkc.tmp-abc12") && has_file(dir, "session.sjkc.tmp-abc1234"));
+    CHECK(has_file(dir, "session.sjkc.tmp-ab.c12") && has_file(dir, "session.sjkc.tmp-dir123"));
+    CHECK(has_file(dir, "other.sjkc.tmp-abc123") && has_file(dir, "session.sjkc.old"));
+    /* live00, abc12, abc1234, ab.c12, dir123: the killed writers' files are gone too */
+    CHECKF(n_temporaries(dir) == 5, "%d temporaries left (%d before)", n_temporaries(dir), before);
+    /* the writer goes away: the next save takes its file */
+    close(lfd);
+    CHECK(sjk_cache_save(a, path, g_fp, err, sizeof err) == SJK_OK);
+    CHECK(!has_file(dir, "session.sjkc.tmp-live00"));
+    CHECK(n_temporaries(dir) == 4);
+    sjk_layer_config lay[NL];
+    sjk_cache_params p = make_params(lay);
+    sjk_cache *b = NULL;
+    CHECK(sjk_cache_create(&p, &b) == SJK_OK);
+    if (b) CHECKF(sjk_cache_restore(b, path, g_fp, err, sizeof err) == SJK_OK, "%s", err);
+    sjk_cache_free(b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+    sjk_cache_free(a);
+}
+
 int main(void)
 {
     RUN(test_cache_file_roundtrip_bit_identical);
@@ -332,5 +428,6 @@ int main(void)
     RUN(test_cache_file_truncated_anywhere);
     RUN(test_cache_file_forged_state_refused);
     RUN(test_cache_file_crash_mid_write_keeps_previous);
+    RUN(test_cache_file_stale_temporaries_swept_after_kill);
     return test_summary();
 }

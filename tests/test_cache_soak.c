@@ -31,6 +31,7 @@ static long soak_positions(void)
 {
     const char *e = getenv("SJK_SOAK_POSITIONS");
     if (e) return atol(e);
+    if (test_light()) return 30000; /* SJK_TEST_LIGHT (valgrind): as under the sanitizers */
 #if defined(__SANITIZE_ADDRESS__)
     return 30000;
 #elif defined(__has_feature)

@@ -1,9 +1,10 @@
 /* test_host_exact.c — the exact-activation mode (sjkh_session_params.act_quant = 0).
  *
- * Kernels: the register-blocked f32 matmul tile (ops.h mm_f32_tile, AVX2 when the CPU has
- * it) against its scalar reference, relative 1e-5 of sum |w x|, over row counts 1..4,
- * token counts 1..5 and lengths with and without an 8-wide tail; dequantization of every
- * weight type the two models use agrees with the f32 values it was built from.
+ * Kernels: the register-blocked f32 matmul tile (ops.h mm_f32_tile, as dispatched; every
+ * ISA's tile and the packed panel kernel are in test_host_ops.c) against its scalar
+ * reference, relative 1e-5 of sum |w x|, over row counts 1..4, token counts 1..5 and
+ * lengths with and without an 8-wide tail; dequantization of every weight type the two
+ * models use agrees with the f32 values it was built from.
  *
  * Forward: a tiny `llama` model whose weights span F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
  * Q8_0, Q4_K, Q5_K and Q6_K (written as a GGUF file), run in exact mode with the
@@ -472,6 +473,13 @@ TEST(test_exact_forward_matches_f32_reference_and_is_continuous)
             printf("  exact mode vs f32 reference: max relative logit difference %.3g\n", d);
             CHECKF(d < 1e-5, "exact prefill vs reference: %g", d);
         }
+        /* the whole prompt in one chunk: the packed panel kernel where the CPU has one
+         * (forward.c takes it from 8 tokens on) */
+        if (run_session(mdl, "f32", 0, N, tok, N, dec, 1)) {
+            double d = rel_diff(ref, dec, N * VOC);
+            printf("  exact mode, one chunk of %d: max relative logit difference %.3g\n", N, d);
+            CHECKF(d < 1e-5, "exact prefill in one chunk vs reference: %g", d);
+        }
         /* one token at a time: same numbers (another tiling of the same sums) */
         if (run_session(mdl, "f32", 0, 1, tok, N, dec, 1)) {
             double d = rel_diff(ref, dec, N * VOC);
@@ -516,13 +524,18 @@ static void check_real(const char *file)
     CHECKF(st == SJK_OK, "%s", err);
     if (st) return;
     size_t V = sjkh_model_get_info(mdl)->n_vocab;
-    enum { N = 40 };
-    int32_t tok[N];
+    /* SJK_TEST_LIGHT (valgrind): 6 tokens in batches of 4 (a full batch and a partial
+     * one, as 40 in batches of 16 has) */
+    enum { N_FULL = 40 };
+    const size_t N = test_light() ? 6 : N_FULL;
+    const uint32_t batch = test_light() ? 4 : 16;
+    int32_t tok[N_FULL];
     for (uint32_t i = 0; i < N; i++) tok[i] = (int32_t)(2 + (i * 7919u) % 20000u);
     float *a = malloc(V * 4), *b = malloc(V * 4);
-    if (run_session(mdl, "f32", 0, 16, tok, N, a, 0) && run_session(mdl, "f32:rot", 0, 16, tok, N, b, 0)) {
+    if (run_session(mdl, "f32", 0, batch, tok, N, a, 0) && run_session(mdl, "f32:rot", 0, batch, tok, N, b, 0)) {
         double d = rel_diff(a, b, V);
-        printf("  %s exact mode, f32 vs f32:rot: max relative logit difference %.3g\n", file, d);
+        printf("  %s exact mode, f32 vs f32:rot (%zu tokens%s): max relative logit difference %.3g\n", file, N,
+               test_light() ? ", SJK_TEST_LIGHT" : "", d);
         /* gemma3's sliding-window layers keep the host's f16 cache: its rounding of K/V is
          * the one discontinuity left, hence the looser bound */
         CHECKF(d < 1e-3, "%s: %g", file, d);

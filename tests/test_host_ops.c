@@ -10,6 +10,8 @@
  *   mm_f32_pack, round_f16                     bit-identical
  *   wsum_f16_multi    bit-identical to n_t calls of the same ISA's axpy_f16_multi
  *   scores_f16_multi  bit-identical to n_t calls of the same ISA's dot_f16_multi
+ *   scores_q8_0_multi / wsum_q8_0_multi: 1e-5 * sum |k q| / 1e-5 * (|o| + sum |w v|)
+ *     against the rows the library's q8_0 decoder gives (exact dequantization, f32 sums)
  *   gelu_mul   |got - libm form| <= 1e-7 |x| + 1e-6 |libm form|, and for the SIMD
  *     versions |got - exact| <= (2e-6 + 1.2e-7 |2a|) |exact| + 1e-30 (exact: the tanh
  *     form in double, rewritten as x / (1 + e^(-2a)) so that it does not cancel; the
@@ -360,22 +362,107 @@ TEST(test_dispatch_follows_cpu_features)
     if (f & SJK_CPU_AVX512) {
         CHECK(d->mm_f32_panel == sjkh_mm_f32_panel_avx512 && d->mm_f32_tile == sjkh_mm_f32_tile_avx512);
         CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx512 && d->gelu_mul == sjkh_gelu_mul_avx512);
+        CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx512 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx512);
         printf("  AVX-512 kernels in use\n");
         return;
     }
     if (f & SJK_CPU_AVX2) {
         CHECK(d->mm_f32_panel == NULL && d->mm_f32_tile == sjkh_mm_f32_tile_avx2);
         CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx2 && d->gelu_mul == sjkh_gelu_mul_ref);
+        CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx2 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx2);
         printf("  AVX2 kernels in use\n");
         return;
     }
 #endif
     CHECK(d->mm_f32_panel == NULL && d->mm_f32_tile == sjkh_mm_f32_tile_ref && d->gelu_mul == sjkh_gelu_mul_ref);
+    CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_ref && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_ref);
     printf("  scalar references in use (features %#x)\n", f);
+}
+
+/* The q8_0 window kernels (ops_q8*.c) of every ISA against double sums of the decoded
+ * rows (the library's q8_0 decoder): scores within 1e-5 * sum |k q|, weighted sums within
+ * 1e-5 * (|o| + sum |w v|), for row strides with padding bytes, 1..16 query heads and
+ * 1..9 rows, and nothing written past n_t * nq scores or outside the n columns of o. */
+TEST(test_q8_0_window_kernels_match_reference)
+{
+    typedef void (*scores_fn)(const uint8_t *, size_t, size_t, const float *, size_t, size_t, size_t, float *);
+    typedef void (*wsum_fn)(const float *, size_t, const uint8_t *, size_t, size_t, float *, size_t, size_t, size_t);
+    struct {
+        const char *name;
+        scores_fn sc;
+        wsum_fn ws;
+    } im[4];
+    size_t ni = 0;
+    im[ni].name = "ref", im[ni].sc = sjkh_scores_q8_0_multi_ref, im[ni++].ws = sjkh_wsum_q8_0_multi_ref;
+#if defined(__x86_64__)
+    unsigned f = sjk_cpu_features();
+    if (f & SJK_CPU_AVX2)
+        im[ni].name = "avx2", im[ni].sc = sjkh_scores_q8_0_multi_avx2, im[ni++].ws = sjkh_wsum_q8_0_multi_avx2;
+    if (f & SJK_CPU_AVX512)
+        im[ni].name = "avx512", im[ni].sc = sjkh_scores_q8_0_multi_avx512, im[ni++].ws = sjkh_wsum_q8_0_multi_avx512;
+#endif
+    im[ni].name = "dispatched", im[ni].sc = sjkh_ops_get()->scores_q8_0_multi, im[ni++].ws = sjkh_ops_get()->wsum_q8_0_multi;
+    const sjk_format_info *q8 = sjk_format_get(SJK_FMT_Q8_0);
+    enum { MAXN = 256, MAXT = 9, NQ = 16, KS = MAXN / 32 * 34 + 7, OS = MAXN + 5 };
+    uint8_t *k = malloc(MAXT * KS);
+    float *kd = malloc(MAXT * MAXN * sizeof *kd), *x = malloc(MAXN * sizeof *x);
+    float *q = malloc(NQ * OS * sizeof *q), *w = malloc(MAXT * NQ * sizeof *w);
+    float *o = malloc(NQ * OS * sizeof *o), *o0 = malloc(NQ * OS * sizeof *o0);
+    const size_t lens[] = {32, 64, 256}, nts[] = {1, 2, 5, 9};
+    for (size_t ii = 0; ii < ni; ii++)
+        for (size_t li = 0; li < 3; li++)
+            for (size_t ti = 0; ti < 4; ti++) {
+                size_t n = lens[li], n_t = nts[ti];
+                for (size_t t = 0; t < n_t; t++) {
+                    float sc = t % 3 == 2 ? 40.0f : 1.0f; /* a row with a large scale */
+                    for (size_t i = 0; i < n; i++) x[i] = frand() * sc;
+                    memset(k + t * KS, 0xA5, KS);
+                    q8->encode(k + t * KS, x, n);
+                    q8->decode(kd + t * MAXN, k + t * KS, n);
+                }
+                for (size_t i = 0; i < NQ * OS; i++) q[i] = frand(), o0[i] = frand();
+                for (size_t i = 0; i < MAXT * NQ; i++) w[i] = frand() * 0.5f + 0.5f;
+                for (size_t nq = 1; nq <= NQ; nq++) {
+                    float out[MAXT * NQ + 1];
+                    for (size_t e = 0; e <= MAXT * NQ; e++) out[e] = -777.0f;
+                    im[ii].sc(k, KS, n_t, q, OS, nq, n, out);
+                    for (size_t t = 0; t < n_t; t++)
+                        for (size_t h = 0; h < nq; h++) {
+                            double exact = 0, mag = 0;
+                            for (size_t i = 0; i < n; i++) {
+                                double p = (double)kd[t * MAXN + i] * q[h * OS + i];
+                                exact += p, mag += fabs(p);
+                            }
+                            CHECKF(fabs(out[t * nq + h] - exact) <= 1e-5 * mag, "%s scores n %zu n_t %zu nq %zu: %g vs %g",
+                                   im[ii].name, n, n_t, nq, out[t * nq + h], exact);
+                        }
+                    CHECKF(out[n_t * nq] == -777.0f, "%s scores n %zu n_t %zu nq %zu: wrote past", im[ii].name, n, n_t, nq);
+                    memcpy(o, o0, NQ * OS * sizeof *o);
+                    im[ii].ws(w, nq, k, KS, n_t, o, OS, nq, n);
+                    for (size_t h = 0; h < NQ; h++)
+                        for (size_t d = 0; d < OS; d++) {
+                            if (h >= nq || d >= n) {
+                                CHECKF(o[h * OS + d] == o0[h * OS + d], "%s wsum n %zu nq %zu: wrote outside", im[ii].name,
+                                       n, nq);
+                                continue;
+                            }
+                            double exact = o0[h * OS + d], mag = fabs(exact);
+                            for (size_t t = 0; t < n_t; t++) {
+                                double p = (double)w[t * nq + h] * kd[t * MAXN + d];
+                                exact += p, mag += fabs(p);
+                            }
+                            CHECKF(fabs(o[h * OS + d] - exact) <= 1e-5 * mag, "%s wsum n %zu n_t %zu nq %zu: %g vs %g",
+                                   im[ii].name, n, n_t, nq, o[h * OS + d], exact);
+                        }
+                }
+            }
+    free(k), free(kd), free(x), free(q), free(w), free(o), free(o0);
+    printf("  %zu implementations checked\n", ni);
 }
 
 int main(void)
 {
+    RUN(test_q8_0_window_kernels_match_reference);
     RUN(test_dispatch_follows_cpu_features);
     RUN(test_dot_f16_multi_matches_reference);
     RUN(test_axpy_f16_multi_matches_reference);

@@ -189,7 +189,10 @@ TEST(test_soak_seal_truncate_save_restore)
             fprintf(stderr, "  invariant broken after op %ld: %s\n", ops, msg);
             bad++;
         }
-        if (rss_warm < 0 && appended >= target / 10) rss_warm = rss_kib();
+        /* warm-up: the caches' one allocation is touched as sequences first fill, which
+         * takes a few thousand positions (2 x 2 caches x 3,072; the light soak's 10 % came
+         * too early for that) */
+        if (rss_warm < 0 && appended >= (target / 10 > 6000 ? target / 10 : 6000)) rss_warm = rss_kib();
         if (rss_warm >= 0 && ops % 256 == 0) {
             long x = rss_kib();
             if (x > rss_max) rss_max = x;
@@ -200,8 +203,13 @@ TEST(test_soak_seal_truncate_save_restore)
     CHECK(bad == 0);
     CHECK(appended >= target);
     CHECK(cycles > 0 && truncs > 0 && reprocess > 0 && seals > 0);
-    /* flat: after warm-up, resident memory grows by less than 1 MiB */
-    CHECKF(rss_warm < 0 || rss_max - rss_warm < 1024, "RSS grew from %ld KiB to %ld KiB", rss_warm, rss_max);
+    /* flat: after warm-up, resident memory grows by less than 1 MiB. Under valgrind the
+     * process's RSS is memcheck's too (shadow memory, translations of code first run late,
+     * e.g. a rare truncation path): 8 MiB there; memcheck's leak check covers the rest. */
+    const char *pre = getenv("LD_PRELOAD");
+    long rss_bound = pre && strstr(pre, "vgpreload") ? 8192 : 1024;
+    CHECKF(rss_warm < 0 || rss_max - rss_warm < rss_bound, "RSS grew from %ld KiB to %ld KiB (bound %ld KiB)", rss_warm,
+           rss_max, rss_bound);
     if (getenv("SJK_TEST_VERBOSE"))
         fprintf(stderr,
                 "  %ld positions, %ld ops: %ld idle seals, %ld truncations (%ld re-process), %ld save/restore cycles "

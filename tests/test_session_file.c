@@ -2,8 +2,10 @@
  * the next token's logits are bit-identical to those of the session that was saved (for
  * a compressed cache with sealed records, a uniform cache, the host's own fp16 cache, and
  * gemma3's sliding-window layers); a damaged, truncated or mismatched file is refused and
- * leaves the session unchanged. SKIPs loudly without the model files (and under
- * SJK_TEST_LIGHT, which `make valgrind` sets). */
+ * leaves the session unchanged. SKIPs loudly without the model files. Under
+ * SJK_TEST_LIGHT (`make valgrind`) each model runs one cache over fewer positions: SmolLM2
+ * with sj:3/3t, no sink and a fixed tail of 0 (136 positions: one sealed record per layer
+ * and head, and staged rows), Gemma 3 with f16 (24 positions: both kinds of layer). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,7 @@ static sjkh_session *mk(const sjkh_model *m, const char *kv)
     return s;
 }
 
-static void one_model(const char *file, const char *const *kvs, int n_kvs, int *ran)
+static void one_model(const char *file, const char *const *kvs, int n_kvs, int *ran, int np_light)
 {
     const char *path = model_path(file);
     if (access(path, R_OK)) return;
@@ -47,9 +49,10 @@ static void one_model(const char *file, const char *const *kvs, int n_kvs, int *
     CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
     if (!m) return;
     const sjkh_model_info *in = sjkh_model_get_info(m);
-    enum { NP = 600 };
-    static int32_t ids[NP];
-    for (int i = 0; i < NP; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (in->n_vocab - 300)) + 200;
+    enum { NP_FULL = 600 };
+    const uint32_t NP = test_light() ? (uint32_t)np_light : NP_FULL, NP2 = test_light() ? 8 : 100;
+    static int32_t ids[NP_FULL];
+    for (uint32_t i = 0; i < NP; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (in->n_vocab - 300)) + 200;
     float *a = malloc(in->n_vocab * sizeof *a), *b = malloc(in->n_vocab * sizeof *b);
     char tmp[] = "/tmp/sjk_session_XXXXXX";
     int fd = mkstemp(tmp);
@@ -63,7 +66,7 @@ static void one_model(const char *file, const char *const *kvs, int n_kvs, int *
         int32_t next = 777;
         CHECK(sjkh_session_feed(s1, &next, 1, a, 0, err, sizeof err) == SJK_OK);
         /* s2 holds something else first; the load replaces it */
-        CHECK(sjkh_session_feed(s2, ids, 100, NULL, 0, err, sizeof err) == SJK_OK);
+        CHECK(sjkh_session_feed(s2, ids, NP2, NULL, 0, err, sizeof err) == SJK_OK);
         int32_t pending = 0;
         CHECKF(sjkh_session_load(s2, tmp, &pending, err, sizeof err) == SJK_OK, "%s: %s", kvs[c], err);
         CHECK(pending == 4242);
@@ -112,12 +115,19 @@ static void one_model(const char *file, const char *const *kvs, int n_kvs, int *
 
 TEST(test_session_resume_bit_identical)
 {
-    if (getenv("SJK_TEST_LIGHT")) SKIP("SJK_TEST_LIGHT set (model-heavy; `make valgrind` sets it)");
     int ran = 0;
     static const char *const smol[] = {"sj:3/3t:tail=128", "q8_0/q4_0", "host-f16"};
     static const char *const gemma[] = {"sj:4/4:tail_min=128:tail_max=256", "f16"};
-    one_model("SmolLM2-135M-Instruct.Q4_1.gguf", smol, 3, &ran);
-    one_model("gemma-3-270m-q4_k_m.gguf", gemma, 2, &ran);
+    static const char *const smol_light[] = {"sj:3/3t:sink=0:tail=0"};
+    static const char *const gemma_light[] = {"f16"};
+    if (test_light()) {
+        printf("  SJK_TEST_LIGHT: one cache per model, 136 / 24 positions (not 600)\n");
+        one_model("SmolLM2-135M-Instruct.Q4_1.gguf", smol_light, 1, &ran, 136);
+        one_model("gemma-3-270m-q4_k_m.gguf", gemma_light, 1, &ran, 24);
+    } else {
+        one_model("SmolLM2-135M-Instruct.Q4_1.gguf", smol, 3, &ran, 0);
+        one_model("gemma-3-270m-q4_k_m.gguf", gemma, 2, &ran, 0);
+    }
     if (!ran) SKIP("no model files in SJK_MODEL_DIR / ~/.cache/sjkvarn/models: run scripts/fetch-model");
 }
 

@@ -187,7 +187,7 @@ static int argmax(const float *x, uint32_t n)
 
 /* One row, in the calling (child) process. */
 static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_t *ids, uint32_t ctx, uint32_t n_gen,
-                    uint32_t threads, const char *kv, br_row *r)
+                    uint32_t threads, const char *kv, uint32_t window_type, br_row *r)
 {
     const sjkh_model_info *in = sjkh_model_get_info(m);
     sjkh_session *s = NULL;
@@ -204,6 +204,7 @@ static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_
     sp.n_batch = 512;
     sp.n_threads = threads;
     sp.kv = kv;
+    sp.window_type = window_type;
     if (sjkh_session_create(m, &sp, &s, r->err, sizeof r->err)) goto done;
     double t0 = now_s();
     if (sjkh_session_feed(s, ids, ctx, logits, 0, r->err, sizeof r->err)) goto done;
@@ -231,6 +232,7 @@ static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_
     pp.n_ctx = sp.n_ctx;
     pp.n_batch = sp.n_batch;
     pp.n_threads = sp.n_threads;
+    pp.window_type = window_type;
     sjkh_plan_size ps;
     char perr[256];
     if (!sjkh_plan_estimate(pm, kv, &pp, &ps, perr, sizeof perr)) r->kv_planned = ps.session_nbytes;
@@ -242,7 +244,7 @@ done:
 
 /* Runs measure() in a child so the row's peak RSS is its own. */
 static void measure_forked(const sjkh_model *m, const sjkh_plan_model *pm, const int32_t *ids, uint32_t ctx,
-                           uint32_t n_gen, uint32_t threads, const char *kv, br_row *r)
+                           uint32_t n_gen, uint32_t threads, const char *kv, uint32_t window_type, br_row *r)
 {
     memset(r, 0, sizeof *r);
     int fd[2];
@@ -263,7 +265,7 @@ static void measure_forked(const sjkh_model *m, const sjkh_plan_model *pm, const
         close(fd[0]);
         br_row c;
         memset(&c, 0, sizeof c);
-        measure(m, pm, ids, ctx, n_gen, threads, kv, &c);
+        measure(m, pm, ids, ctx, n_gen, threads, kv, window_type, &c);
         const char *p = (const char *)&c;
         size_t left = sizeof c;
         while (left) {
@@ -377,7 +379,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sjkvarn bench run [--json] [--quick] [-m MODEL] [-t THREADS] [--ctx 512,4096,16384,32768]\n"
-            "                         [--kv f16,sj:4/4] [-n GEN] [--llama-cpp PYTHON]\n"
+            "                         [--kv f16,sj:4/4] [--window f16|q8_0] [-n GEN] [--llama-cpp PYTHON]\n"
             "\n"
             "  Prefill and decode tokens/s of the host on a real model, per KV cache and context,\n"
             "  with llama.cpp's figures for the same model, threads and prompt ids in the same run.\n"
@@ -387,6 +389,7 @@ static void usage(FILE *f)
             "                   model's context becomes that context minus GEN (8160 on SmolLM2)\n"
             "  --quick          contexts 512,4096 only\n"
             "  --kv LIST        cache configurations of the growing layers (default f16,sj:4/4)\n"
+            "  --window T       storage of the sliding-window layers: f16 (default) | q8_0\n"
             "  -n GEN           greedy tokens decoded after the prompt (default 32)\n"
             "  --llama-cpp PY   python with llama-cpp-python (the oracle venv of\n"
             "                   tests/oracle/build-llama-cpp.sh); default $SJK_LLAMA_CPP_PYTHON.\n"
@@ -401,6 +404,7 @@ int sjk_bench_run(int argc, char **argv)
     int n_ctx = parse_list("512,4096,16384,32768", ctx_s, BR_MAX_CTX);
     int n_kv = parse_list("f16,sj:4/4", kv_s, BR_MAX_KV);
     int json = 0;
+    uint32_t window_type = SJKH_WINDOW_F16;
     long threads = sysconf(_SC_NPROCESSORS_ONLN), n_gen = 32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -413,6 +417,13 @@ int sjk_bench_run(int argc, char **argv)
         else if (v && !strcmp(a, "--llama-cpp")) python = argv[++i];
         else if (v && !strcmp(a, "--ctx")) n_ctx = parse_list(argv[++i], ctx_s, BR_MAX_CTX);
         else if (v && !strcmp(a, "--kv")) n_kv = parse_list(argv[++i], kv_s, BR_MAX_KV);
+        else if (v && !strcmp(a, "--window")) {
+            char werr[128];
+            if (sjkh_window_type_parse(argv[++i], &window_type, werr, sizeof werr)) {
+                fprintf(stderr, "sjkvarn bench run: --window: %s\n", werr);
+                return 2;
+            }
+        }
         else if (v && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) threads = strtol(argv[++i], NULL, 10);
         else if (v && (!strcmp(a, "-n") || !strcmp(a, "--n-gen"))) n_gen = strtol(argv[++i], NULL, 10);
         else {
@@ -472,6 +483,7 @@ int sjk_bench_run(int argc, char **argv)
     }
     for (int ki = 0; ki < n_kv; ki++) { /* reject a bad --kv before any measuring */
         sjkh_plan_params pp = sjkh_plan_params_default();
+        pp.window_type = window_type;
         sjkh_plan_size ps;
         if (sjkh_plan_estimate(pm, kv_s[ki], &pp, &ps, err, sizeof err)) {
             fprintf(stderr, "sjkvarn bench run: --kv %s: %s\n", kv_s[ki], err);
@@ -537,7 +549,7 @@ int sjk_bench_run(int argc, char **argv)
         }
         for (int ki = 0; ki < n_kv; ki++) {
             br_row r;
-            measure_forked(m, pm, ids, ctx, (uint32_t)n_gen, (uint32_t)threads, kv_s[ki], &r);
+            measure_forked(m, pm, ids, ctx, (uint32_t)n_gen, (uint32_t)threads, kv_s[ki], window_type, &r);
             if (!r.ok) {
                 fprintf(stderr, "sjkvarn bench run: %s at context %u: %s\n", kv_s[ki], ctx, r.err);
                 all_ok = 0;
@@ -547,11 +559,11 @@ int sjk_bench_run(int argc, char **argv)
             const char *check = r.kv_planned == 0 ? "no-plan" : r.kv_planned == r.kv_bytes ? "ok" : "MISMATCH";
             if (r.kv_planned && r.kv_planned != r.kv_bytes) all_ok = 0;
             if (json) {
-                printf("{\"engine\":\"sjkvarn\",\"model\":\"%s\",\"kv\":\"%s\",\"context\":%u,\"n_gen\":%ld,"
+                printf("{\"engine\":\"sjkvarn\",\"model\":\"%s\",\"kv\":\"%s\",\"window\":\"%s\",\"context\":%u,\"n_gen\":%ld,"
                        "\"threads\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.3f,\"kv_bytes\":%zu,"
                        "\"kv_growing_bytes\":%zu,\"kv_window_bytes\":%zu,\"kv_planned_bytes\":%zu,"
                        "\"kv_bits_per_value\":%.4f,\"peak_rss_bytes\":%ld,\"anon_rss_growth_bytes\":%zu",
-                       mname, kv_s[ki], ctx, n_gen, threads, p, d, r.kv_bytes, r.kv_growing, r.kv_window,
+                       mname, kv_s[ki], sjkh_window_type_name(window_type), ctx, n_gen, threads, p, d, r.kv_bytes, r.kv_growing, r.kv_window,
                        r.kv_planned, r.bits_per_value, r.peak_rss_kib * 1024, r.rss_grow);
                 if (L.ok) printf(",\"prefill_vs_llama_cpp\":%.4f,\"decode_vs_llama_cpp\":%.4f", p / lp, d / ld);
                 else printf(",\"prefill_vs_llama_cpp\":null,\"decode_vs_llama_cpp\":null");

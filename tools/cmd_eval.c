@@ -13,6 +13,7 @@
 #include "kv_auto.h"
 #include "eval_backends.h"
 #include "sjkeval.h"
+#include "sjkhost.h"
 
 #define MAX_DOCS 256
 #define MAX_CFGS 32
@@ -50,6 +51,8 @@ static const char usage_text[] =
 "  --act-quant 0|1  0 (default): exact f32 activations, logits continuous in K/V, so\n"
 "                 cache differences are not buried under activation-rounding noise;\n"
 "                 1: 8-bit activations as llama.cpp (faster; docs/EVAL.md)\n"
+"  --window T     storage of the sliding-window layers (gemma3) of every session, the\n"
+"                 reference's included: f16 (default) | q8_0\n"
 "  --threads N    threads per forward pass (default: online CPUs)\n"
 "  --boot N       bootstrap resamples (default 2000); --seed N: their seed (default 1)\n"
 "  --corpus DIR   corpus directory (default ${SJK_CORPUS_DIR:-~/.cache/sjkvarn/corpus})\n"
@@ -77,6 +80,7 @@ typedef struct eval_args {
     const char *texts[MAX_DOCS];
     size_t n_texts;
     long n_gen, n_ctx, threads, boot, seed, chunk, act_quant;
+    uint32_t window_type;
     int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
     sjk_kv_auto_opts ka;                   /* --kv auto: --mem-budget, --kl-floor, ... */
 } eval_args;
@@ -142,6 +146,14 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--corpus")) { NEED(); a->corpus = v; }
         else if (!strcmp(o, "--ref")) { NEED(); a->ref = v; }
         else if (!strcmp(o, "--act-quant")) { NEED(); if (!parse_long(o, v, 0, 1, &a->act_quant)) return 0; }
+        else if (!strcmp(o, "--window")) {
+            NEED();
+            char werr[128];
+            if (sjkh_window_type_parse(v, &a->window_type, werr, sizeof werr)) {
+                fprintf(stderr, "sjkvarn eval: --window: %s\n", werr);
+                return 0;
+            }
+        }
         else if (!strcmp(o, "--prefill-chunk")) { NEED(); if (!parse_long(o, v, 1, 1 << 20, &a->chunk)) return 0; }
         else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "--needle")) a->needle = 1;
@@ -460,6 +472,7 @@ int sjk_cmd_eval(int argc, char **argv)
             return s == SJK_ERR_UNSUPPORTED ? 3 : 1;
         }
         sjk_eval_host_set_act_quant(hstate, (unsigned)a.act_quant);
+        sjk_eval_host_set_window(hstate, a.window_type);
         fprintf(stderr, "sjkvarn eval: %s: %s\n", model_path, sjk_eval_host_describe(hstate));
     }
     int rc = 0;

@@ -42,6 +42,7 @@ static void usage(FILE *f)
             "  -t, --threads N    threads per session, as `run` would use (default: online CPUs;\n"
             "                     the cache keeps scratch per thread)\n"
             "  -b, --batch-size N prefill chunk, as `run` (default 512)\n"
+            "      --window T     storage of sliding-window layers, as `run`: f16 (default) | q8_0\n"
             "      --kl-floor X|off, --quality-floor FILE   the floor of the auto-tier line\n"
             "      --json         JSON on stdout instead of the table\n"
             "\n"
@@ -90,7 +91,7 @@ static void json_str(FILE *f, const char *s)
 int sjk_cmd_plan(int argc, char **argv)
 {
     const char *model = NULL, *kv_list = NULL, *budget_s = "8GiB";
-    uint32_t n_ctx = 0, sessions = 1, threads = 0, batch = 512;
+    uint32_t n_ctx = 0, sessions = 1, threads = 0, batch = 512, window_type = SJKH_WINDOW_F16;
     int json = 0;
     sjk_kv_auto_opts ka;
     memset(&ka, 0, sizeof ka);
@@ -124,7 +125,13 @@ int sjk_cmd_plan(int argc, char **argv)
         else if (IS("--sessions", NULL)) ok = parse_u32(a, v, 1, 1u << 20, &sessions);
         else if (IS("-t", "--threads")) ok = parse_u32(a, v, 1, 64, &threads);
         else if (IS("-b", "--batch-size")) ok = parse_u32(a, v, 1, 65536, &batch);
-        else {
+        else if (IS("--window", NULL)) {
+            char werr[128];
+            if (sjkh_window_type_parse(v, &window_type, werr, sizeof werr)) {
+                fprintf(stderr, PROG ": --window: %s\n", werr);
+                ok = 0;
+            }
+        } else {
             fprintf(stderr, PROG ": unknown flag %s\n", a);
             usage(stderr);
             return 2;
@@ -184,7 +191,7 @@ int sjk_cmd_plan(int argc, char **argv)
     }
     if (!n_ctx) n_ctx = m->n_ctx_train ? m->n_ctx_train : 4096;
     if (n_ctx > (1u << 30)) n_ctx = 1u << 30;
-    sjkh_plan_params p = {n_ctx, batch, threads, sessions};
+    sjkh_plan_params p = {n_ctx, batch, threads, sessions, window_type};
 
     for (size_t i = 0; i < n_cfgs; i++) {
         row *r = &rows[i];
@@ -277,8 +284,8 @@ int sjk_cmd_plan(int argc, char **argv)
            m->n_ctx_train);
     if (m->note[0]) printf("  note: %s\n", m->note);
     sjkh_format_size(budget, b1, sizeof b1);
-    printf("  context %u, %u session(s), budget %s (KV only), threads %u, batch %u\n\n", n_ctx, sessions, b1, threads,
-           batch);
+    printf("  context %u, %u session(s), budget %s (KV only), threads %u, batch %u, window %s\n\n", n_ctx, sessions, b1,
+           threads, batch, sjkh_window_type_name(window_type));
     printf("%-12s %9s %7s %8s %12s %12s %14s %12s\n", "config", "KiB/tok", "% f16", "bits/val", "fixed/sess",
            "KV @ctx", "max ctx", "sessions");
     printf("%-12s %9s %7s %8s %12s %12s %14s %12s\n", "", "", "", "", "", "(1 sess)", "@budget", "@ctx");

@@ -31,13 +31,15 @@ static void usage(FILE *f)
             "                     activations (slower; logits continuous in the KV cache)\n"
             "      --kv CONFIG    KV cache of the growing layers: f16 (default), q8_0, q8_0/q4_0,\n"
             "                     sj:4/4, sj:3/3t, kvarn:4/4, ... or host-f16 (the host's own)\n"
+            "      --window T     storage of the sliding-window layers (gemma3): f16 (default) or\n"
+            "                     q8_0 (0.53x the window bytes)\n"
             "      --temp T       temperature; 0 = greedy (default 0.8)\n"
             "      --top-k K      (default 40)   --top-p P  (default 0.95)\n"
             "      --seed S       sampling seed (default 1)\n"
             "      --chat         wrap the prompt in the model's chat template as a user turn\n"
             "      --save FILE    at the end, save the session (KV state + the pending token) to FILE\n"
             "                     (atomic; docs/FORMAT.md \"Session files\")\n"
-            "      --load FILE    resume a saved session (same model, -c, -b and --kv): feeds -p/-f\n"
+            "      --load FILE    resume a saved session (same model, -c, -b, --kv, --window): feeds -p/-f\n"
             "                     as a continuation, or else the pending token, then generates.\n"
             "                     With --temp 0 the output continues exactly as without the save.\n"
             "\n"
@@ -141,6 +143,7 @@ int sjk_cmd_run(int argc, char **argv)
     const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16", *save_path = NULL, *load_path = NULL;
     double act_quant = 1, n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
     int chat = 0, ka_r;
+    uint32_t window_type = SJKH_WINDOW_F16;
     sjk_kv_auto_opts ka = {NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -170,6 +173,13 @@ int sjk_cmd_run(int argc, char **argv)
         else if (IS("-b", "--batch-size")) ok = parse_num(a, v, 1, 65536, &n_batch);
         else if (IS("-t", "--threads")) ok = parse_num(a, v, 1, 256, &n_threads);
         else if (IS("--act-quant", NULL)) ok = parse_num(a, v, 0, 1, &act_quant);
+        else if (IS("--window", NULL)) {
+            char werr[128];
+            if (sjkh_window_type_parse(v, &window_type, werr, sizeof werr)) {
+                fprintf(stderr, "sjkvarn run: --window: %s\n", werr);
+                ok = 0;
+            }
+        }
         else if (IS("--temp", NULL)) ok = parse_num(a, v, 0, 100, &temp);
         else if (IS("--top-k", NULL)) ok = parse_num(a, v, 0, 1e9, &top_k);
         else if (IS("--top-p", NULL)) ok = parse_num(a, v, 0, 1, &top_p);
@@ -260,6 +270,7 @@ int sjk_cmd_run(int argc, char **argv)
     sp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : (in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
     sp.n_batch = (uint32_t)n_batch;
     sp.act_quant = (uint32_t)act_quant;
+    sp.window_type = window_type;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     sp.n_threads = n_threads > 0 ? (uint32_t)n_threads : (uint32_t)(ncpu > 0 ? ncpu : 1);
     char kv_chosen[64];
@@ -356,10 +367,11 @@ int sjk_cmd_run(int argc, char **argv)
             (double)n_ids / (c1 - c0), n_gen > 1 ? (double)(n_gen - 1) / (c2 - c1) : 0.0);
     if (sjkh_session_kv_report(s, &r) == SJK_OK)
         fprintf(stderr,
-                "sjkvarn run: KV memory %.2f MiB allocated (growing layers %.2f MiB, windows %.2f MiB), %.2f MiB "
-                "occupied, %.2f bits/value\n",
+                "sjkvarn run: KV memory %.2f MiB allocated (growing layers %.2f MiB, windows %.2f MiB %s), %.2f "
+                "MiB occupied, %.2f bits/value\n",
                 (double)r.total_nbytes / 1048576.0, (double)r.growing_nbytes / 1048576.0,
-                (double)r.window_nbytes / 1048576.0, (double)r.occupied_nbytes / 1048576.0, r.bits_per_value);
+                (double)r.window_nbytes / 1048576.0, sjkh_window_type_name(window_type),
+                (double)r.occupied_nbytes / 1048576.0, r.bits_per_value);
     if (save_path) {
         if ((st = sjkh_session_save(s, save_path, pending, err, sizeof err))) {
             fprintf(stderr, "sjkvarn run: --save: %s (%s)\n", err, sjk_status_str(st));

@@ -16,6 +16,9 @@ void sjk_eval_host_close(void *state);
  * 0 exact f32 activations (the default here: logits continuous in K/V), 1 llama.cpp-like
  * 8-bit activations. */
 void sjk_eval_host_set_act_quant(void *state, unsigned act_quant);
+/* Storage of the sliding-window layers of the sessions created from now on, the
+ * reference's included (sjkh_session_params.window_type; default f16). */
+void sjk_eval_host_set_window(void *state, uint32_t window_type);
 /* One line describing the loaded model ("gemma3, 18 layers (3 global), ..."). */
 const char *sjk_eval_host_describe(void *state);
 

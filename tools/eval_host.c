@@ -19,6 +19,7 @@ typedef struct host_state {
     const sjkh_model_info *info;
     unsigned n_threads;
     unsigned act_quant; /* sjkh_session_params.act_quant for new sessions (default 0) */
+    uint32_t window_type; /* sjkh_session_params.window_type for new sessions (default f16) */
     char err[512];
     char desc[256];
 } host_state;
@@ -49,6 +50,7 @@ static sjk_status h_create(void *user, const char *kv, size_t n_ctx, void **out)
     p.n_threads = h->n_threads;
     p.kv = kv;
     p.act_quant = h->act_quant;
+    p.window_type = h->window_type;
     char e[256] = "";
     sjk_status s = sjkh_session_create(h->model, &p, &c->s, e, sizeof e);
     if (s != SJK_OK) {
@@ -151,4 +153,9 @@ const char *sjk_eval_host_describe(void *state) { return state ? ((host_state *)
 void sjk_eval_host_set_act_quant(void *state, unsigned act_quant)
 {
     if (state) ((host_state *)state)->act_quant = act_quant;
+}
+
+void sjk_eval_host_set_window(void *state, uint32_t window_type)
+{
+    if (state) ((host_state *)state)->window_type = window_type;
 }

@@ -171,7 +171,7 @@ int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char 
         }
     }
     r.floor = floor;
-    sjkh_plan_params p = {n_ctx, n_batch, n_threads, 1};
+    sjkh_plan_params p = {n_ctx, n_batch, n_threads, 1, SJKH_WINDOW_F16}; /* f16 windows: an upper bound */
     sjkh_tier_choice c;
     sjk_status st = sjkh_plan_choose_tier(m, &p, &r, &c);
     if (st) {

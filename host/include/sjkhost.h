@@ -338,7 +338,7 @@ sjk_status sjkh_tokenizer_chat_render(const sjkh_tokenizer *t, const sjkh_chat_m
  * thread pool and its activation buffers, all sized at create; feeding tokens never
  * allocates. Layers whose cache grows with the context (every llama layer; the global
  * layers of gemma3) use the configured cache; gemma3's sliding-window layers keep their
- * own fp16 window of sliding_window positions.
+ * own window of sliding_window positions, in fp16 or q8_0 (window_type).
  * ==================================================================================== */
 
 typedef struct sjkh_model sjkh_model;
@@ -368,6 +368,20 @@ const sjkh_gguf *sjkh_model_gguf(const sjkh_model *m);
 /* 1 if layer il's cache grows with the context (full attention). */
 int sjkh_model_layer_is_global(const sjkh_model *m, uint32_t il);
 
+/* Storage of gemma3's sliding-window layers (sjkh_session_params.window_type; the
+ * growing layers take `kv`). Each window layer holds window + n_batch rows. */
+typedef enum sjkh_window_type {
+    SJKH_WINDOW_F16 = 0,  /* fp16 rows, 2 B per value (llama.cpp's f16-cache numerics) */
+    SJKH_WINDOW_Q8_0 = 1  /* ggml q8_0 blocks (fp16 scale + 32 int8, 34 B per 32 values:
+                             8.5 bits, 0.53x the bytes); needs head_dim % 32 == 0 */
+} sjkh_window_type;
+
+/* "f16" or "q8_0" -> *out. SJK_ERR_PARAM for anything else, with err saying what is
+ * accepted (err may be NULL). */
+sjk_status sjkh_window_type_parse(const char *s, uint32_t *out, char *err, size_t err_cap);
+/* "f16", "q8_0", or NULL for an unknown value. */
+const char *sjkh_window_type_name(uint32_t t);
+
 typedef struct sjkh_session_params {
     uint32_t n_ctx;        /* positions this session can hold (<= n_ctx_train) */
     uint32_t n_batch;      /* most tokens per forward pass (prefill chunk), >= 1 */
@@ -382,9 +396,11 @@ typedef struct sjkh_session_params {
                               to f32, and the GELU is computed in f32 rather than through
                               ggml's f16 table, so the logits are a continuous function of
                               K/V (for KL studies that compare caches; slower) */
+    uint32_t window_type;  /* sjkh_window_type of the sliding-window layers (default
+                              SJKH_WINDOW_F16); models without such layers ignore it */
 } sjkh_session_params;
 
-/* n_ctx 4096, n_batch 512, n_threads 1, kv "f16", act_quant 1. */
+/* n_ctx 4096, n_batch 512, n_threads 1, kv "f16", act_quant 1, window_type f16. */
 sjkh_session_params sjkh_session_params_default(void);
 
 sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p,
@@ -405,7 +421,7 @@ sjk_status sjkh_session_reset(sjkh_session *s);
  * and one pending token (the sampled token not yet fed, or -1) to path, atomically
  * (temporary file, fsync, rename, directory fsync), with CRC-32C checksums and the model
  * fingerprint (docs/FORMAT.md "## Session files"). Load restores into a session created
- * from the same model with the same n_ctx, n_batch and kv configuration (n_threads may
+ * from the same model with the same n_ctx, n_batch, kv and window_type (n_threads may
  * differ): after it the next token's logits are bit-identical to the saved session's.
  * Load validates everything before it changes anything: SJK_ERR_FORMAT (not a session
  * file, another version), SJK_ERR_CORRUPT (checksum, truncation, bounds),

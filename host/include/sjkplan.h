@@ -84,9 +84,11 @@ typedef struct sjkh_plan_params {
     uint32_t n_batch;    /* prefill chunk of the sessions (run/eval: 512) */
     uint32_t n_threads;  /* threads per session (the cache keeps scratch per thread) */
     uint32_t n_sessions; /* sessions, each with its own caches, >= 1 */
+    uint32_t window_type; /* sjkh_window_type of the sliding-window layers (as
+                             sjkh_session_params.window_type; default f16) */
 } sjkh_plan_params;
 
-/* n_ctx 4096, n_batch 512, n_threads 1, n_sessions 1. */
+/* n_ctx 4096, n_batch 512, n_threads 1, n_sessions 1, window_type f16. */
 sjkh_plan_params sjkh_plan_params_default(void);
 
 typedef struct sjkh_plan_size {
@@ -102,6 +104,8 @@ typedef struct sjkh_plan_size {
     double bits_per_value;   /* 8 * token_nbytes / (2 * K/V values per position) */
     uint32_t n_full, n_window, n_recurrent;
 } sjkh_plan_size;
+/* (window_nbytes uses p->window_type; a q8_0 window at a head size that is not a
+ * multiple of 32 is SJK_ERR_UNSUPPORTED, as sjkh_session_create says.) */
 
 /* Memory of p->n_sessions sessions of model m at p->n_ctx with cache configuration kv
  * ("host-f16" or any libsjkvarn configuration string) for the growing layers.

@@ -337,7 +337,7 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
 
 sjkh_session_params sjkh_session_params_default(void)
 {
-    sjkh_session_params p = {4096, 512, 1, "f16", 1};
+    sjkh_session_params p = {4096, 512, 1, "f16", 1, SJKH_WINDOW_F16};
     return p;
 }
 
@@ -387,6 +387,8 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     if (!p->n_threads || p->n_threads > 256)
         return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..256", p->n_threads);
     if (p->act_quant > 1) return FAIL(SJK_ERR_PARAM, "session: act_quant %u is not 0 or 1", p->act_quant);
+    if (!sjkh_window_type_name(p->window_type))
+        return FAIL(SJK_ERR_PARAM, "session: window_type %u is not f16 (0) or q8_0 (1)", p->window_type);
     pthread_once(&g_gelu_once, gelu_init);
 
     sjkh_session *s = calloc(1, sizeof *s);
@@ -433,7 +435,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     }
     for (uint32_t l = 0; l < in->n_layers; l++) glob[l] = (uint8_t)m->layers[l].global;
     sjkh_kv_params kp = {in->n_layers, in->n_head_kv, in->n_head, in->head_dim, p->n_ctx, B, p->n_threads,
-                         glob, in->sliding_window, s->kv_str};
+                         glob, in->sliding_window, s->kv_str, p->window_type};
     st = sjkh_kv_create(&kp, &s->kv, err, err_cap);
     free(glob);
     if (st) {

@@ -6,6 +6,15 @@
  *   k16 [cap][n_kv][hd] fp16      v16 [cap][n_kv][hd] fp16
  *   cap = n_ctx for a full layer, min(n_ctx, window + max_rows) for a window layer
  *
+ * A window layer with window_type q8_0 holds the same slots as ggml q8_0 blocks, written
+ * by the library's q8_0 encoder (sjk_format_get(SJK_FMT_Q8_0), llama.cpp's bytes):
+ *
+ *   k8 [cap][n_kv][hd/32] blocks   v8 likewise       block = | d fp16 | qs[32] int8 |
+ *   one slot = n_kv * hd/32 * 34 B; head g starts at g * hd/32 * 34 B of its slot
+ *
+ * and is read by ops.h scores_q8_0_multi / wsum_q8_0_multi (the query and the weights
+ * stay f32, rounded to f16 as for the fp16 rows).
+ *
  * Attention (host layers): one task per (query row, query head); two passes over the
  * visible positions: scores into per-thread scratch, then softmax weights times V.
  * Scores and the output accumulate in f32; K and V are read from fp16. The query and the
@@ -26,9 +35,11 @@
 #define SPLIT_MAX 64 /* most position ranges one decode attention is split into */
 
 typedef struct host_layer {
-    uint32_t cap;     /* ring slots */
-    uint32_t window;  /* 0 = full attention */
-    uint16_t *k, *v;  /* [cap][n_kv][hd] */
+    uint32_t cap;       /* ring slots */
+    uint32_t window;    /* 0 = full attention */
+    int q8;             /* rows are q8_0 blocks (window layers with window_type q8_0) */
+    size_t row_nbytes;  /* bytes of one slot of K (or V): [n_kv][hd] fp16 or q8_0 */
+    uint8_t *k, *v;     /* [cap][row_nbytes] */
 } host_layer;
 
 struct sjkh_kv {
@@ -38,6 +49,7 @@ struct sjkh_kv {
     int32_t *cache_layer; /* [n_layers] index in `cache`, -1 = host layer */
     sjk_cache *cache;
     uint32_t n_cache_layers;
+    void (*enc_q8)(void *dst, const float *src, size_t n); /* the library's q8_0 encoder */
     float *scratch;       /* [n_threads][max visible][G] scores */
     float *qr;            /* [max_rows][n_q][hd] queries rounded to f16 */
     float *dsc;           /* decode split: [max visible][n_q] scores */
@@ -77,13 +89,36 @@ uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global)
     return p->n_ctx;
 }
 
+size_t sjkh_kv_host_row_nbytes(const sjkh_kv_params *p, int global)
+{
+    size_t n = (size_t)p->n_kv_heads * p->head_dim;
+    if (!global && p->window && p->window_type == SJKH_WINDOW_Q8_0)
+        return p->head_dim % 32 ? 0 : sjk_format_row_nbytes(SJK_FMT_Q8_0, n);
+    return n * sizeof(uint16_t);
+}
+
 size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global)
 {
     size_t nb;
-    if (!sjkh_mul_ok((size_t)p->n_kv_heads * p->head_dim, sjkh_kv_host_layer_rows(p, global), &nb) ||
-        !sjkh_mul_ok(nb, 2 * sizeof(uint16_t), &nb))
+    if (!sjkh_mul_ok(sjkh_kv_host_row_nbytes(p, global), sjkh_kv_host_layer_rows(p, global), &nb) ||
+        !sjkh_mul_ok(nb, 2, &nb))
         return 0;
     return nb;
+}
+
+sjk_status sjkh_window_type_parse(const char *s, uint32_t *out, char *err, size_t err_cap)
+{
+    for (uint32_t t = 0; s && sjkh_window_type_name(t); t++)
+        if (!strcmp(s, sjkh_window_type_name(t))) {
+            *out = t;
+            return SJK_OK;
+        }
+    return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "window type '%s' is not f16 or q8_0", s ? s : "(null)");
+}
+
+const char *sjkh_window_type_name(uint32_t t)
+{
+    return t == SJKH_WINDOW_F16 ? "f16" : t == SJKH_WINDOW_Q8_0 ? "q8_0" : NULL;
 }
 
 sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, size_t err_cap)
@@ -92,10 +127,18 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
     if (!p->n_layers || !p->n_kv_heads || !p->head_dim || !p->n_ctx || !p->max_rows ||
         p->n_q_heads % p->n_kv_heads)
         return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: bad cache shape");
+    if (!sjkh_window_type_name(p->window_type))
+        return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: window_type %u is not f16 (0) or q8_0 (1)",
+                         (unsigned)p->window_type);
+    if (p->window_type == SJKH_WINDOW_Q8_0 && p->window && p->head_dim % 32)
+        return sjkh_fail(SJK_ERR_UNSUPPORTED, err, err_cap,
+                         "kv: a q8_0 window needs a head size that is a multiple of 32 (this one is %u)",
+                         (unsigned)p->head_dim);
     sjkh_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return sjkh_fail(SJK_ERR_NOMEM, err, err_cap, "kv: out of memory");
     kv->p = *p;
     kv->p.is_global = NULL;
+    kv->enc_q8 = sjk_format_get(SJK_FMT_Q8_0)->encode;
     kv->len = calloc(p->n_layers, sizeof *kv->len);
     kv->host = calloc(p->n_layers, sizeof *kv->host);
     kv->cache_layer = calloc(p->n_layers, sizeof *kv->cache_layer);
@@ -113,6 +156,8 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         host_layer *h = &kv->host[l];
         h->window = global ? 0 : p->window;
         h->cap = sjkh_kv_host_layer_rows(p, global);
+        h->q8 = !global && p->window && p->window_type == SJKH_WINDOW_Q8_0;
+        h->row_nbytes = sjkh_kv_host_row_nbytes(p, global);
         size_t nb = sjkh_kv_host_layer_nbytes(p, global) / 2; /* K or V */
         if (!nb) goto nomem;
         h->k = malloc(nb);
@@ -197,8 +242,14 @@ sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const flo
     size_t row = (size_t)kv->p.n_kv_heads * kv->p.head_dim;
     for (size_t i = 0; i < n; i++) {
         size_t slot = (kv->len[layer] + i) % h->cap;
-        ops->to_f16(k + i * row, h->k + slot * row, row);
-        ops->to_f16(v + i * row, h->v + slot * row, row);
+        uint8_t *kd = h->k + slot * h->row_nbytes, *vd = h->v + slot * h->row_nbytes;
+        if (h->q8) {
+            kv->enc_q8(kd, k + i * row, row);
+            kv->enc_q8(vd, v + i * row, row);
+        } else {
+            ops->to_f16(k + i * row, (uint16_t *)(void *)kd, row);
+            ops->to_f16(v + i * row, (uint16_t *)(void *)vd, row);
+        }
     }
     kv->len[layer] += (uint32_t)n;
     return SJK_OK;
@@ -221,16 +272,45 @@ typedef struct attend_job {
     float *gmax;     /* [n_q] max over all splits */
 } attend_job;
 
+/* Bytes from the start of a slot to KV head g's values. */
+static inline size_t head_off(const host_layer *h, size_t g, size_t hd)
+{
+    return h->q8 ? g * (hd / 32) * 34 : g * hd * sizeof(uint16_t);
+}
+
+/* Scores of n_t consecutive slots (from `slot`) against the G queries of KV head g:
+ * out [n_t][G]. */
+static void slot_scores(const sjkh_ops *ops, const host_layer *h, size_t slot, size_t n_t, size_t g, const float *q,
+                        size_t hd, size_t G, float *out)
+{
+    const uint8_t *k = h->k + slot * h->row_nbytes + head_off(h, g, hd);
+    if (h->q8)
+        ops->scores_q8_0_multi(k, h->row_nbytes, n_t, q, hd, G, hd, out);
+    else
+        ops->scores_f16_multi((const uint16_t *)(const void *)k, h->row_nbytes / 2, n_t, q, hd, G, hd, out);
+}
+
+/* o [G][hd] += sum over n_t consecutive slots of w [n_t][w_stride] times V of head g. */
+static void slot_wsum(const sjkh_ops *ops, const host_layer *h, size_t slot, size_t n_t, size_t g, const float *w,
+                      size_t w_stride, float *o, size_t hd, size_t G)
+{
+    const uint8_t *v = h->v + slot * h->row_nbytes + head_off(h, g, hd);
+    if (h->q8)
+        ops->wsum_q8_0_multi(w, w_stride, v, h->row_nbytes, n_t, o, hd, G, hd);
+    else
+        ops->wsum_f16_multi(w, w_stride, (const uint16_t *)(const void *)v, h->row_nbytes / 2, n_t, o, hd, G, hd);
+}
+
 /* One (query row, KV head): the G query heads of the group read each K and V row once;
  * scores and the weighted sum of V rows run over all visible rows per call (ops.h
- * scores_f16_multi, wsum_f16_multi). */
+ * scores_f16_multi, wsum_f16_multi, or their q8_0 twins). */
 static void attend_task(void *ctx, size_t task, int thread)
 {
     const attend_job *j = ctx;
     sjkh_kv *kv = j->kv;
     const sjkh_kv_params *p = &kv->p;
     const sjkh_ops *ops = sjkh_ops_get();
-    size_t hd = p->head_dim, nq = p->n_q_heads, G = nq / p->n_kv_heads, row = (size_t)p->n_kv_heads * hd;
+    size_t hd = p->head_dim, nq = p->n_q_heads, G = nq / p->n_kv_heads;
     size_t i = task / p->n_kv_heads, g = task % p->n_kv_heads;
     uint32_t pos = j->N - (uint32_t)j->n_rows + (uint32_t)i;
     uint32_t lo = (j->h->window && pos + 1 > j->h->window) ? pos + 1 - j->h->window : 0;
@@ -247,7 +327,7 @@ static void attend_task(void *ctx, size_t task, int thread)
     /* K and V rows lie in at most two runs of consecutive slots (the ring wraps once) */
     for (uint32_t t = 0; t < n_vis;) {
         size_t slot = (lo + t) % cap, run = SJKH_MIN((size_t)(n_vis - t), cap - slot);
-        ops->scores_f16_multi(j->h->k + slot * row + g * hd, row, run, q, hd, G, hd, sc + (size_t)t * G);
+        slot_scores(ops, j->h, slot, run, g, q, hd, G, sc + (size_t)t * G);
         t += (uint32_t)run;
     }
     for (size_t e = 0; e < (size_t)n_vis * G; e++) sc[e] *= j->scale;
@@ -269,7 +349,7 @@ static void attend_task(void *ctx, size_t task, int thread)
     memset(o, 0, G * hd * sizeof *o);
     for (uint32_t t = 0; t < n_vis;) {
         size_t slot = (lo + t) % cap, run = SJKH_MIN((size_t)(n_vis - t), cap - slot);
-        ops->wsum_f16_multi(sc + (size_t)t * G, G, j->h->v + slot * row + g * hd, row, run, o, hd, G, hd);
+        slot_wsum(ops, j->h, slot, run, g, sc + (size_t)t * G, G, o, hd, G);
         t += (uint32_t)run;
     }
 }
@@ -292,7 +372,7 @@ static void split_task(void *ctx, size_t task, int thread)
     sjkh_kv *kv = j->kv;
     const sjkh_kv_params *p = &kv->p;
     const sjkh_ops *ops = sjkh_ops_get();
-    size_t hd = p->head_dim, nq = p->n_q_heads, G = nq / p->n_kv_heads, row = (size_t)p->n_kv_heads * hd;
+    size_t hd = p->head_dim, nq = p->n_q_heads, G = nq / p->n_kv_heads;
     size_t s = task / p->n_kv_heads, g = task % p->n_kv_heads;
     uint32_t t0 = (uint32_t)s * j->split_len, t1 = SJKH_MIN(j->n_vis, t0 + j->split_len), cap = j->h->cap;
     float *dsc = kv->dsc; /* [n_vis][nq] */
@@ -302,7 +382,11 @@ static void split_task(void *ctx, size_t task, int thread)
         for (uint32_t t = t0; t < t1; t++) {
             size_t slot = (j->lo + t) % cap;
             float *st = dsc + (size_t)t * nq + g * G;
-            ops->dot_f16_multi(j->h->k + slot * row + g * hd, kv->qr + g * G * hd, hd, G, hd, st);
+            if (j->h->q8)
+                slot_scores(ops, j->h, slot, 1, g, kv->qr + g * G * hd, hd, G, st);
+            else
+                ops->dot_f16_multi((const uint16_t *)(const void *)(j->h->k + slot * j->h->row_nbytes) + g * hd,
+                                   kv->qr + g * G * hd, hd, G, hd, st);
             for (size_t h = 0; h < G; h++) {
                 st[h] *= j->scale;
                 if (st[h] > mx[h]) mx[h] = st[h];
@@ -323,7 +407,11 @@ static void split_task(void *ctx, size_t task, int thread)
         for (uint32_t t = t0; t < t1; t++) {
             size_t slot = (j->lo + t) % cap;
             for (size_t h = 0; h < G; h++) w[h] = r16((float)(dsc[(size_t)t * nq + g * G + h] * j->inv[g * G + h]));
-            ops->axpy_f16_multi(w, j->h->v + slot * row + g * hd, po, hd, G, hd);
+            if (j->h->q8)
+                slot_wsum(ops, j->h, slot, 1, g, w, G, po, hd, G);
+            else
+                ops->axpy_f16_multi(w, (const uint16_t *)(const void *)(j->h->v + slot * j->h->row_nbytes) + g * hd,
+                                    po, hd, G, hd);
         }
     }
 }
@@ -385,15 +473,16 @@ sjk_status sjkh_kv_reset(sjkh_kv *kv)
     return SJK_OK;
 }
 
-sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint16_t **k, uint16_t **v,
-                                 size_t *nbytes, sjk_cache **cache)
+sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint8_t **k, uint8_t **v,
+                                 size_t *nbytes, size_t *row_nbytes, sjk_cache **cache)
 {
     if (!kv || layer >= kv->p.n_layers) return SJK_ERR_PARAM;
     const host_layer *h = &kv->host[layer];
     *len = &kv->len[layer];
     *k = h->k;
     *v = h->v;
-    *nbytes = h->k ? (size_t)h->cap * kv->p.n_kv_heads * kv->p.head_dim * sizeof(uint16_t) : 0;
+    *nbytes = h->k ? (size_t)h->cap * h->row_nbytes : 0;
+    *row_nbytes = h->k ? h->row_nbytes : 0;
     *cache = kv->cache_layer[layer] >= 0 ? kv->cache : NULL;
     return SJK_OK;
 }
@@ -410,7 +499,7 @@ sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r)
     for (uint32_t l = 0; l < kv->p.n_layers; l++) {
         if (kv->cache_layer[l] >= 0 || !kv->host[l].k) continue;
         size_t live = SJKH_MIN(kv->len[l], kv->host[l].cap);
-        r->occupied_nbytes += 2 * live * row * 2;
+        r->occupied_nbytes += 2 * live * kv->host[l].row_nbytes;
         if (!kv->host[l].window) {
             occ += 2 * live * row * 2;
             vals += 2 * live * row;

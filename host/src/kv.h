@@ -5,9 +5,10 @@
  *   growing layers (llama: all; gemma3: the global ones)
  *       config "host-f16": the host's own fp16 rows [n_ctx][n_kv][hd]
  *       any other string : one libsjkvarn cache (sjk_cache_*) holding all these layers
- *   window layers (gemma3 sliding-window layers): an fp16 ring of window + max_rows
- *       slots, so a prefill chunk never overwrites a row an earlier query of the same
- *       chunk still sees (query at p sees p - window + 1 … p).
+ *   window layers (gemma3 sliding-window layers): a ring of window + max_rows slots, so
+ *       a prefill chunk never overwrites a row an earlier query of the same chunk still
+ *       sees (query at p sees p - window + 1 … p); rows in fp16 or, with window_type
+ *       SJKH_WINDOW_Q8_0, in ggml q8_0 blocks (kv.c draws both layouts).
  *
  * Shapes: k, v [n][n_kv][hd]; q, out [n_rows][n_q][hd]. Rows are post-RoPE. Query head h
  * reads KV head h / (n_q / n_kv). Append and attend never allocate. */
@@ -27,13 +28,17 @@ typedef struct sjkh_kv_params {
     const uint8_t *is_global;   /* [n_layers]: 1 = growing, 0 = sliding window */
     uint32_t window;            /* window of the non-global layers */
     const char *config;         /* "host-f16" or a libsjkvarn configuration string */
+    uint32_t window_type;       /* sjkh_window_type of the window layers (0 = f16) */
 } sjkh_kv_params;
 
 /* Rows (slots) of one host-held layer: n_ctx for a full layer (global != 0), else
- * min(n_ctx, window + max_rows). And the bytes sjkh_kv_create allocates for it: K and V,
- * [rows][n_kv][hd] fp16 each; 0 on overflow. The size model (host/src/plan.c) prices the
- * window layers with this, so it always equals the allocation. */
+ * min(n_ctx, window + max_rows). The bytes of one row of K (or V), [n_kv][hd] values:
+ * fp16, or q8_0 blocks for a window layer with window_type q8_0 (0 when head_dim is not
+ * a multiple of 32 then, or on overflow). And the bytes sjkh_kv_create allocates for the
+ * layer: K and V, rows x row bytes each; 0 on overflow. The size model (host/src/plan.c)
+ * prices the window layers with this, so it always equals the allocation. */
 uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global);
+size_t sjkh_kv_host_row_nbytes(const sjkh_kv_params *p, int global);
 size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global);
 
 sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, size_t err_cap);
@@ -48,10 +53,10 @@ uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);
 
 /* Session files (host/src/session_file.c): the storage of one layer. *len points at the
- * layer's position count; for a host-held layer *k / *v are its fp16 rows and *nbytes the
- * bytes of each ([rows][n_kv][hd]); for a layer in the libsjkvarn cache they are NULL / 0
- * and *cache receives that cache (else NULL). */
-sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint16_t **k, uint16_t **v,
-                                 size_t *nbytes, sjk_cache **cache);
+ * layer's position count; for a host-held layer *k / *v are its rows (fp16 or q8_0),
+ * *nbytes the bytes of each ([rows] x *row_nbytes); for a layer in the libsjkvarn cache
+ * they are NULL / 0 and *cache receives that cache (else NULL). */
+sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint8_t **k, uint8_t **v,
+                                 size_t *nbytes, size_t *row_nbytes, sjk_cache **cache);
 
 #endif

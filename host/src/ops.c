@@ -100,6 +100,8 @@ static void ops_init(void)
         .axpy_f16_multi = sjkh_axpy_f16_multi_ref,
         .scores_f16_multi = sjkh_scores_f16_multi_ref,
         .wsum_f16_multi = sjkh_wsum_f16_multi_ref,
+        .scores_q8_0_multi = sjkh_scores_q8_0_multi_ref,
+        .wsum_q8_0_multi = sjkh_wsum_q8_0_multi_ref,
         .round_f16 = sjkh_round_f16_ref,
         .mm_f32_tile = sjkh_mm_f32_tile_ref,
         .mm_f32_pack = NULL, /* the reference panel is for tests; the row tile serves */
@@ -116,6 +118,8 @@ static void ops_init(void)
         g_ops.axpy_f16_multi = sjkh_axpy_f16_multi_avx2;
         g_ops.scores_f16_multi = sjkh_scores_f16_multi_avx2;
         g_ops.wsum_f16_multi = sjkh_wsum_f16_multi_avx2;
+        g_ops.scores_q8_0_multi = sjkh_scores_q8_0_multi_avx2;
+        g_ops.wsum_q8_0_multi = sjkh_wsum_q8_0_multi_avx2;
         g_ops.round_f16 = sjkh_round_f16_avx2;
         g_ops.mm_f32_tile = sjkh_mm_f32_tile_avx2;
     }
@@ -124,6 +128,8 @@ static void ops_init(void)
         g_ops.axpy_f16_multi = sjkh_axpy_f16_multi_avx512;
         g_ops.scores_f16_multi = sjkh_scores_f16_multi_avx512;
         g_ops.wsum_f16_multi = sjkh_wsum_f16_multi_avx512;
+        g_ops.scores_q8_0_multi = sjkh_scores_q8_0_multi_avx512;
+        g_ops.wsum_q8_0_multi = sjkh_wsum_q8_0_multi_avx512;
         g_ops.round_f16 = sjkh_round_f16_avx512;
         g_ops.mm_f32_tile = sjkh_mm_f32_tile_avx512;
         g_ops.mm_f32_pack = sjkh_mm_f32_pack_avx512;

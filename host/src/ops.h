@@ -31,6 +31,16 @@ typedef struct sjkh_ops {
      * axpy_f16_multi (bit for bit in each ISA), in one pass that keeps o in registers */
     void (*wsum_f16_multi)(const float *w, size_t w_stride, const uint16_t *v, size_t v_stride, size_t n_t, float *o,
                            size_t o_stride, size_t nq, size_t n);
+    /* The same two for q8_0 rows (ggml blocks of 32: fp16 scale + 32 int8; ops_q8.c),
+     * the sliding-window cache's --window q8_0 storage: k_stride / v_stride in bytes, n a
+     * multiple of 32, nq <= 16. Values are dequantized exactly (d * qs in f32), so the
+     * SIMD versions differ from the references only in summation order and FMA: within
+     * 1e-5 * sum |k q| (scores) and 1e-5 * sum |w v| (+ |o|) (weighted sums) in
+     * tests/test_host_ops.c. */
+    void (*scores_q8_0_multi)(const uint8_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
+                              size_t nq, size_t n, float *out);
+    void (*wsum_q8_0_multi)(const float *w, size_t w_stride, const uint8_t *v, size_t v_stride, size_t n_t, float *o,
+                            size_t o_stride, size_t nq, size_t n);
     /* dst[i] = f32(f16(src[i])), round to nearest even (dst may be src) */
     void (*round_f16)(const float *src, float *dst, size_t n);
     /* Exact-activation matmul tile: y[t*ys + r] = sum_i w[r*n + i] * x[t*n + i] for
@@ -84,6 +94,18 @@ void sjkh_scores_f16_multi_avx2(const uint16_t *k, size_t k_stride, size_t n_t, 
                                 size_t nq, size_t n, float *out);
 void sjkh_scores_f16_multi_avx512(const uint16_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
                                   size_t nq, size_t n, float *out);
+void sjkh_scores_q8_0_multi_ref(const uint8_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
+                                size_t nq, size_t n, float *out);
+void sjkh_scores_q8_0_multi_avx2(const uint8_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
+                                 size_t nq, size_t n, float *out);
+void sjkh_scores_q8_0_multi_avx512(const uint8_t *k, size_t k_stride, size_t n_t, const float *q, size_t q_stride,
+                                   size_t nq, size_t n, float *out);
+void sjkh_wsum_q8_0_multi_ref(const float *w, size_t w_stride, const uint8_t *v, size_t v_stride, size_t n_t,
+                              float *o, size_t o_stride, size_t nq, size_t n);
+void sjkh_wsum_q8_0_multi_avx2(const float *w, size_t w_stride, const uint8_t *v, size_t v_stride, size_t n_t,
+                               float *o, size_t o_stride, size_t nq, size_t n);
+void sjkh_wsum_q8_0_multi_avx512(const float *w, size_t w_stride, const uint8_t *v, size_t v_stride, size_t n_t,
+                                 float *o, size_t o_stride, size_t nq, size_t n);
 void sjkh_round_f16_ref(const float *src, float *dst, size_t n);
 void sjkh_round_f16_avx2(const float *src, float *dst, size_t n);
 void sjkh_round_f16_avx512(const float *src, float *dst, size_t n);

@@ -17,6 +17,8 @@
  * GFLOP/s either way, n = 640, 512 tokens, on a busy machine), so the loop stays simple. */
 #include <immintrin.h>
 
+#include "hsum_avx512.h"
+
 #include "hcommon.h"
 #include "ops.h"
 
@@ -28,19 +30,6 @@ _Static_assert(SJKH_MM_PANEL == 32, "the panel kernel holds a panel row in two z
 
 static inline __m512 ld_f16x16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
-/* the four horizontal sums {sum a, sum b, sum c, sum d} with shared shuffles */
-static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
-{
-    /* 128-bit lanes: ab = {a0+a2, a1+a3, b0+b2, b1+b3}, cd likewise */
-    __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-    __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0x44), _mm512_shuffle_f32x4(c, d, 0xEE));
-    /* lanes {a, b, c, d}, four partial sums each */
-    __m512 s = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
-    s = _mm512_add_ps(s, _mm512_shuffle_ps(s, s, 0x4E));
-    s = _mm512_add_ps(s, _mm512_shuffle_ps(s, s, 0xB1));
-    const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(first, s));
-}
 
 void sjkh_dot_f16_multi_avx512(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out)
 {
@@ -58,7 +47,7 @@ void sjkh_dot_f16_multi_avx512(const uint16_t *k, const float *q, size_t q_strid
             a2 = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q2 + d), a2);
             a3 = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q3 + d), a3);
         }
-        _mm_storeu_ps(out, hsum4x16(a0, a1, a2, a3));
+        _mm_storeu_ps(out, sjkh_hsum4x16(a0, a1, a2, a3));
         return;
     }
     __m512 acc[16];
@@ -94,8 +83,8 @@ void sjkh_scores_f16_multi_avx512(const uint16_t *k, size_t k_stride, size_t n_t
                 b2 = _mm512_fmadd_ps(vb, x2, b2);
                 b3 = _mm512_fmadd_ps(vb, x3, b3);
             }
-            _mm_storeu_ps(out + t * 4, hsum4x16(a0, a1, a2, a3));
-            _mm_storeu_ps(out + t * 4 + 4, hsum4x16(b0, b1, b2, b3));
+            _mm_storeu_ps(out + t * 4, sjkh_hsum4x16(a0, a1, a2, a3));
+            _mm_storeu_ps(out + t * 4 + 4, sjkh_hsum4x16(b0, b1, b2, b3));
         }
     }
     for (; t < n_t; t++) sjkh_dot_f16_multi_avx512(k + t * k_stride, q, q_stride, nq, n, out + t * nq);

@@ -7,7 +7,7 @@
  *   FULL layers      -> one libsjkvarn cache, priced by sjk_cache_estimate() with exactly
  *                       the sjk_cache_params sjkh_kv_create() passes to sjk_cache_create()
  *                       (or, for "host-f16", sjkh_kv_host_layer_nbytes(global = 1));
- *   WINDOW layers    -> the host's fp16 window ring, sjkh_kv_host_layer_nbytes(global = 0);
+ *   WINDOW layers    -> the host's window ring (fp16 or q8_0: window_type), sjkh_kv_host_layer_nbytes(global = 0);
  *   RECURRENT layers -> a constant state (llama.cpp's f32 conv + SSM state sizes).
  *
  * Layers of different KV-head counts (per-layer head_count_kv arrays) are priced as one
@@ -26,7 +26,7 @@
 
 sjkh_plan_params sjkh_plan_params_default(void)
 {
-    sjkh_plan_params p = {4096, 512, 1, 1};
+    sjkh_plan_params p = {4096, 512, 1, 1, SJKH_WINDOW_F16};
     return p;
 }
 
@@ -252,7 +252,7 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
             }
         size_t nb = 0;
         if (host) {
-            sjkh_kv_params kp = {n, nkv, nq, m->head_dim, n_ctx, B, p->n_threads, NULL, 0, kv};
+            sjkh_kv_params kp = {n, nkv, nq, m->head_dim, n_ctx, B, p->n_threads, NULL, 0, kv, SJKH_WINDOW_F16};
             size_t one = sjkh_kv_host_layer_nbytes(&kp, 1);
             if (!one || !sjkh_mul_ok(one, n, &nb)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
         } else {
@@ -295,7 +295,10 @@ static sjk_status session_nbytes(const sjkh_plan_model *m, const char *kv, const
     for (uint32_t l = 0; l < m->n_layers; l++) {
         if (m->kind[l] == SJKH_PLAN_LAYER_WINDOW) {
             sjkh_kv_params kp = {1, m->n_kv_heads[l], m->n_q_heads[l], m->head_dim, n_ctx, B, p->n_threads, NULL,
-                                 m->sliding_window, kv};
+                                 m->sliding_window, kv, p->window_type};
+            if (p->window_type == SJKH_WINDOW_Q8_0 && m->head_dim % 32)
+                return FAIL(SJK_ERR_UNSUPPORTED, "plan: a q8_0 window needs a head size that is a multiple of 32 "
+                                                 "(this one is %u)", m->head_dim);
             size_t nb = sjkh_kv_host_layer_nbytes(&kp, 0);
             if (!nb || !sjkh_add_ok(s->window_nbytes, nb, &s->window_nbytes))
                 return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
@@ -320,6 +323,8 @@ static sjk_status check_args(const sjkh_plan_model *m, const char *kv, const sjk
     if (!p->n_ctx || p->n_ctx > (1u << 30)) return FAIL(SJK_ERR_PARAM, "plan: context %u is outside 1..2^30", p->n_ctx);
     if (!p->n_batch || !p->n_threads || !p->n_sessions)
         return FAIL(SJK_ERR_PARAM, "plan: batch, threads and sessions must be >= 1");
+    if (!sjkh_window_type_name(p->window_type))
+        return FAIL(SJK_ERR_PARAM, "plan: window_type %u is not f16 (0) or q8_0 (1)", p->window_type);
     return SJK_OK;
 }
 

@@ -6,9 +6,10 @@
  *   | header 256 B (CRC-32C at 252) | host layers section (+ CRC) | cache file (own CRCs) |
  *
  * header: magic "SJKHSESS", version, n_past, the session's shape (layers, n_ctx, n_batch,
- * the KV configuration string), the pending token, the model fingerprint, the sizes of
+ * the window type, the KV configuration string), the pending token, the model fingerprint, the sizes of
  * the two parts. The host section holds, for each host-held layer (sliding-window rings,
- * or every growing layer with "host-f16"), its length and its live fp16 slots. The cache
+ * or every growing layer with "host-f16"), its length and its live slots (fp16, or q8_0
+ * blocks for the window layers of a --window q8_0 session). The cache
  * part is exactly what sjk_cache_save writes, with the same fingerprint.
  *
  * Load checks everything before it changes anything: header CRC and shape, the host
@@ -27,12 +28,13 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/tmpfile.h"
 #include "common/util.h"
 #include "kv.h"
 #include "model.h"
 
 #define SESS_HDR_NBYTES 256
-#define SESS_VERSION 1
+#define SESS_VERSION 2 /* 2: the window type at offset 36 (version 1 files: f16, still read) */
 #define KVSTR_NBYTES 128
 
 static const uint8_t k_sess_magic[8] = {'S', 'J', 'K', 'H', 'S', 'E', 'S', 'S'};
@@ -87,20 +89,14 @@ static size_t host_live_nbytes(uint32_t len, size_t nbytes, size_t row_nbytes)
 
 typedef struct layer_view {
     uint32_t *len;
-    uint16_t *k, *v;
-    size_t nbytes;
+    uint8_t *k, *v;
+    size_t nbytes, row_nbytes;
     sjk_cache *cache;
 } layer_view;
 
 static sjk_status view(sjkh_session *s, uint32_t l, layer_view *lv)
 {
-    return sjkh_kv_layer_storage(s->kv, l, &lv->len, &lv->k, &lv->v, &lv->nbytes, &lv->cache);
-}
-
-static size_t row_nbytes_of(const sjkh_session *s)
-{
-    const sjkh_model_info *in = sjkh_model_get_info(s->m);
-    return (size_t)in->n_head_kv * in->head_dim * sizeof(uint16_t);
+    return sjkh_kv_layer_storage(s->kv, l, &lv->len, &lv->k, &lv->v, &lv->nbytes, &lv->row_nbytes, &lv->cache);
 }
 
 static void put_header(const sjkh_session *s, int32_t pending, const uint8_t *fp, uint64_t host_nbytes,
@@ -116,7 +112,7 @@ static void put_header(const sjkh_session *s, int32_t pending, const uint8_t *fp
     sjk_wr_u32le(h + 24, s->p.n_ctx);
     sjk_wr_u32le(h + 28, s->p.n_batch);
     sjk_wr_u32le(h + 32, (uint32_t)pending);
-    sjk_wr_u32le(h + 36, 0);
+    sjk_wr_u32le(h + 36, s->p.window_type);
     sjk_wr_u32le(h + 40, (uint32_t)host_nbytes);
     sjk_wr_u32le(h + 44, (uint32_t)(host_nbytes >> 32));
     sjk_wr_u32le(h + 48, (uint32_t)cache_nbytes);
@@ -144,7 +140,6 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
     if (err && err_cap) err[0] = 0;
     if (!s || !path) return SJK_ERR_PARAM;
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
-    const size_t row = row_nbytes_of(s);
     uint8_t fp[SJK_FINGERPRINT_NBYTES];
     sjkh_model_fingerprint(s->m, fp);
     /* sizes: host section = per host layer (u32 len + K live + V live), + CRC */
@@ -155,7 +150,7 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         if (view(s, l, &lv)) return SJK_ERR_PARAM;
         if (lv.cache) cache = lv.cache;
         if (!lv.k) continue;
-        host_nbytes += 4 + 2 * (uint64_t)host_live_nbytes(*lv.len, lv.nbytes, row);
+        host_nbytes += 4 + 2 * (uint64_t)host_live_nbytes(*lv.len, lv.nbytes, lv.row_nbytes);
     }
     size_t cache_nbytes = 0;
     uint8_t *cbuf = NULL;
@@ -166,10 +161,10 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         sjk_cache_save_memory(cache, fp, cbuf, cache_nbytes, &cache_nbytes);
     }
     char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= sizeof tmp) { free(cbuf); return SJK_ERR_PARAM; }
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    int fd = sjk_tmp_create(path, tmp, sizeof tmp); /* locked until closed: common/tmpfile.h */
     if (fd < 0) {
         int e = errno;
+        if (e == ENAMETOOLONG) { free(cbuf); return SJK_ERR_PARAM; }
         serr(err, err_cap, "%s: cannot create a temporary file: %s", path, strerror(e));
         free(cbuf);
         return SJK_ERR_IO;
@@ -184,7 +179,7 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         if (!lv.k) continue;
         uint8_t b[4];
         sjk_wr_u32le(b, *lv.len);
-        size_t live = host_live_nbytes(*lv.len, lv.nbytes, row);
+        size_t live = host_live_nbytes(*lv.len, lv.nbytes, lv.row_nbytes);
         crc = sjk_crc32c(crc, b, 4);
         crc = sjk_crc32c(crc, lv.k, live);
         crc = sjk_crc32c(crc, lv.v, live);
@@ -196,11 +191,12 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
     int e = errno;
     ok = ok && fsync(fd) == 0;
     if (!ok) e = errno;
-    if (close(fd) && ok) { ok = 0; e = errno; }
+    /* rename while still holding the lock, so a concurrent sweep never takes our file */
     if (ok && rename(tmp, path)) { ok = 0; e = errno; }
+    if (!ok) unlink(tmp);
+    if (close(fd) && ok) { ok = 0; e = errno; } /* after fsync: the data is on disk */
     free(cbuf);
     if (!ok) {
-        unlink(tmp);
         serr(err, err_cap, "%s: write failed: %s", path, strerror(e));
         errno = e;
         return SJK_ERR_IO;
@@ -216,6 +212,7 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         fsync(dfd);
         close(dfd);
     }
+    sjk_tmp_sweep(path); /* temporary files of saves killed earlier (common/tmpfile.h) */
     return SJK_OK;
 }
 
@@ -254,12 +251,12 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
     uint8_t *f = read_whole(path, &n, err, err_cap, &st);
     if (!f) return st;
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
-    const size_t row = row_nbytes_of(s);
     if (n < 8 || memcmp(f, k_sess_magic, 8)) LFAIL(SJK_ERR_FORMAT, "%s: not a sjkvarn session file", path);
     if (n < SESS_HDR_NBYTES) LFAIL(SJK_ERR_CORRUPT, "%s: truncated header", path);
     if (sjk_rd_u32le(f + 252) != sjk_crc32c(0, f, 252)) LFAIL(SJK_ERR_CORRUPT, "%s: header checksum mismatch", path);
-    if (sjk_rd_u32le(f + 8) != SESS_VERSION)
-        LFAIL(SJK_ERR_FORMAT, "%s: session file version %u; this build reads %u", path, sjk_rd_u32le(f + 8), SESS_VERSION);
+    uint32_t version = sjk_rd_u32le(f + 8);
+    if (version != 1 && version != SESS_VERSION)
+        LFAIL(SJK_ERR_FORMAT, "%s: session file version %u; this build reads 1 and %u", path, version, SESS_VERSION);
     uint8_t fp[SJK_FINGERPRINT_NBYTES];
     sjkh_model_fingerprint(s->m, fp);
     if (memcmp(f + 56, fp, sizeof fp)) LFAIL(SJK_ERR_MISMATCH, "%s: saved with another model", path);
@@ -270,6 +267,12 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
     if (memchr(f + 88, 0, KVSTR_NBYTES) == NULL || strcmp((const char *)f + 88, s->kv_str))
         LFAIL(SJK_ERR_MISMATCH, "%s: saved with --kv %.*s; this session uses %s", path, 64, (const char *)f + 88,
               s->kv_str);
+    uint32_t wt = version == 1 ? SJKH_WINDOW_F16 : sjk_rd_u32le(f + 36);
+    if (wt != s->p.window_type) {
+        const char *wn = sjkh_window_type_name(wt);
+        LFAIL(SJK_ERR_MISMATCH, "%s: saved with --window %s; this session uses %s", path, wn ? wn : "(unknown)",
+              sjkh_window_type_name(s->p.window_type));
+    }
     uint32_t n_past = sjk_rd_u32le(f + 16);
     if (n_past > s->p.n_ctx) LFAIL(SJK_ERR_CORRUPT, "%s: n_past %u beyond the context", path, n_past);
     uint64_t host_nbytes = sjk_rd_u32le(f + 40) | (uint64_t)sjk_rd_u32le(f + 44) << 32;
@@ -289,7 +292,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         if (at + 4 > host_nbytes - 4) LFAIL(SJK_ERR_CORRUPT, "%s: host section truncated", path);
         uint32_t len = sjk_rd_u32le(hs + at);
         if (len != n_past) LFAIL(SJK_ERR_CORRUPT, "%s: layer %u length %u, n_past %u", path, l, len, n_past);
-        size_t live = host_live_nbytes(len, lv.nbytes, row);
+        size_t live = host_live_nbytes(len, lv.nbytes, lv.row_nbytes);
         if (2 * (uint64_t)live > host_nbytes - 4 - at - 4) LFAIL(SJK_ERR_CORRUPT, "%s: host section truncated", path);
         crc = sjk_crc32c(crc, hs + at, 4 + 2 * live);
         at += 4 + 2 * live;
@@ -319,7 +322,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         view(s, l, &lv);
         *lv.len = n_past;
         if (!lv.k) continue;
-        size_t live = host_live_nbytes(n_past, lv.nbytes, row);
+        size_t live = host_live_nbytes(n_past, lv.nbytes, lv.row_nbytes);
         memcpy(lv.k, hs + at + 4, live);
         memcpy(lv.v, hs + at + 4 + live, live);
         at += 4 + 2 * live;

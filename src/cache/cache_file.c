@@ -28,6 +28,7 @@
 
 #include "cache/cache_internal.h"
 #include "common/crc32c.h"
+#include "common/tmpfile.h"
 #include "common/util.h"
 
 #define HDR_NBYTES 128
@@ -327,15 +328,15 @@ sjk_status sjk_cache_save(const sjk_cache *c, const char *path, const uint8_t *f
     if (err && err_cap) err[0] = 0;
     if (!c || !path || !*path) { set_err(err, err_cap, "no cache or path"); return SJK_ERR_PARAM; }
     char tmp[PATH_MAX];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= sizeof tmp) {
-        set_err(err, err_cap, "path too long");
-        return SJK_ERR_PARAM;
-    }
     size_t n;
     sjk_cache_file_nbytes(c, &n);
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    int fd = sjk_tmp_create(path, tmp, sizeof tmp); /* locked until closed: see tmpfile.h */
     if (fd < 0) {
         int e = errno;
+        if (e == ENAMETOOLONG) {
+            set_err(err, err_cap, "path too long");
+            return SJK_ERR_PARAM;
+        }
         set_err(err, err_cap, "%s: cannot create a temporary file: %s", path, strerror(e));
         errno = e;
         return SJK_ERR_IO;
@@ -352,10 +353,11 @@ sjk_status sjk_cache_save(const sjk_cache *c, const char *path, const uint8_t *f
     int e = 0;
     if (!write_all(c, fingerprint, n, &wb)) { what = "write"; e = wb.err; }
     else if (fsync(fd)) { what = "fsync"; e = errno; }
-    if (close(fd) && !what) { what = "close"; e = errno; }
+    /* rename while still holding the lock, so a concurrent sweep never takes our file */
     if (!what && rename(tmp, path)) { what = "rename"; e = errno; }
+    if (what) unlink(tmp);
+    if (close(fd) && !what) { what = "close"; e = errno; } /* after fsync: data is on disk */
     if (what) {
-        unlink(tmp);
         set_err(err, err_cap, "%s: %s failed: %s", path, what, strerror(e));
         errno = e;
         return SJK_ERR_IO;
@@ -366,6 +368,7 @@ sjk_status sjk_cache_save(const sjk_cache *c, const char *path, const uint8_t *f
         errno = e;
         return SJK_ERR_IO;
     }
+    sjk_tmp_sweep(path); /* temporary files of saves killed earlier (common/tmpfile.h) */
     return SJK_OK;
 }
 

@@ -1,4 +1,5 @@
-/* alloc_hook.c — the counters behind alloc_hook.h (allocation-failure injection). */
+/* alloc_hook.c — the counters behind alloc_hook.h (allocation- and thread-creation-
+ * failure injection). */
 #define SJK_ALLOC_HOOK_IMPL
 #include "common/alloc_hook.h"
 
@@ -9,7 +10,9 @@
 #undef strdup
 #undef strndup
 #undef free
+#undef pthread_create /* the force-included header defined it before SJK_ALLOC_HOOK_IMPL */
 
+#include <errno.h>
 #include <stdatomic.h>
 
 static atomic_long g_fail_at;    /* 0: off; else the count at which to fail */
@@ -67,4 +70,35 @@ void sjk_hook_free(void *p)
 {
     if (p) atomic_fetch_sub_explicit(&g_live, 1, memory_order_relaxed);
     free(p);
+}
+
+/* ---- pthread_create ----------------------------------------------------------------- */
+
+static atomic_long t_fail_at; /* 0: off; else the count at which to fail */
+static atomic_long t_count;   /* thread creations since arming */
+static atomic_int t_persistent;
+static atomic_int t_failed;
+
+void sjk_thread_fail_nth(long n, int persistent)
+{
+    atomic_store(&t_count, 0);
+    atomic_store(&t_failed, 0);
+    atomic_store(&t_persistent, persistent);
+    atomic_store(&t_fail_at, n > 0 ? n : 0);
+}
+
+long sjk_thread_count(void) { return atomic_load(&t_count); }
+int sjk_thread_failed(void) { return atomic_load(&t_failed); }
+
+int sjk_hook_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+    long at = atomic_load_explicit(&t_fail_at, memory_order_relaxed);
+    if (at) {
+        long k = atomic_fetch_add(&t_count, 1) + 1;
+        if (k == at || (k > at && atomic_load(&t_persistent))) {
+            atomic_store(&t_failed, 1);
+            return EAGAIN;
+        }
+    }
+    return pthread_create(th, attr, fn, arg);
 }

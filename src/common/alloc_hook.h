@@ -8,10 +8,16 @@
  * path for n = 1, 2, ... until it succeeds exercises every failure branch (SQLite's
  * technique); tests/test_alloc_fail.c does that, and `make asan` / `make valgrind` check
  * that each failed attempt frees everything. The counters are the one piece of mutable
- * process-wide state in the library; they exist for tests and change nothing unless armed. */
+ * process-wide state in the library; they exist for tests and change nothing unless armed.
+ *
+ * pthread_create goes through the same kind of hook with its own counter:
+ * sjk_thread_fail_nth(n) makes the n-th thread creation from then on fail with EAGAIN (as
+ * when the process is out of threads or stack), so the cache's and the host pool's
+ * create paths can be run for every failure point too (tests/test_alloc_fail.c). */
 #ifndef SJK_ALLOC_HOOK_H
 #define SJK_ALLOC_HOOK_H
 
+#include <pthread.h> /* before the pthread_create macro below */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +39,14 @@ int sjk_alloc_failed(void);
 /* Live blocks allocated through the hook (allocations minus frees, process lifetime). */
 long sjk_alloc_live(void);
 
+int sjk_hook_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+/* Arms the thread hook: the n-th pthread_create from now fails with EAGAIN (n >= 1; with
+ * persistent, every one from the n-th on); n = 0 disarms. Resets its counters. */
+void sjk_thread_fail_nth(long n, int persistent);
+/* Thread creations attempted since the last sjk_thread_fail_nth, and whether one failed. */
+long sjk_thread_count(void);
+int sjk_thread_failed(void);
+
 #ifndef SJK_ALLOC_HOOK_IMPL
 #define malloc(n) sjk_hook_malloc(n)
 #define calloc(n, m) sjk_hook_calloc(n, m)
@@ -41,6 +55,7 @@ long sjk_alloc_live(void);
 #define strdup(s) sjk_hook_strdup(s)
 #define strndup(s, n) sjk_hook_strndup(s, n)
 #define free(p) sjk_hook_free(p)
+#define pthread_create(th, attr, fn, arg) sjk_hook_pthread_create(th, attr, fn, arg)
 #endif
 
 #endif
