@@ -6,33 +6,11 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/gguf_writer.h"
 #include "sjkhost.h"
 
 /* ---- a tiny GGUF writer ------------------------------------------------------------ */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-} wbuf;
-
-static void w_bytes(wbuf *w, const void *src, size_t n)
-{
-    if (w->n + n > w->cap) {
-        size_t nc = (w->n + n) * 2;
-        w->p = realloc(w->p, nc);
-        w->cap = nc;
-    }
-    memcpy(w->p + w->n, src, n);
-    w->n += n;
-}
-static void w_u32(wbuf *w, uint32_t v) { w_bytes(w, &v, 4); }
-static void w_u64(wbuf *w, uint64_t v) { w_bytes(w, &v, 8); }
-static void w_f32(wbuf *w, float v) { w_bytes(w, &v, 4); }
-static void w_str(wbuf *w, const char *s)
-{
-    w_u64(w, strlen(s));
-    w_bytes(w, s, strlen(s));
-}
 
 /* Knobs that damage the file in one specific way. */
 typedef struct opts {
@@ -62,104 +40,104 @@ static opts opts_default(void)
 }
 
 /* Tensor 0: f32 [4,2] at offset 0 (32 bytes). Tensor 1: q8_0 [32,2] at off_t1 (68 bytes). */
-static wbuf build(const opts *o)
+static gw_buf build(const opts *o)
 {
-    wbuf w = {0};
+    gw_buf w = {0};
     uint32_t align = o->alignment ? o->alignment : 32;
-    w_u32(&w, o->magic);
-    w_u32(&w, o->version);
-    w_u64(&w, o->n_tensors_override ? o->n_tensors_override : 2 + (uint64_t)!!o->dup_tensor);
+    gw_u32(&w, o->magic);
+    gw_u32(&w, o->version);
+    gw_u64(&w, o->n_tensors_override ? o->n_tensors_override : 2 + (uint64_t)!!o->dup_tensor);
     uint64_t n_kv = 6 + !!o->dup_key + !!o->alignment + !!o->nested_array;
-    w_u64(&w, n_kv);
+    gw_u64(&w, n_kv);
 
-    w_str(&w, "general.architecture");
-    w_u32(&w, SJKH_GGUF_STRING);
+    gw_str(&w, "general.architecture");
+    gw_u32(&w, SJKH_GGUF_STRING);
     if (o->str_len_override) {
-        w_u64(&w, o->str_len_override);
-        w_bytes(&w, "llama", 5);
+        gw_u64(&w, o->str_len_override);
+        gw_bytes(&w, "llama", 5);
     } else {
-        w_str(&w, "llama");
+        gw_str(&w, "llama");
     }
-    w_str(&w, "llama.block_count");
-    w_u32(&w, o->bad_vtype ? 99u : SJKH_GGUF_UINT32);
-    w_u32(&w, 30);
-    w_str(&w, "llama.rope.freq_base");
-    w_u32(&w, SJKH_GGUF_FLOAT32);
-    w_f32(&w, 10000.0f);
-    w_str(&w, "tokenizer.ggml.add_bos_token");
-    w_u32(&w, SJKH_GGUF_BOOL);
+    gw_str(&w, "llama.block_count");
+    gw_u32(&w, o->bad_vtype ? 99u : SJKH_GGUF_UINT32);
+    gw_u32(&w, 30);
+    gw_str(&w, "llama.rope.freq_base");
+    gw_u32(&w, SJKH_GGUF_FLOAT32);
+    gw_f32(&w, 10000.0f);
+    gw_str(&w, "tokenizer.ggml.add_bos_token");
+    gw_u32(&w, SJKH_GGUF_BOOL);
     uint8_t b = (uint8_t)o->bool_value;
-    w_bytes(&w, &b, 1);
-    w_str(&w, "tokenizer.ggml.tokens");
-    w_u32(&w, SJKH_GGUF_ARRAY);
-    w_u32(&w, SJKH_GGUF_STRING);
-    w_u64(&w, o->arr_count_override ? o->arr_count_override : 3);
-    w_str(&w, "<s>");
-    w_str(&w, "");
-    w_str(&w, "hello");
-    w_str(&w, "tokenizer.ggml.token_type");
-    w_u32(&w, SJKH_GGUF_ARRAY);
-    w_u32(&w, SJKH_GGUF_INT32);
-    w_u64(&w, 3);
+    gw_bytes(&w, &b, 1);
+    gw_str(&w, "tokenizer.ggml.tokens");
+    gw_u32(&w, SJKH_GGUF_ARRAY);
+    gw_u32(&w, SJKH_GGUF_STRING);
+    gw_u64(&w, o->arr_count_override ? o->arr_count_override : 3);
+    gw_str(&w, "<s>");
+    gw_str(&w, "");
+    gw_str(&w, "hello");
+    gw_str(&w, "tokenizer.ggml.token_type");
+    gw_u32(&w, SJKH_GGUF_ARRAY);
+    gw_u32(&w, SJKH_GGUF_INT32);
+    gw_u64(&w, 3);
     int32_t tt[3] = {3, 1, -7};
-    w_bytes(&w, tt, sizeof tt);
+    gw_bytes(&w, tt, sizeof tt);
     if (o->dup_key) {
-        w_str(&w, "llama.block_count");
-        w_u32(&w, SJKH_GGUF_UINT32);
-        w_u32(&w, 31);
+        gw_str(&w, "llama.block_count");
+        gw_u32(&w, SJKH_GGUF_UINT32);
+        gw_u32(&w, 31);
     }
     if (o->alignment) {
-        w_str(&w, "general.alignment");
-        w_u32(&w, o->alignment_type ? (uint32_t)o->alignment_type : SJKH_GGUF_UINT32);
-        if (o->alignment_type == SJKH_GGUF_UINT64) w_u64(&w, o->alignment);
-        else w_u32(&w, o->alignment);
+        gw_str(&w, "general.alignment");
+        gw_u32(&w, o->alignment_type ? (uint32_t)o->alignment_type : SJKH_GGUF_UINT32);
+        if (o->alignment_type == SJKH_GGUF_UINT64) gw_u64(&w, o->alignment);
+        else gw_u32(&w, o->alignment);
     }
     if (o->nested_array) {
-        w_str(&w, "x.nested");
-        w_u32(&w, SJKH_GGUF_ARRAY);
-        w_u32(&w, SJKH_GGUF_ARRAY);
-        w_u64(&w, 0);
+        gw_str(&w, "x.nested");
+        gw_u32(&w, SJKH_GGUF_ARRAY);
+        gw_u32(&w, SJKH_GGUF_ARRAY);
+        gw_u64(&w, 0);
     }
 
-    w_str(&w, "a.weight");
-    w_u32(&w, o->n_dims_t0);
-    for (uint32_t d = 0; d < o->n_dims_t0 && d < 8; d++) w_u64(&w, d == 0 ? 4 : d == 1 ? 2 : 1);
-    w_u32(&w, SJKH_TYPE_F32);
-    w_u64(&w, 0);
-    w_str(&w, "b.weight");
-    w_u32(&w, 2);
-    w_u64(&w, o->ne0_t1);
-    w_u64(&w, o->ne1_t1);
-    w_u32(&w, o->type_t1);
-    w_u64(&w, o->off_t1);
+    gw_str(&w, "a.weight");
+    gw_u32(&w, o->n_dims_t0);
+    for (uint32_t d = 0; d < o->n_dims_t0 && d < 8; d++) gw_u64(&w, d == 0 ? 4 : d == 1 ? 2 : 1);
+    gw_u32(&w, SJKH_TYPE_F32);
+    gw_u64(&w, 0);
+    gw_str(&w, "b.weight");
+    gw_u32(&w, 2);
+    gw_u64(&w, o->ne0_t1);
+    gw_u64(&w, o->ne1_t1);
+    gw_u32(&w, o->type_t1);
+    gw_u64(&w, o->off_t1);
     if (o->dup_tensor) {
-        w_str(&w, "a.weight");
-        w_u32(&w, 1);
-        w_u64(&w, 4);
-        w_u32(&w, SJKH_TYPE_F32);
-        w_u64(&w, 192);
+        gw_str(&w, "a.weight");
+        gw_u32(&w, 1);
+        gw_u64(&w, 4);
+        gw_u32(&w, SJKH_TYPE_F32);
+        gw_u64(&w, 192);
     }
-    while (w.n % align) w_bytes(&w, "", 1);
+    while (w.n % align) gw_bytes(&w, "", 1);
     size_t data_start = w.n;
     /* tensor 0 data */
-    for (int i = 0; i < 8; i++) w_f32(&w, (float)i * 0.5f);
-    while (w.n < data_start + 64) w_bytes(&w, "", 1);
+    for (int i = 0; i < 8; i++) gw_f32(&w, (float)i * 0.5f);
+    while (w.n < data_start + 64) gw_bytes(&w, "", 1);
     /* tensor 1: two q8_0 blocks, d = 1.0 (0x3C00), qs = e */
     for (int blk = 0; blk < 2; blk++) {
         uint16_t d = 0x3C00;
-        w_bytes(&w, &d, 2);
+        gw_bytes(&w, &d, 2);
         for (int e = 0; e < 32; e++) {
             int8_t q = (int8_t)(e - 16 + blk);
-            w_bytes(&w, &q, 1);
+            gw_bytes(&w, &q, 1);
         }
     }
-    while (w.n < data_start + 256) w_bytes(&w, "", 1); /* room for the dup tensor */
+    while (w.n < data_start + 256) gw_bytes(&w, "", 1); /* room for the dup tensor */
     return w;
 }
 
 static sjk_status open_opts(const opts *o, char *err, size_t cap)
 {
-    wbuf w = build(o);
+    gw_buf w = build(o);
     sjkh_gguf *g = NULL;
     sjk_status st = sjkh_gguf_open_memory(w.p, w.n, &g, err, cap);
     sjkh_gguf_close(g);
@@ -172,7 +150,7 @@ static sjk_status open_opts(const opts *o, char *err, size_t cap)
 TEST(test_gguf_valid_file_reads_back)
 {
     opts o = opts_default();
-    wbuf w = build(&o);
+    gw_buf w = build(&o);
     sjkh_gguf *g = NULL;
     char err[256] = "";
     sjk_status st = sjkh_gguf_open_memory(w.p, w.n, &g, err, sizeof err);
@@ -233,7 +211,7 @@ TEST(test_gguf_valid_file_reads_back)
 TEST(test_gguf_truncated_at_every_byte)
 {
     opts o = opts_default();
-    wbuf w = build(&o);
+    gw_buf w = build(&o);
     /* the last tensor ends 64 + 68 bytes after the data start; everything shorter fails */
     size_t need = w.n - 256 + 64 + 68;
     int bad = 0;
@@ -375,7 +353,7 @@ TEST(test_gguf_file_open)
     CHECK(fd >= 0);
     if (fd < 0) return;
     opts o = opts_default();
-    wbuf w = build(&o);
+    gw_buf w = build(&o);
     CHECK(write(fd, w.p, w.n) == (ssize_t)w.n);
     close(fd);
     sjkh_gguf *g = NULL;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/gguf_writer.h"
 #include "hcommon.h"
 #include "ops.h"
 #include "quants.h"
@@ -29,44 +30,23 @@
 
 /* ---- a small GGUF writer ------------------------------------------------------------ */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-} wbuf;
-
-static void w_bytes(wbuf *w, const void *src, size_t n)
+static void kv_u32(gw_buf *w, const char *k, uint32_t v)
 {
-    if (w->n + n > w->cap) {
-        w->cap = (w->n + n) * 2 + 1024;
-        w->p = realloc(w->p, w->cap);
-    }
-    memcpy(w->p + w->n, src, n);
-    w->n += n;
+    gw_str(w, k);
+    gw_u32(w, SJKH_GGUF_UINT32);
+    gw_u32(w, v);
 }
-static void w_u32(wbuf *w, uint32_t v) { w_bytes(w, &v, 4); }
-static void w_u64(wbuf *w, uint64_t v) { w_bytes(w, &v, 8); }
-static void w_str(wbuf *w, const char *s)
+static void kv_f32(gw_buf *w, const char *k, float v)
 {
-    w_u64(w, strlen(s));
-    w_bytes(w, s, strlen(s));
+    gw_str(w, k);
+    gw_u32(w, SJKH_GGUF_FLOAT32);
+    gw_bytes(w, &v, 4);
 }
-static void kv_u32(wbuf *w, const char *k, uint32_t v)
+static void kv_str(gw_buf *w, const char *k, const char *v)
 {
-    w_str(w, k);
-    w_u32(w, SJKH_GGUF_UINT32);
-    w_u32(w, v);
-}
-static void kv_f32(wbuf *w, const char *k, float v)
-{
-    w_str(w, k);
-    w_u32(w, SJKH_GGUF_FLOAT32);
-    w_bytes(w, &v, 4);
-}
-static void kv_str(wbuf *w, const char *k, const char *v)
-{
-    w_str(w, k);
-    w_u32(w, SJKH_GGUF_STRING);
-    w_str(w, v);
+    gw_str(w, k);
+    gw_u32(w, SJKH_GGUF_STRING);
+    gw_str(w, v);
 }
 
 
@@ -300,11 +280,11 @@ static void tiny_free(tiny *m)
 
 static int tiny_write(const tiny *m, const char *path)
 {
-    wbuf w = {0};
-    w_u32(&w, 0x46554747u);
-    w_u32(&w, 3);
-    w_u64(&w, (uint64_t)m->n);
-    w_u64(&w, 9);
+    gw_buf w = {0};
+    gw_u32(&w, 0x46554747u);
+    gw_u32(&w, 3);
+    gw_u64(&w, (uint64_t)m->n);
+    gw_u64(&w, 9);
     kv_str(&w, "general.architecture", "llama");
     kv_u32(&w, "llama.block_count", NL);
     kv_u32(&w, "llama.embedding_length", E);
@@ -317,17 +297,17 @@ static int tiny_write(const tiny *m, const char *path)
     uint64_t off = 0;
     for (int i = 0; i < m->n; i++) {
         const tw *t = &m->t[i];
-        w_str(&w, t->name);
-        w_u32(&w, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) w_u64(&w, t->ne[d]);
-        w_u32(&w, t->type);
-        w_u64(&w, off);
+        gw_str(&w, t->name);
+        gw_u32(&w, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++) gw_u64(&w, t->ne[d]);
+        gw_u32(&w, t->type);
+        gw_u64(&w, off);
         off += (t->nbytes + 31) / 32 * 32;
     }
-    while (w.n % 32) w_bytes(&w, "", 1);
+    while (w.n % 32) gw_bytes(&w, "", 1);
     for (int i = 0; i < m->n; i++) {
-        w_bytes(&w, m->t[i].q, m->t[i].nbytes);
-        while (w.n % 32) w_bytes(&w, "", 1);
+        gw_bytes(&w, m->t[i].q, m->t[i].nbytes);
+        while (w.n % 32) gw_bytes(&w, "", 1);
     }
     FILE *f = fopen(path, "wb");
     int ok = f && fwrite(w.p, 1, w.n, f) == w.n;

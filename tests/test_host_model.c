@@ -16,48 +16,28 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/gguf_writer.h"
 #include "sjkhost.h"
 
 /* ---- a small GGUF writer ------------------------------------------------------------ */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-} wbuf;
-
-static void w_bytes(wbuf *w, const void *src, size_t n)
+static void kv_u32(gw_buf *w, const char *k, uint32_t v)
 {
-    if (w->n + n > w->cap) {
-        w->cap = (w->n + n) * 2 + 1024;
-        w->p = realloc(w->p, w->cap);
-    }
-    memcpy(w->p + w->n, src, n);
-    w->n += n;
+    gw_str(w, k);
+    gw_u32(w, SJKH_GGUF_UINT32);
+    gw_u32(w, v);
 }
-static void w_u32(wbuf *w, uint32_t v) { w_bytes(w, &v, 4); }
-static void w_u64(wbuf *w, uint64_t v) { w_bytes(w, &v, 8); }
-static void w_str(wbuf *w, const char *s)
+static void kv_f32(gw_buf *w, const char *k, float v)
 {
-    w_u64(w, strlen(s));
-    w_bytes(w, s, strlen(s));
+    gw_str(w, k);
+    gw_u32(w, SJKH_GGUF_FLOAT32);
+    gw_bytes(w, &v, 4);
 }
-static void kv_u32(wbuf *w, const char *k, uint32_t v)
+static void kv_str(gw_buf *w, const char *k, const char *v)
 {
-    w_str(w, k);
-    w_u32(w, SJKH_GGUF_UINT32);
-    w_u32(w, v);
-}
-static void kv_f32(wbuf *w, const char *k, float v)
-{
-    w_str(w, k);
-    w_u32(w, SJKH_GGUF_FLOAT32);
-    w_bytes(w, &v, 4);
-}
-static void kv_str(wbuf *w, const char *k, const char *v)
-{
-    w_str(w, k);
-    w_u32(w, SJKH_GGUF_STRING);
-    w_str(w, v);
+    gw_str(w, k);
+    gw_u32(w, SJKH_GGUF_STRING);
+    gw_str(w, v);
 }
 
 #define MAX_T 128
@@ -156,13 +136,13 @@ static void synth_free(synth *s)
 static void synth_write(const synth *s, const char *path, const char *arch, const char *skip_tensor,
                         const char *bad_type_tensor)
 {
-    wbuf w = {0};
+    gw_buf w = {0};
     int n_t = 0;
     for (int i = 0; i < s->n_t; i++) n_t += !(skip_tensor && !strcmp(skip_tensor, s->t[i].name));
-    w_u32(&w, 0x46554747u);
-    w_u32(&w, 3);
-    w_u64(&w, (uint64_t)n_t);
-    w_u64(&w, s->gemma ? 11 : 9);
+    gw_u32(&w, 0x46554747u);
+    gw_u32(&w, 3);
+    gw_u64(&w, (uint64_t)n_t);
+    gw_u64(&w, s->gemma ? 11 : 9);
     const char *a = arch ? arch : (s->gemma ? "gemma3" : "llama");
     char k[96];
     kv_str(&w, "general.architecture", a);
@@ -184,19 +164,19 @@ static void synth_write(const synth *s, const char *path, const char *arch, cons
     for (int i = 0; i < s->n_t; i++) {
         const tdesc *t = &s->t[i];
         if (skip_tensor && !strcmp(skip_tensor, t->name)) continue;
-        w_str(&w, t->name);
-        w_u32(&w, t->n_dims);
-        for (uint32_t d = 0; d < t->n_dims; d++) w_u64(&w, t->ne[d]);
-        w_u32(&w, bad_type_tensor && !strcmp(bad_type_tensor, t->name) ? SJKH_TYPE_Q2_K : t->type);
-        w_u64(&w, off);
+        gw_str(&w, t->name);
+        gw_u32(&w, t->n_dims);
+        for (uint32_t d = 0; d < t->n_dims; d++) gw_u64(&w, t->ne[d]);
+        gw_u32(&w, bad_type_tensor && !strcmp(bad_type_tensor, t->name) ? SJKH_TYPE_Q2_K : t->type);
+        gw_u64(&w, off);
         off += (t->ne[0] * t->ne[1] * 4 + 31) / 32 * 32;
     }
-    while (w.n % 32) w_bytes(&w, "", 1);
+    while (w.n % 32) gw_bytes(&w, "", 1);
     for (int i = 0; i < s->n_t; i++) {
         const tdesc *t = &s->t[i];
         if (skip_tensor && !strcmp(skip_tensor, t->name)) continue;
-        w_bytes(&w, t->data, t->ne[0] * t->ne[1] * 4);
-        while (w.n % 32) w_bytes(&w, "", 1);
+        gw_bytes(&w, t->data, t->ne[0] * t->ne[1] * 4);
+        while (w.n % 32) gw_bytes(&w, "", 1);
     }
     FILE *f = fopen(path, "wb");
     if (f) {

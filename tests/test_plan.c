@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/gguf_writer.h"
 #include "kv.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
@@ -19,76 +20,53 @@
 
 /* ---- a metadata-only GGUF writer ------------------------------------------------------ */
 
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-    uint64_t n_kv;
-} wbuf;
-
-static void w_bytes(wbuf *w, const void *src, size_t n)
-{
-    if (w->n + n > w->cap) {
-        size_t nc = (w->n + n) * 2 + 64;
-        w->p = realloc(w->p, nc);
-        w->cap = nc;
-    }
-    memcpy(w->p + w->n, src, n);
-    w->n += n;
-}
-static void w_u32(wbuf *w, uint32_t v) { w_bytes(w, &v, 4); }
-static void w_u64(wbuf *w, uint64_t v) { w_bytes(w, &v, 8); }
-static void w_str(wbuf *w, const char *s)
-{
-    w_u64(w, strlen(s));
-    w_bytes(w, s, strlen(s));
-}
-static void w_begin(wbuf *w)
+static void w_begin(gw_buf *w)
 {
     memset(w, 0, sizeof *w);
-    w_u32(w, 0x46554747u); /* "GGUF" */
-    w_u32(w, 3);
-    w_u64(w, 0); /* tensors */
-    w_u64(w, 0); /* kv count, patched in w_end */
+    gw_u32(w, 0x46554747u); /* "GGUF" */
+    gw_u32(w, 3);
+    gw_u64(w, 0); /* tensors */
+    gw_u64(w, 0); /* kv count, patched in w_end */
 }
-static void kv_u32(wbuf *w, const char *key, uint32_t v)
+static void kv_u32(gw_buf *w, const char *key, uint32_t v)
 {
-    w_str(w, key);
-    w_u32(w, SJKH_GGUF_UINT32);
-    w_u32(w, v);
+    gw_str(w, key);
+    gw_u32(w, SJKH_GGUF_UINT32);
+    gw_u32(w, v);
     w->n_kv++;
 }
-static void kv_str(wbuf *w, const char *key, const char *v)
+static void kv_str(gw_buf *w, const char *key, const char *v)
 {
-    w_str(w, key);
-    w_u32(w, SJKH_GGUF_STRING);
-    w_str(w, v);
+    gw_str(w, key);
+    gw_u32(w, SJKH_GGUF_STRING);
+    gw_str(w, v);
     w->n_kv++;
 }
 /* An INT32 (or BOOL when is_bool) array of n entries. */
-static void kv_arr(wbuf *w, const char *key, const int32_t *v, uint32_t n, int is_bool)
+static void kv_arr(gw_buf *w, const char *key, const int32_t *v, uint32_t n, int is_bool)
 {
-    w_str(w, key);
-    w_u32(w, SJKH_GGUF_ARRAY);
-    w_u32(w, is_bool ? SJKH_GGUF_BOOL : SJKH_GGUF_INT32);
-    w_u64(w, n);
+    gw_str(w, key);
+    gw_u32(w, SJKH_GGUF_ARRAY);
+    gw_u32(w, is_bool ? SJKH_GGUF_BOOL : SJKH_GGUF_INT32);
+    gw_u64(w, n);
     for (uint32_t i = 0; i < n; i++) {
         if (is_bool) {
             uint8_t b = v[i] != 0;
-            w_bytes(w, &b, 1);
+            gw_bytes(w, &b, 1);
         } else {
-            w_bytes(w, &v[i], 4);
+            gw_bytes(w, &v[i], 4);
         }
     }
     w->n_kv++;
 }
-static void w_end(wbuf *w)
+static void w_end(gw_buf *w)
 {
     memcpy(w->p + 16, &w->n_kv, 8);
-    while (w->n % 32) w_bytes(w, "", 1);
+    while (w->n % 32) gw_bytes(w, "", 1);
 }
 
 /* Reads the geometry of a written file; frees the buffer. */
-static sjk_status read_model(wbuf *w, sjkh_plan_model *m, char *err, size_t cap)
+static sjk_status read_model(gw_buf *w, sjkh_plan_model *m, char *err, size_t cap)
 {
     w_end(w);
     sjkh_gguf *g = NULL;
@@ -103,7 +81,7 @@ static sjk_status read_model(wbuf *w, sjkh_plan_model *m, char *err, size_t cap)
  * head 128, native 1M context). */
 static sjk_status qwen14b_1m(sjkh_plan_model *m)
 {
-    wbuf w;
+    gw_buf w;
     w_begin(&w);
     kv_str(&w, "general.architecture", "qwen2");
     kv_str(&w, "general.name", "Qwen2.5-14B-Instruct-1M");
@@ -196,7 +174,7 @@ TEST(test_plan_sj_tiers_per_token_match_record_bytes)
 /* Gemma 3 layout: every 6th layer global (5, 11, 17, 23 of 26), the rest slide over 512. */
 TEST(test_plan_gemma_style_windows_are_bounded)
 {
-    wbuf w;
+    gw_buf w;
     w_begin(&w);
     kv_str(&w, "general.architecture", "gemma3");
     kv_u32(&w, "gemma3.block_count", 26);
@@ -235,7 +213,7 @@ TEST(test_plan_gemma_style_windows_are_bounded)
  * tier on it: the bounded windows are part of every rung's total. */
 TEST(test_plan_gemma_style_file_and_auto_tier)
 {
-    wbuf w;
+    gw_buf w;
     w_begin(&w);
     kv_str(&w, "general.architecture", "gemma3");
     kv_u32(&w, "gemma3.block_count", 62);
@@ -283,7 +261,7 @@ TEST(test_plan_sliding_window_pattern_keys)
 {
     static sjkh_plan_model m;
     char err[256] = "";
-    wbuf w;
+    gw_buf w;
     w_begin(&w);
     kv_str(&w, "general.architecture", "swatest");
     kv_u32(&w, "swatest.block_count", 8);
@@ -324,7 +302,7 @@ TEST(test_plan_sliding_window_pattern_keys)
  * Only the 12 attention layers grow; the 36 recurrent states are counted once. */
 TEST(test_plan_hybrid_only_attention_layers_grow)
 {
-    wbuf w;
+    gw_buf w;
     w_begin(&w);
     kv_str(&w, "general.architecture", "qwen3next");
     kv_u32(&w, "qwen3next.block_count", 48);
@@ -383,7 +361,7 @@ TEST(test_plan_bad_metadata_is_refused)
 {
     static sjkh_plan_model m;
     char err[256] = "";
-    wbuf w;
+    gw_buf w;
     w_begin(&w);
     kv_str(&w, "general.architecture", "llama");
     kv_u32(&w, "llama.embedding_length", 512);
