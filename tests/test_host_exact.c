@@ -25,31 +25,6 @@
 #include "quants.h"
 #include "sjkhost.h"
 
-/* ---- a small GGUF writer (as in test_host_model.c) ---------------------------------- */
-
-
-/* ---- a small GGUF writer ------------------------------------------------------------ */
-
-static void kv_u32(gw_buf *w, const char *k, uint32_t v)
-{
-    gw_str(w, k);
-    gw_u32(w, SJKH_GGUF_UINT32);
-    gw_u32(w, v);
-}
-static void kv_f32(gw_buf *w, const char *k, float v)
-{
-    gw_str(w, k);
-    gw_u32(w, SJKH_GGUF_FLOAT32);
-    gw_bytes(w, &v, 4);
-}
-static void kv_str(gw_buf *w, const char *k, const char *v)
-{
-    gw_str(w, k);
-    gw_u32(w, SJKH_GGUF_STRING);
-    gw_str(w, v);
-}
-
-
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static float frand(void)
 {
@@ -285,15 +260,15 @@ static int tiny_write(const tiny *m, const char *path)
     gw_u32(&w, 3);
     gw_u64(&w, (uint64_t)m->n);
     gw_u64(&w, 9);
-    kv_str(&w, "general.architecture", "llama");
-    kv_u32(&w, "llama.block_count", NL);
-    kv_u32(&w, "llama.embedding_length", E);
-    kv_u32(&w, "llama.feed_forward_length", F);
-    kv_u32(&w, "llama.attention.head_count", H);
-    kv_u32(&w, "llama.attention.head_count_kv", KVH);
-    kv_u32(&w, "llama.context_length", 256);
-    kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", 1e-6f);
-    kv_f32(&w, "llama.rope.freq_base", 10000.0f);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u32(&w, "llama.block_count", NL);
+    gw_kv_u32(&w, "llama.embedding_length", E);
+    gw_kv_u32(&w, "llama.feed_forward_length", F);
+    gw_kv_u32(&w, "llama.attention.head_count", H);
+    gw_kv_u32(&w, "llama.attention.head_count_kv", KVH);
+    gw_kv_u32(&w, "llama.context_length", 256);
+    gw_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", 1e-6f);
+    gw_kv_f32(&w, "llama.rope.freq_base", 10000.0f);
     uint64_t off = 0;
     for (int i = 0; i < m->n; i++) {
         const tw *t = &m->t[i];

@@ -19,27 +19,6 @@
 #include "support/gguf_writer.h"
 #include "sjkhost.h"
 
-/* ---- a small GGUF writer ------------------------------------------------------------ */
-
-static void kv_u32(gw_buf *w, const char *k, uint32_t v)
-{
-    gw_str(w, k);
-    gw_u32(w, SJKH_GGUF_UINT32);
-    gw_u32(w, v);
-}
-static void kv_f32(gw_buf *w, const char *k, float v)
-{
-    gw_str(w, k);
-    gw_u32(w, SJKH_GGUF_FLOAT32);
-    gw_bytes(w, &v, 4);
-}
-static void kv_str(gw_buf *w, const char *k, const char *v)
-{
-    gw_str(w, k);
-    gw_u32(w, SJKH_GGUF_STRING);
-    gw_str(w, v);
-}
-
 #define MAX_T 128
 typedef struct tdesc {
     char name[64];
@@ -145,19 +124,19 @@ static void synth_write(const synth *s, const char *path, const char *arch, cons
     gw_u64(&w, s->gemma ? 11 : 9);
     const char *a = arch ? arch : (s->gemma ? "gemma3" : "llama");
     char k[96];
-    kv_str(&w, "general.architecture", a);
+    gw_kv_str(&w, "general.architecture", a);
 #define K(suffix) (snprintf(k, sizeof k, "%s.%s", a, suffix), k)
-    kv_u32(&w, K("block_count"), s->n_layers);
-    kv_u32(&w, K("embedding_length"), s->n_embd);
-    kv_u32(&w, K("feed_forward_length"), s->n_ff);
-    kv_u32(&w, K("attention.head_count"), s->n_head);
-    kv_u32(&w, K("attention.head_count_kv"), s->n_kv);
-    kv_u32(&w, K("context_length"), s->n_ctx);
-    kv_f32(&w, K("attention.layer_norm_rms_epsilon"), s->eps);
-    kv_f32(&w, K("rope.freq_base"), s->base);
+    gw_kv_u32(&w, K("block_count"), s->n_layers);
+    gw_kv_u32(&w, K("embedding_length"), s->n_embd);
+    gw_kv_u32(&w, K("feed_forward_length"), s->n_ff);
+    gw_kv_u32(&w, K("attention.head_count"), s->n_head);
+    gw_kv_u32(&w, K("attention.head_count_kv"), s->n_kv);
+    gw_kv_u32(&w, K("context_length"), s->n_ctx);
+    gw_kv_f32(&w, K("attention.layer_norm_rms_epsilon"), s->eps);
+    gw_kv_f32(&w, K("rope.freq_base"), s->base);
     if (s->gemma) {
-        kv_u32(&w, K("attention.key_length"), s->hd);
-        kv_u32(&w, K("attention.sliding_window"), s->window);
+        gw_kv_u32(&w, K("attention.key_length"), s->hd);
+        gw_kv_u32(&w, K("attention.sliding_window"), s->window);
     }
 #undef K
     uint64_t off = 0;

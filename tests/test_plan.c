@@ -28,20 +28,6 @@ static void w_begin(gw_buf *w)
     gw_u64(w, 0); /* tensors */
     gw_u64(w, 0); /* kv count, patched in w_end */
 }
-static void kv_u32(gw_buf *w, const char *key, uint32_t v)
-{
-    gw_str(w, key);
-    gw_u32(w, SJKH_GGUF_UINT32);
-    gw_u32(w, v);
-    w->n_kv++;
-}
-static void kv_str(gw_buf *w, const char *key, const char *v)
-{
-    gw_str(w, key);
-    gw_u32(w, SJKH_GGUF_STRING);
-    gw_str(w, v);
-    w->n_kv++;
-}
 /* An INT32 (or BOOL when is_bool) array of n entries. */
 static void kv_arr(gw_buf *w, const char *key, const int32_t *v, uint32_t n, int is_bool)
 {
@@ -83,13 +69,13 @@ static sjk_status qwen14b_1m(sjkh_plan_model *m)
 {
     gw_buf w;
     w_begin(&w);
-    kv_str(&w, "general.architecture", "qwen2");
-    kv_str(&w, "general.name", "Qwen2.5-14B-Instruct-1M");
-    kv_u32(&w, "qwen2.block_count", 48);
-    kv_u32(&w, "qwen2.context_length", 1010000);
-    kv_u32(&w, "qwen2.embedding_length", 5120);
-    kv_u32(&w, "qwen2.attention.head_count", 40);
-    kv_u32(&w, "qwen2.attention.head_count_kv", 8);
+    gw_kv_str(&w, "general.architecture", "qwen2");
+    gw_kv_str(&w, "general.name", "Qwen2.5-14B-Instruct-1M");
+    gw_kv_u32(&w, "qwen2.block_count", 48);
+    gw_kv_u32(&w, "qwen2.context_length", 1010000);
+    gw_kv_u32(&w, "qwen2.embedding_length", 5120);
+    gw_kv_u32(&w, "qwen2.attention.head_count", 40);
+    gw_kv_u32(&w, "qwen2.attention.head_count_kv", 8);
     char err[256] = "";
     sjk_status st = read_model(&w, m, err, sizeof err);
     if (st) fprintf(stderr, "  qwen14b: %s\n", err);
@@ -176,15 +162,15 @@ TEST(test_plan_gemma_style_windows_are_bounded)
 {
     gw_buf w;
     w_begin(&w);
-    kv_str(&w, "general.architecture", "gemma3");
-    kv_u32(&w, "gemma3.block_count", 26);
-    kv_u32(&w, "gemma3.context_length", 131072);
-    kv_u32(&w, "gemma3.embedding_length", 1152);
-    kv_u32(&w, "gemma3.attention.head_count", 4);
-    kv_u32(&w, "gemma3.attention.head_count_kv", 1);
-    kv_u32(&w, "gemma3.attention.key_length", 256);
-    kv_u32(&w, "gemma3.attention.value_length", 256);
-    kv_u32(&w, "gemma3.attention.sliding_window", 512);
+    gw_kv_str(&w, "general.architecture", "gemma3");
+    gw_kv_u32(&w, "gemma3.block_count", 26);
+    gw_kv_u32(&w, "gemma3.context_length", 131072);
+    gw_kv_u32(&w, "gemma3.embedding_length", 1152);
+    gw_kv_u32(&w, "gemma3.attention.head_count", 4);
+    gw_kv_u32(&w, "gemma3.attention.head_count_kv", 1);
+    gw_kv_u32(&w, "gemma3.attention.key_length", 256);
+    gw_kv_u32(&w, "gemma3.attention.value_length", 256);
+    gw_kv_u32(&w, "gemma3.attention.sliding_window", 512);
     static sjkh_plan_model m;
     char err[256] = "";
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
@@ -215,15 +201,15 @@ TEST(test_plan_gemma_style_file_and_auto_tier)
 {
     gw_buf w;
     w_begin(&w);
-    kv_str(&w, "general.architecture", "gemma3");
-    kv_u32(&w, "gemma3.block_count", 62);
-    kv_u32(&w, "gemma3.context_length", 131072);
-    kv_u32(&w, "gemma3.embedding_length", 5376);
-    kv_u32(&w, "gemma3.attention.head_count", 32);
-    kv_u32(&w, "gemma3.attention.head_count_kv", 16);
-    kv_u32(&w, "gemma3.attention.key_length", 128);
-    kv_u32(&w, "gemma3.attention.value_length", 128);
-    kv_u32(&w, "gemma3.attention.sliding_window", 1024);
+    gw_kv_str(&w, "general.architecture", "gemma3");
+    gw_kv_u32(&w, "gemma3.block_count", 62);
+    gw_kv_u32(&w, "gemma3.context_length", 131072);
+    gw_kv_u32(&w, "gemma3.embedding_length", 5376);
+    gw_kv_u32(&w, "gemma3.attention.head_count", 32);
+    gw_kv_u32(&w, "gemma3.attention.head_count_kv", 16);
+    gw_kv_u32(&w, "gemma3.attention.key_length", 128);
+    gw_kv_u32(&w, "gemma3.attention.value_length", 128);
+    gw_kv_u32(&w, "gemma3.attention.sliding_window", 1024);
     w_end(&w);
     char path[] = "/tmp/sjk_test_plan_XXXXXX";
     int fd = mkstemp(path);
@@ -263,24 +249,24 @@ TEST(test_plan_sliding_window_pattern_keys)
     char err[256] = "";
     gw_buf w;
     w_begin(&w);
-    kv_str(&w, "general.architecture", "swatest");
-    kv_u32(&w, "swatest.block_count", 8);
-    kv_u32(&w, "swatest.embedding_length", 512);
-    kv_u32(&w, "swatest.attention.head_count", 8);
-    kv_u32(&w, "swatest.attention.head_count_kv", 2);
-    kv_u32(&w, "swatest.attention.sliding_window", 1024);
-    kv_u32(&w, "swatest.attention.sliding_window_pattern", 4);
+    gw_kv_str(&w, "general.architecture", "swatest");
+    gw_kv_u32(&w, "swatest.block_count", 8);
+    gw_kv_u32(&w, "swatest.embedding_length", 512);
+    gw_kv_u32(&w, "swatest.attention.head_count", 8);
+    gw_kv_u32(&w, "swatest.attention.head_count_kv", 2);
+    gw_kv_u32(&w, "swatest.attention.sliding_window", 1024);
+    gw_kv_u32(&w, "swatest.attention.sliding_window_pattern", 4);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
     CHECK(m.head_dim == 64);
     for (uint32_t l = 0; l < 8; l++) CHECK((m.kind[l] == SJKH_PLAN_LAYER_FULL) == (l % 4 == 3));
 
     int32_t flags[8] = {1, 0, 1, 0, 1, 1, 1, 0};
     w_begin(&w);
-    kv_str(&w, "general.architecture", "swatest");
-    kv_u32(&w, "swatest.block_count", 8);
-    kv_u32(&w, "swatest.embedding_length", 512);
-    kv_u32(&w, "swatest.attention.head_count", 8);
-    kv_u32(&w, "swatest.attention.sliding_window", 128);
+    gw_kv_str(&w, "general.architecture", "swatest");
+    gw_kv_u32(&w, "swatest.block_count", 8);
+    gw_kv_u32(&w, "swatest.embedding_length", 512);
+    gw_kv_u32(&w, "swatest.attention.head_count", 8);
+    gw_kv_u32(&w, "swatest.attention.sliding_window", 128);
     kv_arr(&w, "swatest.attention.sliding_window_pattern", flags, 8, 1);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
     for (uint32_t l = 0; l < 8; l++) CHECK((m.kind[l] == SJKH_PLAN_LAYER_WINDOW) == (flags[l] != 0));
@@ -288,11 +274,11 @@ TEST(test_plan_sliding_window_pattern_keys)
 
     /* a window without any known pattern: counted as full attention, with a note */
     w_begin(&w);
-    kv_str(&w, "general.architecture", "llama");
-    kv_u32(&w, "llama.block_count", 4);
-    kv_u32(&w, "llama.embedding_length", 512);
-    kv_u32(&w, "llama.attention.head_count", 8);
-    kv_u32(&w, "llama.attention.sliding_window", 4096);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u32(&w, "llama.block_count", 4);
+    gw_kv_u32(&w, "llama.embedding_length", 512);
+    gw_kv_u32(&w, "llama.attention.head_count", 8);
+    gw_kv_u32(&w, "llama.attention.sliding_window", 4096);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
     CHECK(sjkh_plan_model_count(&m, SJKH_PLAN_LAYER_FULL) == 4);
     CHECK(strstr(m.note, "no layer pattern") != NULL);
@@ -304,19 +290,19 @@ TEST(test_plan_hybrid_only_attention_layers_grow)
 {
     gw_buf w;
     w_begin(&w);
-    kv_str(&w, "general.architecture", "qwen3next");
-    kv_u32(&w, "qwen3next.block_count", 48);
-    kv_u32(&w, "qwen3next.context_length", 262144);
-    kv_u32(&w, "qwen3next.embedding_length", 2048);
-    kv_u32(&w, "qwen3next.attention.head_count", 16);
-    kv_u32(&w, "qwen3next.attention.head_count_kv", 2);
-    kv_u32(&w, "qwen3next.attention.key_length", 256);
-    kv_u32(&w, "qwen3next.attention.value_length", 256);
-    kv_u32(&w, "qwen3next.full_attention_interval", 4);
-    kv_u32(&w, "qwen3next.ssm.conv_kernel", 4);
-    kv_u32(&w, "qwen3next.ssm.inner_size", 4096);
-    kv_u32(&w, "qwen3next.ssm.state_size", 128);
-    kv_u32(&w, "qwen3next.ssm.group_count", 16);
+    gw_kv_str(&w, "general.architecture", "qwen3next");
+    gw_kv_u32(&w, "qwen3next.block_count", 48);
+    gw_kv_u32(&w, "qwen3next.context_length", 262144);
+    gw_kv_u32(&w, "qwen3next.embedding_length", 2048);
+    gw_kv_u32(&w, "qwen3next.attention.head_count", 16);
+    gw_kv_u32(&w, "qwen3next.attention.head_count_kv", 2);
+    gw_kv_u32(&w, "qwen3next.attention.key_length", 256);
+    gw_kv_u32(&w, "qwen3next.attention.value_length", 256);
+    gw_kv_u32(&w, "qwen3next.full_attention_interval", 4);
+    gw_kv_u32(&w, "qwen3next.ssm.conv_kernel", 4);
+    gw_kv_u32(&w, "qwen3next.ssm.inner_size", 4096);
+    gw_kv_u32(&w, "qwen3next.ssm.state_size", 128);
+    gw_kv_u32(&w, "qwen3next.ssm.group_count", 16);
     static sjkh_plan_model m;
     char err[256] = "";
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
@@ -339,15 +325,15 @@ TEST(test_plan_hybrid_only_attention_layers_grow)
      * recurrent layers */
     int32_t kvh[10] = {0, 0, 0, 0, 4, 0, 0, 0, 0, 4};
     w_begin(&w);
-    kv_str(&w, "general.architecture", "granitehybrid");
-    kv_u32(&w, "granitehybrid.block_count", 10);
-    kv_u32(&w, "granitehybrid.embedding_length", 1536);
-    kv_u32(&w, "granitehybrid.attention.head_count", 12);
+    gw_kv_str(&w, "general.architecture", "granitehybrid");
+    gw_kv_u32(&w, "granitehybrid.block_count", 10);
+    gw_kv_u32(&w, "granitehybrid.embedding_length", 1536);
+    gw_kv_u32(&w, "granitehybrid.attention.head_count", 12);
     kv_arr(&w, "granitehybrid.attention.head_count_kv", kvh, 10, 0);
-    kv_u32(&w, "granitehybrid.ssm.conv_kernel", 4);
-    kv_u32(&w, "granitehybrid.ssm.inner_size", 3072);
-    kv_u32(&w, "granitehybrid.ssm.state_size", 128);
-    kv_u32(&w, "granitehybrid.ssm.group_count", 1);
+    gw_kv_u32(&w, "granitehybrid.ssm.conv_kernel", 4);
+    gw_kv_u32(&w, "granitehybrid.ssm.inner_size", 3072);
+    gw_kv_u32(&w, "granitehybrid.ssm.state_size", 128);
+    gw_kv_u32(&w, "granitehybrid.ssm.group_count", 1);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
     CHECK(sjkh_plan_model_count(&m, SJKH_PLAN_LAYER_FULL) == 2);
     CHECK(sjkh_plan_model_count(&m, SJKH_PLAN_LAYER_RECURRENT) == 8);
@@ -363,35 +349,35 @@ TEST(test_plan_bad_metadata_is_refused)
     char err[256] = "";
     gw_buf w;
     w_begin(&w);
-    kv_str(&w, "general.architecture", "llama");
-    kv_u32(&w, "llama.embedding_length", 512);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u32(&w, "llama.embedding_length", 512);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT);
     CHECK(strstr(err, "block_count") != NULL);
 
     int32_t short_arr[3] = {1, 2, 3};
     w_begin(&w);
-    kv_str(&w, "general.architecture", "llama");
-    kv_u32(&w, "llama.block_count", 4);
-    kv_u32(&w, "llama.embedding_length", 512);
-    kv_u32(&w, "llama.attention.head_count", 8);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u32(&w, "llama.block_count", 4);
+    gw_kv_u32(&w, "llama.embedding_length", 512);
+    gw_kv_u32(&w, "llama.attention.head_count", 8);
     kv_arr(&w, "llama.attention.head_count_kv", short_arr, 3, 0);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT);
     CHECK(strstr(err, "head_count_kv") != NULL);
 
     w_begin(&w);
-    kv_str(&w, "general.architecture", "llama");
-    kv_u32(&w, "llama.block_count", 4);
-    kv_u32(&w, "llama.attention.head_count", 8);
-    kv_u32(&w, "llama.attention.head_count_kv", 3);
-    kv_u32(&w, "llama.attention.key_length", 64);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_u32(&w, "llama.block_count", 4);
+    gw_kv_u32(&w, "llama.attention.head_count", 8);
+    gw_kv_u32(&w, "llama.attention.head_count_kv", 3);
+    gw_kv_u32(&w, "llama.attention.key_length", 64);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT); /* 8 % 3 */
 
     w_begin(&w);
-    kv_str(&w, "general.architecture", "deepseek2");
-    kv_u32(&w, "deepseek2.block_count", 4);
-    kv_u32(&w, "deepseek2.attention.head_count", 8);
-    kv_u32(&w, "deepseek2.attention.key_length", 192);
-    kv_u32(&w, "deepseek2.attention.value_length", 128);
+    gw_kv_str(&w, "general.architecture", "deepseek2");
+    gw_kv_u32(&w, "deepseek2.block_count", 4);
+    gw_kv_u32(&w, "deepseek2.attention.head_count", 8);
+    gw_kv_u32(&w, "deepseek2.attention.key_length", 192);
+    gw_kv_u32(&w, "deepseek2.attention.value_length", 128);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_UNSUPPORTED);
 }
 

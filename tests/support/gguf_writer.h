@@ -25,4 +25,29 @@ static inline void gw_str(gw_buf *w, const char *s)
     gw_bytes(w, s, strlen(s));
 }
 
+/* GGUF metadata value types used by the test writers (GGUF v3: uint32 4, float32 6,
+ * string 8). Each key-value writer below also counts the pair in n_kv. */
+enum { GW_UINT32 = 4, GW_FLOAT32 = 6, GW_STRING = 8 };
+static inline void gw_kv_u32(gw_buf *w, const char *key, uint32_t v)
+{
+    gw_str(w, key);
+    gw_u32(w, GW_UINT32);
+    gw_u32(w, v);
+    w->n_kv++;
+}
+static inline void gw_kv_f32(gw_buf *w, const char *key, float v)
+{
+    gw_str(w, key);
+    gw_u32(w, GW_FLOAT32);
+    gw_f32(w, v);
+    w->n_kv++;
+}
+static inline void gw_kv_str(gw_buf *w, const char *key, const char *v)
+{
+    gw_str(w, key);
+    gw_u32(w, GW_STRING);
+    gw_str(w, v);
+    w->n_kv++;
+}
+
 #endif
