@@ -21,6 +21,8 @@
 
 static const char usage_text[] =
 "usage: sjkvarn eval -m MODEL --kv CFG[,CFG...] [--docs SET] [--text FILE]... [options]\n"
+"       sjkvarn eval --merge FILE.csv [FILE.csv...] [--json] [--csv FILE] [--svg DIR]\n"
+"                    [--boot N] [--seed N] [--ref NAME]\n"
 "\n"
 "KL(p_f16 || q) in nats between a reference run with an fp16 cache and each candidate\n"
 "cache, on the tokens the reference generates (greedy). Every candidate replays the same\n"
@@ -60,6 +62,13 @@ static const char usage_text[] =
 "                 (its numbers measure nothing)\n"
 "  --progress, --no-progress   force the progress bar on stderr on or off (default: on\n"
 "                 when stderr is a terminal)\n"
+"  --merge FILE.csv...  no run: load runs written by --csv (each FILE.csv and its\n"
+"                 BASE-positions.csv), e.g. one per document or per batch of\n"
+"                 configurations, and report them as one study: every output, pairs\n"
+"                 over the positions both configurations have, intervals over all\n"
+"                 documents. A (config, document) in two files must be identical. Needle\n"
+"                 results are not in the CSVs and are left out; --ref only names the\n"
+"                 reference (docs/EVAL.md \"Running a study in pieces\")\n"
 "\n"
 "Exit status: 0 done, 1 a run failed, 2 bad arguments or missing inputs, 3 the host cannot\n"
 "run this model (unsupported architecture or tensor type).\n";
@@ -82,6 +91,10 @@ typedef struct eval_args {
     long n_gen, n_ctx, threads, boot, seed, chunk, act_quant;
     uint32_t window_type;
     int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
+    const char *merge[MAX_DOCS];           /* --merge FILE.csv...: the runs to merge */
+    size_t n_merge;
+    int merging;
+    const char *run_opt;                   /* the last option that only a run takes */
     sjk_kv_auto_opts ka;                   /* --kv auto: --mem-budget, --kl-floor, ... */
 } eval_args;
 
@@ -118,6 +131,16 @@ static int parse_args(int argc, char **argv, eval_args *a)
         if (!has) { fprintf(stderr, "sjkvarn eval: %s needs a value\n", o); return 0; } \
         i++;                                                                        \
     } while (0)
+        if (!strcmp(o, "--merge")) { a->merging = 1; continue; }
+        if (a->merging && o[0] != '-') { /* --merge's files: every argument that is no option */
+            if (a->n_merge == MAX_DOCS) { fprintf(stderr, "sjkvarn eval: --merge: more than %d files\n", MAX_DOCS); return 0; }
+            a->merge[a->n_merge++] = o;
+            continue;
+        }
+        if (strcmp(o, "--json") && strcmp(o, "--csv") && strcmp(o, "--svg") && strcmp(o, "--boot") &&
+            strcmp(o, "--seed") && strcmp(o, "--ref") && strcmp(o, "--progress") &&
+            strcmp(o, "--no-progress"))
+            a->run_opt = o;
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) { NEED(); a->model = v; }
         else if (!strcmp(o, "--kv")) {
             NEED();
@@ -166,6 +189,29 @@ static int parse_args(int argc, char **argv, eval_args *a)
         }
         else { fprintf(stderr, "sjkvarn eval: unknown option '%s' (see --help)\n", o); return 0; }
 #undef NEED
+    }
+    if (a->merging) {
+        if (!a->n_merge) {
+            fprintf(stderr, "sjkvarn eval: --merge needs at least one FILE.csv\n");
+            return 0;
+        }
+        if (a->run_opt) {
+            fprintf(stderr, "sjkvarn eval: --merge reports finished runs; %s does not apply\n",
+                    a->run_opt);
+            return 0;
+        }
+        /* --csv OUT writes OUT and BASE-{pairs,positions}.csv: refuse a BASE of an input */
+        size_t lo = a->csv ? strlen(a->csv) : 0;
+        if (lo > 4 && !strcmp(a->csv + lo - 4, ".csv")) lo -= 4;
+        for (size_t i = 0; a->csv && i < a->n_merge; i++) {
+            size_t li = strlen(a->merge[i]);
+            if (li > 4 && !strcmp(a->merge[i] + li - 4, ".csv")) li -= 4;
+            if (li == lo && !strncmp(a->csv, a->merge[i], lo)) {
+                fprintf(stderr, "sjkvarn eval: --csv %s would overwrite an input of --merge\n", a->csv);
+                return 0;
+            }
+        }
+        return 1;
     }
     if (!a->model && !a->synthetic) {
         fprintf(stderr, "sjkvarn eval: -m MODEL is required (or --synthetic)\n");
@@ -418,6 +464,41 @@ static void free_docs(doc *docs, size_t nd)
     free(docs);
 }
 
+/* --merge: one study from the CSV outputs of several runs (host/src/eval_merge.c). Every
+ * input is read and checked before anything is written. */
+static int run_merge(const eval_args *a)
+{
+    sjk_eval_study *st = NULL;
+    sjk_eval_merge_info info;
+    char err[1024];
+    sjk_status s = sjk_eval_study_merge_csv(a->merge, a->n_merge, &st, &info, err, sizeof err);
+    if (s != SJK_OK) {
+        fprintf(stderr, "sjkvarn eval: --merge: %s\n", err);
+        return s == SJK_ERR_NOMEM ? 1 : 2;
+    }
+    if (a->ref && sjk_eval_study_set_reference(st, a->ref) != SJK_OK) {
+        fprintf(stderr, "sjkvarn eval: --ref '%s' is longer than 63 characters\n", a->ref);
+        sjk_eval_study_free(st);
+        return 2;
+    }
+    fprintf(stderr, "sjkvarn eval: merged %zu run(s): %zu configuration(s), %zu document(s), "
+            "%zu position rows", info.n_files, sjk_eval_study_n_configs(st),
+            sjk_eval_study_n_docs(st), info.n_rows);
+    if (info.n_rows_repeated)
+        fprintf(stderr, " (%zu identical repeats counted once)", info.n_rows_repeated);
+    fputc('\n', stderr);
+    if (info.n_needle_dropped)
+        fprintf(stderr, "sjkvarn eval: note: needle results (in %zu configuration row(s) of "
+                "the inputs) are not kept in the CSVs; the merged report has none\n",
+                info.n_needle_dropped);
+    int rc = 0;
+    s = sjk_eval_study_finish(st, (uint32_t)a->boot, (uint64_t)a->seed);
+    if (s != SJK_OK) { fprintf(stderr, "sjkvarn eval: statistics: %s\n", sjk_status_str(s)); rc = 1; }
+    else if (!write_outputs(a, st)) rc = 1;
+    sjk_eval_study_free(st);
+    return rc;
+}
+
 static const char *be_error(const sjk_eval_backend *be)
 {
     const char *e = be->last_error ? be->last_error(be->user) : NULL;
@@ -436,6 +517,7 @@ int sjk_cmd_eval(int argc, char **argv)
         fprintf(stderr, "(sjkvarn eval --help for usage)\n");
         return 2;
     }
+    if (a.merging) return run_merge(&a);
     char model_path[4096] = "";
     if (!a.synthetic && !resolve_model(a.model, model_path, sizeof model_path)) return 2;
     static char kv_auto[64]; /* --kv auto: the tier chosen for --ctx under --mem-budget */

@@ -128,9 +128,11 @@ const char *sjk_eval_study_config_name(const sjk_eval_study *st, size_t cfg);
 
 /* Records one scored position of configuration cfg: document doc, absolute position pos
  * in the context (of the token whose next-token distribution was compared), the
- * comparison, and the cache's memory at that moment (mem may be NULL). Positions must be
- * added in the same order for every configuration (the driver does): pairs match them by
- * index. Allocates as the arrays grow. */
+ * comparison, and the cache's memory at that moment (mem may be NULL). Pairs match
+ * positions by the key (doc, pos), so configurations may cover different documents or
+ * positions (a merged study does); a key may be added once per configuration. The order
+ * of adding matters only to the bootstrap's draws: the driver adds in lockstep, the same
+ * order for every configuration. Allocates as the arrays grow. */
 sjk_status sjk_eval_study_add(sjk_eval_study *st, size_t cfg, size_t doc, uint32_t pos,
                               const sjk_eval_cmp *cmp, const sjk_eval_mem *mem);
 
@@ -148,7 +150,10 @@ sjk_status sjk_eval_study_set_reference(sjk_eval_study *st, const char *name);
 void sjk_eval_study_add_time(sjk_eval_study *st, size_t cfg, uint64_t tokens, double seconds);
 
 /* Computes summaries and all pairs (i < j: ratio = config i ÷ config j) with n_boot
- * resamples from seed. Call once after the last add; the writers need it. */
+ * resamples from seed. Each configuration's summary covers all its positions; a pair
+ * covers the (doc, pos) keys both configurations have, in i's order (documents only one
+ * has are left out of that pair's n, n_docs and intervals). SJK_ERR_PARAM if a
+ * configuration has a key twice. Call once after the last add; the writers need it. */
 sjk_status sjk_eval_study_finish(sjk_eval_study *st, uint32_t n_boot, uint64_t seed);
 
 /* Per-configuration results after finish (NULL before finish or for a bad index). */
@@ -187,6 +192,53 @@ sjk_status sjk_eval_write_csv_positions(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_json(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_svg_positions(const sjk_eval_study *st, FILE *f);
+
+/* ------------------------------------------------------------------------------------
+ * Merging runs from their CSV outputs (`sjkvarn eval --merge`)
+ *
+ * A long study is run in pieces (a document, or a batch of configurations, per command)
+ * so that partial results survive; this loads the pieces back as one study, whose
+ * summaries, pairs (document-level intervals, documents won) and outputs are those of one
+ * run over the union.
+ * ---------------------------------------------------------------------------------- */
+typedef struct sjk_eval_merge_info {
+    size_t n_files;          /* runs read */
+    size_t n_rows;           /* position rows read, over all files */
+    size_t n_rows_repeated;  /* rows of a (config, document) an earlier file already had,
+                                identically: counted once */
+    size_t n_needle_dropped; /* (file, config) rows with needle_n > 0: needle answers are
+                                not in the CSVs, so the merged study has none */
+} sjk_eval_merge_info;
+
+/* Loads n_paths runs, each written by `sjkvarn eval --csv FILE`: FILE (one row per
+ * configuration) and BASE-positions.csv beside it (BASE = FILE without ".csv"), and builds
+ * one unfinished study in *out (the caller may set the reference's name, then finishes
+ * and frees it). Configurations and documents are named as in the files, ordered by first
+ * appearance (file order, then row order); each configuration's positions are the union
+ * of its (document, position) rows over the files, in file order.
+ *
+ *  - The same (config, document) in two files: accepted once if the rows are identical,
+ *    else SJK_ERR_MISMATCH naming both files.
+ *  - bits per value (occupied) per position, from the positions files, as a run records
+ *    it; allocated bits per value: each position takes its run's mean (runs record only
+ *    the mean), so the merged value is the mean over positions; KV bytes: the largest any
+ *    run saw (as one run reports the largest allocation over its documents).
+ *  - tokens per second: all tokens fed over all seconds, both rebuilt per run and
+ *    configuration (tokens of a document = its last scored position + 1, as the driver
+ *    feeds them; seconds = tokens / the run's rate). Exact unless a run had --needle,
+ *    whose extra tokens the CSVs do not record.
+ *  - needles: left out (the CSVs keep only their means); info->n_needle_dropped says so.
+ *
+ * Errors, with a message naming the file and line in err (err_cap bytes, may be 0):
+ * SJK_ERR_IO a file cannot be read; SJK_ERR_FORMAT a wrong header, a malformed line, a
+ * field that is not a finite number in range, a repeated row or configuration;
+ * SJK_ERR_MISMATCH a positions file whose configurations or counts differ from its main
+ * file, or conflicting duplicates; SJK_ERR_RANGE more than 64 configurations in all;
+ * SJK_ERR_PARAM bad arguments; SJK_ERR_NOMEM. *out is NULL on any error. info may be NULL.
+ * Reads whole files and allocates; thread-safe on distinct arguments. */
+sjk_status sjk_eval_study_merge_csv(const char *const *paths, size_t n_paths,
+                                    sjk_eval_study **out, sjk_eval_merge_info *info,
+                                    char *err, size_t err_cap);
 
 /* ------------------------------------------------------------------------------------
  * Progress bar on stderr (only when stderr is a terminal, or when forced)

@@ -1,7 +1,7 @@
 /* eval_study.c — the study: what every configuration scored, position by position.
  *
- * Layout (one column set per configuration, all the same length because the driver adds
- * positions in lockstep):
+ * Layout (one column set per configuration; the driver adds positions in lockstep, so its
+ * columns have the same length and order, but pairs match positions by (doc, pos) key):
  *
  *   cfg c:  kl[i]  same[i]  doc[i]  pos[i]  bpv_occ[i]  bpv_alloc[i]      i = 0 .. n-1
  *   needles: one row per (configuration, answer token)
@@ -153,12 +153,102 @@ void sjk_eval_study_add_time(sjk_eval_study *st, size_t cfg, uint64_t tokens, do
     st->cols[cfg].seconds += seconds;
 }
 
+/* Pairs match positions by key, (document, position), not by index, so a study need not
+ * be filled in lockstep: a merged study (eval_merge.c) holds configurations that were run
+ * on different documents or in different batches. Each configuration's keys, sorted:
+ *
+ *   sorted[c][k] = {key = doc << 32 | pos, i}   k = 0 .. n-1, ascending key; i indexes cols[c]
+ *
+ * A key may occur once per configuration; two rows at one key could not be paired. */
+typedef struct key_ix {
+    uint64_t key;
+    size_t i;
+} key_ix;
+
+static uint64_t col_key(const eval_col *k, size_t i)
+{
+    return (uint64_t)k->doc[i] << 32 | k->pos[i];
+}
+
+static int cmp_key_ix(const void *x, const void *y)
+{
+    uint64_t a = ((const key_ix *)x)->key, b = ((const key_ix *)y)->key;
+    return (a > b) - (a < b);
+}
+
+/* Sorted keys of column k into *out (allocated; NULL when k is empty). SJK_ERR_PARAM if a
+ * key repeats. */
+static sjk_status col_sorted_keys(const eval_col *k, key_ix **out)
+{
+    *out = NULL;
+    if (k->n == 0) return SJK_OK;
+    size_t nb;
+    if (!sjk_mul_ok(k->n, sizeof(key_ix), &nb)) return SJK_ERR_NOMEM;
+    key_ix *v = malloc(nb);
+    if (!v) return SJK_ERR_NOMEM;
+    for (size_t i = 0; i < k->n; i++) v[i] = (key_ix){col_key(k, i), i};
+    qsort(v, k->n, sizeof *v, cmp_key_ix);
+    for (size_t i = 1; i < k->n; i++)
+        if (v[i].key == v[i - 1].key) { free(v); return SJK_ERR_PARAM; }
+    *out = v;
+    return SJK_OK;
+}
+
+/* Index in column b of key, or SIZE_MAX if b has no such key (bs: b's sorted keys). */
+static size_t find_key(const key_ix *bs, size_t n, uint64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (bs[mid].key < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && bs[lo].key == key ? bs[lo].i : SIZE_MAX;
+}
+
+/* Pair a ÷ b over the keys both have, in a's order. When both columns hold the same keys
+ * in the same order (a study filled in lockstep by the driver) the columns are compared
+ * as they are; otherwise the common positions are gathered into aligned scratch arrays:
+ *
+ *   ka[m] = a->kl[i], kb[m] = b->kl[j], doc[m] = a->doc[i]   for a's i whose key b has (j)
+ *
+ * Documents only one of the two has drop out of the pair (n_docs counts the rest). */
+static sjk_status pair_by_key(const eval_col *a, const eval_col *b, const key_ix *b_sorted,
+                              uint32_t n_docs, uint32_t n_boot, uint64_t seed,
+                              sjk_eval_pair *out)
+{
+    if (a->n == b->n && (a->n == 0 ||
+                         (!memcmp(a->doc, b->doc, a->n * sizeof *a->doc) &&
+                          !memcmp(a->pos, b->pos, a->n * sizeof *a->pos))))
+        return sjk_eval_pair_compare(a->kl, b->kl, a->doc, a->n, n_docs, n_boot, seed, out);
+    size_t nb_kl, nb_doc;
+    if (!sjk_mul_ok(a->n, sizeof(double), &nb_kl) || !sjk_mul_ok(a->n, sizeof(uint32_t), &nb_doc))
+        return SJK_ERR_NOMEM;
+    double *ka = malloc(nb_kl ? nb_kl : 1), *kb = malloc(nb_kl ? nb_kl : 1);
+    uint32_t *doc = malloc(nb_doc ? nb_doc : 1);
+    sjk_status s = SJK_ERR_NOMEM;
+    if (ka && kb && doc) {
+        size_t m = 0;
+        for (size_t i = 0; i < a->n; i++) {
+            size_t j = find_key(b_sorted, b->n, col_key(a, i));
+            if (j == SIZE_MAX) continue;
+            ka[m] = a->kl[i];
+            kb[m] = b->kl[j];
+            doc[m] = a->doc[i];
+            m++;
+        }
+        s = sjk_eval_pair_compare(ka, kb, doc, m, n_docs, n_boot, seed, out);
+    }
+    free(ka);
+    free(kb);
+    free(doc);
+    return s;
+}
+
 sjk_status sjk_eval_study_finish(sjk_eval_study *st, uint32_t n_boot, uint64_t seed)
 {
     if (!st || st->finished) return SJK_ERR_PARAM;
     size_t nc = st->n_configs;
-    for (size_t c = 1; c < nc; c++)
-        if (st->cols[c].n != st->cols[0].n) return SJK_ERR_PARAM; /* not in lockstep */
     for (size_t c = 0; c < nc; c++) {
         eval_col *k = &st->cols[c];
         sjk_eval_config_result *r = &st->res[c];
@@ -186,19 +276,20 @@ sjk_status sjk_eval_study_finish(sjk_eval_study *st, uint32_t n_boot, uint64_t s
         r->needle_ref_gold_top = nn ? (double)gp / (double)nn : 0.0;
     }
     size_t np = nc * (nc - 1) / 2;
-    if (np) {
-        st->pairs = calloc(np, sizeof *st->pairs);
-        if (!st->pairs) return SJK_ERR_NOMEM;
-    }
+    key_ix **sorted = calloc(nc, sizeof *sorted);
+    sjk_eval_pair *pairs = np ? calloc(np, sizeof *pairs) : NULL;
+    sjk_status s = sorted && (pairs || !np) ? SJK_OK : SJK_ERR_NOMEM;
+    for (size_t c = 0; c < nc && s == SJK_OK; c++) s = col_sorted_keys(&st->cols[c], &sorted[c]);
     size_t k = 0;
-    for (size_t a = 0; a < nc; a++)
-        for (size_t b = a + 1; b < nc; b++, k++) {
-            sjk_status s = sjk_eval_pair_compare(st->cols[a].kl, st->cols[b].kl,
-                                                  st->cols[a].doc, st->cols[a].n,
-                                                  (uint32_t)st->n_docs, n_boot, seed,
-                                                  &st->pairs[k]);
-            if (s != SJK_OK) return s;
-        }
+    for (size_t a = 0; a < nc && s == SJK_OK; a++)
+        for (size_t b = a + 1; b < nc && s == SJK_OK; b++, k++)
+            s = pair_by_key(&st->cols[a], &st->cols[b], sorted[b], (uint32_t)st->n_docs,
+                            n_boot, seed, &pairs[k]);
+    if (sorted)
+        for (size_t c = 0; c < nc; c++) free(sorted[c]);
+    free(sorted);
+    if (s != SJK_OK) { free(pairs); return s; }
+    st->pairs = pairs;
     st->n_pairs = np;
     st->finished = 1;
     return SJK_OK;
