@@ -134,6 +134,78 @@ TEST(test_simd_kernels_match_reference)
     if (!tested) SKIP("no SIMD attention kernels on this CPU");
 }
 
+/* chunk_f32_many (the prefill layout: rows in lanes, scores and values as blocked matrix
+ * products) against the scalar reference over many rows: R from 1 to 200 (blocks of
+ * SJK_ATTN_MANY_RB and their ragged ends), D = 64 .. 512, chunks shorter than 128 keys, and
+ * visibility patterns (all, causal staircases one and four rows per position as GQA
+ * prefill makes them, random with empty rows, a single key). Also the reference's own
+ * entry, which must be the fp32 reference. */
+TEST(test_many_rows_kernel_matches_reference)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[3] = {ref, sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    enum { MR = 200 };
+    sjk_rng r;
+    sjk_rng_seed(&r, 31);
+    static float K[G * MAXD], V[G * MAXD], q[MR * MAXD], acc0[MR * MAXD], a1[MR * MAXD], a2[MR * MAXD];
+    static float m0[MR], l0[MR], m1[MR], l1[MR], m2[MR], l2[MR];
+    static uint32_t nvis[MR];
+    int tested = 0;
+    for (size_t D = 64; D <= MAXD; D *= 2)
+        for (int it = 0; it < 12; it++) {
+            size_t R = it < 4 ? (size_t[]){1, 16, 33, 200}[it] : 1 + (size_t)(sjk_rng_u64(&r) % MR);
+            size_t n = it % 3 == 2 ? 1 + (size_t)(sjk_rng_u64(&r) % G) : G;
+            int pat = it % 4;
+            for (size_t i = 0; i < n * D; i++) {
+                K[i] = (float)sjk_rng_normal(&r);
+                V[i] = (float)sjk_rng_normal(&r);
+            }
+            for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+            size_t off = (size_t)(sjk_rng_u64(&r) % n);
+            for (size_t i = 0; i < R; i++) {
+                size_t v;
+                if (pat == 0) v = n;
+                else if (pat == 1) v = off + i / 4 + 1;        /* staircase, GQA group 4 */
+                else if (pat == 2) v = (size_t)(sjk_rng_u64(&r) % (n + 1)); /* empty rows too */
+                else v = i % 7 == 3 ? 1 : off + i + 1;          /* staircase, single keys */
+                nvis[i] = (uint32_t)(v < n ? v : n);
+            }
+            for (size_t i = 0; i < R; i++) {
+                int prior = sjk_rng_u64(&r) % 2;
+                m0[i] = prior ? (float)sjk_rng_normal(&r) : -INFINITY;
+                l0[i] = prior ? 1.0f + (float)sjk_rng_uniform(&r) : 0.0f;
+                for (size_t d = 0; d < D; d++) acc0[i * D + d] = prior ? (float)sjk_rng_normal(&r) : 0.0f;
+            }
+            memcpy(m1, m0, R * sizeof *m1); memcpy(l1, l0, R * sizeof *l1); memcpy(a1, acc0, R * D * sizeof *a1);
+            ref->chunk_f32(q, R, D, nvis, K, V, n, m1, l1, a1, g_work);
+            for (int pi = 0; pi < 3; pi++) {
+                const sjk_attn_kernels *k = paths[pi];
+                if (!k || !k->chunk_f32_many) continue;
+                tested += pi > 0;
+                memcpy(m2, m0, R * sizeof *m2); memcpy(l2, l0, R * sizeof *l2); memcpy(a2, acc0, R * D * sizeof *a2);
+                k->chunk_f32_many(q, R, D, nvis, K, V, n, m2, l2, a2, g_work);
+                double e = 0, mag = 1;
+                int bad_m = 0;
+                for (size_t i = 0; i < R; i++) {
+                    if (!nvis[i]) { /* untouched, bit for bit */
+                        bad_m |= memcmp(&m1[i], &m2[i], sizeof m1[i]) || l1[i] != l2[i] ||
+                                 memcmp(a1 + i * D, a2 + i * D, D * sizeof *a1);
+                        continue;
+                    }
+                    bad_m |= !(fabsf(m1[i] - m2[i]) <= 1e-5f * fmaxf(1, fabsf(m1[i])));
+                    e = fmax(e, fabs(l1[i] - l2[i]) / fmax(1e-30, fabs(l1[i])));
+                    for (size_t d = 0; d < D; d++) {
+                        e = fmax(e, fabs(a1[i * D + d] - a2[i * D + d]));
+                        mag = fmax(mag, fabs(a1[i * D + d]));
+                    }
+                }
+                CHECKF(!bad_m && e / mag < 1e-5, "%s many D=%zu R=%zu n=%zu pattern %d: m %s, rel diff %.3g",
+                       pi ? k->name : "ref", D, R, n, pat, bad_m ? "differs" : "ok", e / mag);
+            }
+        }
+    if (!tested) fprintf(stderr, "  note: no SIMD table has chunk_f32_many on this CPU; the reference was checked alone\n");
+}
+
 /* n_threads splits positions across threads; the merge must give the same answer up to
  * summation order. The output is a convex combination of value rows, so rounding in a
  * different order moves it by a fraction of the values' magnitude, not of the output's
@@ -349,6 +421,7 @@ TEST(test_config_strings_parse)
 int main(void)
 {
     RUN(test_simd_kernels_match_reference);
+    RUN(test_many_rows_kernel_matches_reference);
     RUN(test_threads_split_positions_same_result);
     RUN(test_trellis_inplace_matches_decoded);
     RUN(test_tq6_ring_inplace_matches_decoded);

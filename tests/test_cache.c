@@ -233,7 +233,10 @@ static void run_context_sweep(const char *cfg, uint32_t D, uint32_t H, uint32_t 
         if (!test_light() || want || n % 7 == 0)
             CHECKF(sjk_cache_check(c, msg, sizeof msg) == SJK_OK, "%s n=%u: %s", cfg, n, msg);
         if (!want) continue;
-        size_t rows = (n % 3 == 0 && n >= 5) ? 5 : 1; /* prefill rows now and then */
+        /* prefill rows now and then, in turn 1, 5 and 16 (16 x GQA group: the many-rows
+         * path, SJK_ATTN_MANY_MIN, at every kind of boundary the sweep attends at) */
+        _Static_assert(16 >= SJK_ATTN_MANY_MIN, "16 rows must reach the many-rows path at GQA group 1");
+        size_t rows = checks % 3 == 1 && n >= 5 ? 5 : checks % 3 == 2 && n >= 16 ? 16 : 1;
         for (size_t i = 0; i < rows * Hq * D; i++) q[i] = (float)sjk_rng_normal(&qr);
         uint32_t l = n % n_layers;
         float scale = 1.0f / sqrtf((float)D);

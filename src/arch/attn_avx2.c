@@ -4,7 +4,8 @@
  * head (GQA) and the rows of a prefill reuse every key and value load. Scores are
  * computed into work[], the online-softmax update runs 8 lanes at a time with a
  * polynomial exp (relative error < 2e-7 on the range used), and values accumulate 16
- * channels x 4 rows in registers. Tested against attn_ref.c.
+ * channels x 4 rows in registers. Tested against attn_ref.c. Many rows (prefill) go
+ * to chunk_f32_many (blocked matrix products; attn_avx512.c explains the layout).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -192,6 +193,154 @@ static void chunk_f16_avx2(const float *q, size_t R, size_t D, const uint32_t *n
 #undef POST
 #undef PRE
 
+/* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
+ * The layout of attn_avx512.c's chunk_f32_many (read its notes) in 8 lanes and 16
+ * registers: queries transposed to qT [D][rp] (8x8 register transposes, rp = rows
+ * rounded up to 8), score tiles of 4 keys x 16 rows (8 accumulators; 8 keys x 8 rows
+ * for an odd last 8), the online softmax across 8 rows per vector, values in tiles of
+ * 4 rows x 16 channels. */
+#define MRB SJK_ATTN_MANY_RB
+_Static_assert(MRB == 32 && G % 8 == 0, "chunk_f32_many: row blocks of 32, score tiles of 4 or 8 keys");
+
+/* x[i] lane j <- x[j] lane i, 8x8. */
+static inline void transpose8x8(__m256 x[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+        t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+    }
+    for (int g = 0; g < 2; g++) { /* rows 4g..4g+3: u[4g + c] holds column c (c + 4 high) */
+        u[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; c++) {
+        x[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        x[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+/* Scores of keys [0, nk) (nk a multiple of KT) against RZ * 8 columns of qT from c0. */
+#define MANY_SCORES(RZ, KT, c0)                                                            \
+    for (size_t t0 = 0; t0 < nk; t0 += (KT)) {                                             \
+        const float *kr[KT];                                                               \
+        for (size_t j = 0; j < (KT); j++) kr[j] = K + (t0 + j < ntm ? t0 + j : ntm - 1) * D; \
+        __m256 a[KT][RZ];                                                                  \
+        _Pragma("GCC unroll 8")                                                            \
+        for (size_t j = 0; j < (KT); j++)                                                  \
+            _Pragma("GCC unroll 2")                                                        \
+            for (size_t z = 0; z < (RZ); z++) a[j][z] = _mm256_setzero_ps();               \
+        for (size_t d = 0; d < D; d++) {                                                   \
+            __m256 qv[RZ];                                                                 \
+            _Pragma("GCC unroll 2")                                                        \
+            for (size_t z = 0; z < (RZ); z++) qv[z] = _mm256_loadu_ps(qT + d * rp + (c0) + 8 * z); \
+            _Pragma("GCC unroll 8")                                                        \
+            for (size_t j = 0; j < (KT); j++) {                                            \
+                const __m256 kb = _mm256_broadcast_ss(kr[j] + d);                          \
+                _Pragma("GCC unroll 2")                                                    \
+                for (size_t z = 0; z < (RZ); z++) a[j][z] = _mm256_fmadd_ps(qv[z], kb, a[j][z]); \
+            }                                                                              \
+        }                                                                                  \
+        _Pragma("GCC unroll 8")                                                            \
+        for (size_t j = 0; j < (KT); j++)                                                  \
+            _Pragma("GCC unroll 2")                                                        \
+            for (size_t z = 0; z < (RZ); z++) _mm256_storeu_ps(s + (t0 + j) * rp + (c0) + 8 * z, a[j][z]); \
+    }
+
+static void chunk_f32_many_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                const float *K, const float *V, size_t n,
+                                float *m, float *l, float *acc, float *work)
+{
+    float *qT = work;             /* [D][rp] */
+    float *s = qT + D * MRB;      /* [G][rp] scores, then probabilities */
+    float *fct = s + G * MRB;     /* [MRB] factors for the old state */
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    (void)n;
+    for (size_t b0 = 0; b0 < R; b0 += MRB) {
+        const size_t rb = R - b0 < MRB ? R - b0 : MRB, rp = (rb + 7) & ~(size_t)7;
+        const uint32_t *nv = nvis + b0;
+        size_t ntm = 0;
+        for (size_t r = 0; r < rb; r++) ntm = nv[r] > ntm ? nv[r] : ntm;
+        if (!ntm) continue;
+        for (size_t g = 0; g < rp; g += 8)
+            for (size_t d0 = 0; d0 < D; d0 += 8) {
+                __m256 x[8];
+                for (size_t i = 0; i < 8; i++)
+                    x[i] = g + i < rb ? _mm256_loadu_ps(q + (b0 + g + i) * D + d0) : _mm256_setzero_ps();
+                transpose8x8(x);
+                for (size_t i = 0; i < 8; i++) _mm256_storeu_ps(qT + (d0 + i) * rp + g, x[i]);
+            }
+        size_t nk = (ntm + 3) & ~(size_t)3;
+        size_t c0 = 0;
+        for (; c0 + 16 <= rp; c0 += 16) { MANY_SCORES(2, 4, c0) }
+        if (c0 < rp) {
+            nk = (ntm + 7) & ~(size_t)7;
+            MANY_SCORES(1, 8, c0)
+        }
+        /* online softmax, 8 rows per vector (row b0 + g + i in lane i) */
+        for (size_t g = 0; g < rp; g += 8) {
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(rb - g)), lane);
+            const __m256i nvv = _mm256_and_si256(in, _mm256_maskload_epi32((const int *)(const void *)(nv + g), in));
+            const __m256i live = _mm256_cmpgt_epi32(nvv, _mm256_setzero_si256());
+            size_t ntg = 0;
+            for (size_t i = g; i < g + 8 && i < rb; i++) ntg = nv[i] > ntg ? nv[i] : ntg;
+            if (!ntg) continue;
+            const __m256 mo = _mm256_blendv_ps(ninf, _mm256_maskload_ps(m + b0 + g, live), _mm256_castsi256_ps(live));
+            __m256 mx = ninf;
+            for (size_t t = 0; t < ntg; t++) {
+                const __m256 k = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, _mm256_set1_epi32((int)t)));
+                mx = _mm256_max_ps(mx, _mm256_blendv_ps(ninf, _mm256_loadu_ps(s + t * rp + g), k));
+            }
+            const __m256 mn = _mm256_max_ps(mo, mx);
+            const __m256 old = _mm256_cmp_ps(mo, ninf, _CMP_NEQ_OQ);
+            const __m256 f = _mm256_and_ps(old, exp256(_mm256_sub_ps(mo, mn)));
+            __m256 sum = _mm256_setzero_ps();
+            for (size_t t = 0; t < ntg; t++) {
+                const __m256 k = _mm256_castsi256_ps(_mm256_cmpgt_epi32(nvv, _mm256_set1_epi32((int)t)));
+                const __m256 p = _mm256_and_ps(k, exp256(_mm256_sub_ps(_mm256_loadu_ps(s + t * rp + g), mn)));
+                _mm256_storeu_ps(s + t * rp + g, p);
+                sum = _mm256_add_ps(sum, p);
+            }
+            const __m256 lo = _mm256_maskload_ps(l + b0 + g, live);
+            _mm256_maskstore_ps(l + b0 + g, live, _mm256_fmadd_ps(lo, f, sum));
+            _mm256_maskstore_ps(m + b0 + g, live, mn);
+            _mm256_storeu_ps(fct + g, f);
+        }
+        /* values: 4 rows x 16 channels per tile, over the keys the tile's rows see */
+        for (size_t d0 = 0; d0 < D; d0 += 16)
+            for (size_t r0 = 0; r0 < rb; r0 += 4) {
+                size_t nt = 0;
+                for (size_t r = r0; r < r0 + 4 && r < rb; r++) nt = nv[r] > nt ? nv[r] : nt;
+                if (!nt) continue;
+                __m256 a[4][2];
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < 4; r++) { a[r][0] = _mm256_setzero_ps(); a[r][1] = _mm256_setzero_ps(); }
+                for (size_t t = 0; t < nt; t++) {
+                    const __m256 v0 = _mm256_loadu_ps(V + t * D + d0), v1 = _mm256_loadu_ps(V + t * D + d0 + 8);
+                    _Pragma("GCC unroll 4")
+                    for (size_t r = 0; r < 4; r++) {
+                        const __m256 pb = _mm256_broadcast_ss(s + t * rp + r0 + r);
+                        a[r][0] = _mm256_fmadd_ps(pb, v0, a[r][0]);
+                        a[r][1] = _mm256_fmadd_ps(pb, v1, a[r][1]);
+                    }
+                }
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < 4; r++) {
+                    if (r0 + r >= rb || !nv[r0 + r]) continue;
+                    float *ad = acc + (b0 + r0 + r) * D + d0;
+                    const __m256 f = _mm256_set1_ps(fct[r0 + r]);
+                    _mm256_storeu_ps(ad, _mm256_fmadd_ps(_mm256_loadu_ps(ad), f, a[r][0]));
+                    _mm256_storeu_ps(ad + 8, _mm256_fmadd_ps(_mm256_loadu_ps(ad + 8), f, a[r][1]));
+                }
+            }
+    }
+}
+#undef MANY_SCORES
+#undef MRB
+
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
  * values by token rows of codes; scales folded as in attn_kernels.h. */
 #define POST(a, d) _mm256_mul_ps(_mm256_loadu_ps(rc->vch + (d)), (a))
@@ -313,6 +462,6 @@ static void f16_to_f32_avx2(float *dst, const uint8_t *src, size_t n)
 }
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
-    "avx2", chunk_f32_avx2, chunk_f16_avx2, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_avx2, sjk_attn_unpack_row_avx2, f16_to_f32_avx2,
+    "avx2", chunk_f32_avx2, chunk_f32_many_avx2, chunk_f16_avx2, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_avx2, sjk_attn_unpack_row_avx2, f16_to_f32_avx2,
     0 /* trellis records: decoded by the caller */,
 };

@@ -6,6 +6,10 @@
  * computed into work[], the online-softmax update runs 16 lanes at a time with a
  * polynomial exp (relative error < 2e-7 on the range used), and values accumulate 16
  * channels x 4 rows in registers. Tested against attn_ref.c.
+ *
+ * That shape is for decode (a few rows). Prefill (many rows, attend.c) goes to
+ * chunk_f32_many below: rows in lanes for the scores, blocked matrix products, no
+ * per-pair horizontal sums.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -176,6 +180,176 @@ static void chunk_f16_avx512(const float *q, size_t R, size_t D, const uint32_t 
 }
 #undef POST
 #undef PRE
+
+/* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
+ * With R rows against one chunk the work is two small matrix products, S = Q·Kᵀ
+ * (rows x keys over D) and A += P·V (rows x channels over keys), and the kernel is laid
+ * out for them instead of for a few rows: no horizontal sum per (key, row) pair and no
+ * K/V conversion per row block (the caller hands fp32 K and V, converted or decoded once
+ * per chunk for all rows; attend.c).
+ *
+ * Rows go in blocks of MRB (32). Per block:
+ *
+ *   qT [D][rp]    the block's queries transposed (16x16 register transposes; rp = rows
+ *                 rounded up to 16, zero columns past the last row), so that
+ *   s  [G][rp]    scores: a tile of 8 keys x 32 rows is 16 zmm accumulators, each step d
+ *                 one broadcast K[t][d] per key against the rows' q[.][d] in lanes;
+ *                 then the online-softmax update runs across lanes too (16 rows at a
+ *                 time: running max, exp, sums, the factors f; masked by nvis[r]),
+ *                 leaving p in s;
+ *   acc[r][d]  = acc[r][d] * f[r] + Σ_t p[t][r] V[t][d], a tile of 4 rows x 64 channels
+ *                 (16 zmm) over the keys row r's tile may see, broadcasting p[t][r].
+ *
+ * Keys past the block's largest nvis are not computed (score tiles round up to 8 keys,
+ * reading the last visible key again; those scores are masked). */
+#define MRB SJK_ATTN_MANY_RB
+#define MKT 8 /* keys per score tile */
+_Static_assert(MRB == 32 && G % MKT == 0, "chunk_f32_many: score tiles of 32 rows x 8 keys");
+
+/* x[i] lane j <- x[j] lane i: unpack pairs, then pairs of pairs, then 128-bit lanes twice. */
+static inline void transpose16x16(__m512 x[16])
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(x[i], x[i + 1]);     /* a0 b0 a1 b1 (per 128-bit lane) */
+        t[i + 1] = _mm512_unpackhi_ps(x[i], x[i + 1]); /* a2 b2 a3 b3 */
+    }
+    for (int g = 0; g < 4; g++) { /* rows 4g..4g+3: u[4g + c] holds column c of each lane */
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; c++) { /* column 4k + c gathers lane k of u[c], u[4+c], u[8+c], u[12+c] */
+        __m512 xl = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        __m512 xh = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        __m512 yl = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        __m512 yh = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        x[c] = _mm512_shuffle_f32x4(xl, yl, _MM_SHUFFLE(2, 0, 2, 0));
+        x[8 + c] = _mm512_shuffle_f32x4(xl, yl, _MM_SHUFFLE(3, 1, 3, 1));
+        x[4 + c] = _mm512_shuffle_f32x4(xh, yh, _MM_SHUFFLE(2, 0, 2, 0));
+        x[12 + c] = _mm512_shuffle_f32x4(xh, yh, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* Scores of keys [0, nk) (nk a multiple of MKT) against RZ * 16 columns of qT: s[t][c]. */
+#define MANY_SCORES(RZ)                                                                    \
+    for (size_t t0 = 0; t0 < nk; t0 += MKT) {                                              \
+        const float *kr[MKT];                                                              \
+        for (size_t j = 0; j < MKT; j++) kr[j] = K + (t0 + j < ntm ? t0 + j : ntm - 1) * D; \
+        __m512 a[MKT][RZ];                                                                 \
+        _Pragma("GCC unroll 8")                                                            \
+        for (size_t j = 0; j < MKT; j++)                                                   \
+            _Pragma("GCC unroll 2")                                                        \
+            for (size_t z = 0; z < RZ; z++) a[j][z] = _mm512_setzero_ps();                 \
+        for (size_t d = 0; d < D; d++) {                                                   \
+            __m512 qv[RZ];                                                                 \
+            _Pragma("GCC unroll 2")                                                        \
+            for (size_t z = 0; z < RZ; z++) qv[z] = _mm512_loadu_ps(qT + d * rp + 16 * z); \
+            _Pragma("GCC unroll 8")                                                        \
+            for (size_t j = 0; j < MKT; j++) {                                             \
+                const __m512 kb = _mm512_set1_ps(kr[j][d]);                                \
+                _Pragma("GCC unroll 2")                                                    \
+                for (size_t z = 0; z < RZ; z++) a[j][z] = _mm512_fmadd_ps(qv[z], kb, a[j][z]); \
+            }                                                                              \
+        }                                                                                  \
+        _Pragma("GCC unroll 8")                                                            \
+        for (size_t j = 0; j < MKT; j++)                                                   \
+            _Pragma("GCC unroll 2")                                                        \
+            for (size_t z = 0; z < RZ; z++) _mm512_storeu_ps(s + (t0 + j) * rp + 16 * z, a[j][z]); \
+    }
+
+static void chunk_f32_many_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                  const float *K, const float *V, size_t n,
+                                  float *m, float *l, float *acc, float *work)
+{
+    float *qT = work;             /* [D][rp] */
+    float *s = qT + D * MRB;      /* [G][rp] scores, then probabilities */
+    float *fct = s + G * MRB;     /* [MRB] factors for the old state */
+    (void)n;
+    for (size_t b0 = 0; b0 < R; b0 += MRB) {
+        const size_t rb = R - b0 < MRB ? R - b0 : MRB, rp = (rb + 15) & ~(size_t)15;
+        const uint32_t *nv = nvis + b0;
+        size_t ntm = 0;
+        for (size_t r = 0; r < rb; r++) ntm = nv[r] > ntm ? nv[r] : ntm;
+        if (!ntm) continue;
+        for (size_t g = 0; g < rp; g += 16)
+            for (size_t d0 = 0; d0 < D; d0 += 16) {
+                __m512 x[16];
+                for (size_t i = 0; i < 16; i++)
+                    x[i] = g + i < rb ? _mm512_loadu_ps(q + (b0 + g + i) * D + d0) : _mm512_setzero_ps();
+                transpose16x16(x);
+                for (size_t i = 0; i < 16; i++) _mm512_storeu_ps(qT + (d0 + i) * rp + g, x[i]);
+            }
+        const size_t nk = (ntm + MKT - 1) / MKT * MKT;
+        if (rp == 32) { MANY_SCORES(2) }
+        else { MANY_SCORES(1) }
+        /* online softmax, 16 rows per vector (row b0 + g + i in lane i) */
+        for (size_t g = 0; g < rp; g += 16) {
+            const __mmask16 in = rb - g >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (rb - g)) - 1);
+            const __m512i nvv = _mm512_maskz_loadu_epi32(in, nv + g);
+            const __mmask16 live = _mm512_mask_cmpgt_epi32_mask(in, nvv, _mm512_setzero_si512());
+            size_t ntg = 0;
+            for (size_t i = g; i < g + 16 && i < rb; i++) ntg = nv[i] > ntg ? nv[i] : ntg;
+            if (!ntg) continue;
+            const __m512 mo = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), live, m + b0 + g);
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (size_t t = 0; t < ntg; t++) {
+                const __mmask16 k = _mm512_cmpgt_epi32_mask(nvv, _mm512_set1_epi32((int)t));
+                mx = _mm512_mask_max_ps(mx, k, mx, _mm512_loadu_ps(s + t * rp + g));
+            }
+            const __m512 mn = _mm512_max_ps(mo, mx);
+            const __mmask16 old = _mm512_mask_cmp_ps_mask(live, mo, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+            const __m512 f = _mm512_maskz_mov_ps(old, exp512(_mm512_sub_ps(mo, mn)));
+            __m512 sum = _mm512_setzero_ps();
+            for (size_t t = 0; t < ntg; t++) {
+                const __mmask16 k = _mm512_cmpgt_epi32_mask(nvv, _mm512_set1_epi32((int)t));
+                const __m512 p = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + t * rp + g), mn)));
+                _mm512_storeu_ps(s + t * rp + g, p);
+                sum = _mm512_add_ps(sum, p);
+            }
+            const __m512 lo = _mm512_maskz_loadu_ps(live, l + b0 + g);
+            _mm512_mask_storeu_ps(l + b0 + g, live, _mm512_fmadd_ps(lo, f, sum));
+            _mm512_mask_storeu_ps(m + b0 + g, live, mn);
+            _mm512_storeu_ps(fct + g, f);
+        }
+        /* values: 4 rows x 64 channels per tile, over the keys the tile's rows see */
+        for (size_t d0 = 0; d0 < D; d0 += 64)
+            for (size_t r0 = 0; r0 < rb; r0 += 4) {
+                size_t nt = 0;
+                for (size_t r = r0; r < r0 + 4 && r < rb; r++) nt = nv[r] > nt ? nv[r] : nt;
+                if (!nt) continue;
+                __m512 a[4][4];
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < 4; r++)
+                    _Pragma("GCC unroll 4")
+                    for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
+                for (size_t t = 0; t < nt; t++) {
+                    __m512 v[4];
+                    _Pragma("GCC unroll 4")
+                    for (size_t i = 0; i < 4; i++) v[i] = _mm512_loadu_ps(V + t * D + d0 + 16 * i);
+                    _Pragma("GCC unroll 4")
+                    for (size_t r = 0; r < 4; r++) {
+                        const __m512 pb = _mm512_set1_ps(s[t * rp + r0 + r]);
+                        _Pragma("GCC unroll 4")
+                        for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_fmadd_ps(pb, v[i], a[r][i]);
+                    }
+                }
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < 4; r++) {
+                    if (r0 + r >= rb || !nv[r0 + r]) continue;
+                    float *ad = acc + (b0 + r0 + r) * D + d0;
+                    const __m512 f = _mm512_set1_ps(fct[r0 + r]);
+                    _Pragma("GCC unroll 4")
+                    for (size_t i = 0; i < 4; i++)
+                        _mm512_storeu_ps(ad + 16 * i, _mm512_fmadd_ps(_mm512_loadu_ps(ad + 16 * i), f, a[r][i]));
+                }
+            }
+    }
+}
+#undef MANY_SCORES
+#undef MKT
+#undef MRB
 
 /* tq6_0_stage rows (the staging ring), decoded 16 values at a time and used by all RB
  * rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] low nibbles (element j
@@ -828,6 +1002,6 @@ static void f16_to_f32_avx512(float *dst, const uint8_t *src, size_t n)
 }
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
-    "avx512", chunk_f32_avx512, chunk_f16_avx512, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
+    "avx512", chunk_f32_avx512, chunk_f32_many_avx512, chunk_f16_avx512, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
     f16_to_f32_avx512, 1,
 };

@@ -11,6 +11,16 @@
  * c->part; the caller's thread merges the splits (log-sum-exp weights), divides by the
  * softmax sum and rotates the result back. Queries that share a KV head (GQA) and the
  * rows of a prefill are processed together, so each key is read once per unit.
+ *
+ * Per chunk, two paths (attn_kernels.h), chosen per call by R = rows x GQA group:
+ *
+ *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
+ *                                     and trellis read in place) / chunk_tq6 / chunk_f32
+ *   R >= SJK_ATTN_MANY_MIN (prefill)  the chunk as fp32 K, V [len][D] (fp16 converted,
+ *                                     records and ring rows decoded; once per chunk, for
+ *                                     all rows) -> chunk_f32_many
+ *
+ * Ring centering (ring_enter / ring_leave) works on the states and is the same for both.
  */
 #include <math.h>
 #include <string.h>
@@ -150,8 +160,11 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     const uint32_t first_q = j->n - j->n_rows; /* position of query row 0 */
     /* Kernels that decode inside their loops (trellis records, tq6_0 ring rows) redo the
      * decode for every block of SJK_ATTN_RB rows: right for decode (the GQA rows of one
-     * token), wrong for prefill, where one decode to fp32 serves all rows. */
+     * token), wrong for prefill, where one decode to fp32 serves all rows. With many rows
+     * every chunk becomes fp32 once and goes to chunk_f32_many (its matrix-product layout
+     * pays off from SJK_ATTN_MANY_MIN rows: `sjkvarn bench attn`, docs/BENCHMARKS.md). */
     const int inplace = R <= 2 * SJK_ATTN_RB;
+    const int many = k->chunk_f32_many && R >= SJK_ATTN_MANY_MIN;
 
     for (uint32_t ch = c0; ch < c1; ch++) {
         const uint32_t p0 = ch * (uint32_t)G;
@@ -177,6 +190,12 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         } else if (p0 < L->sink) {
             K16 = (const uint16_t *)(const void *)(hb + L->off_sink_k) + (size_t)p0 * D;
             V16 = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p0 * D;
+        } else if (p0 < j->b && many) {
+            /* every body (scalar or trellis): decoded for all rows at once */
+            sjk_record_decode(&L->rp, kf, vf, hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes,
+                              L->rec_nbytes);
+            K32 = kf;
+            V32 = vf;
         } else if (p0 < j->b) {
             const uint8_t *rp = hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes;
             /* the next record, for the kernels to prefetch as they go (at long contexts
@@ -248,7 +267,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (L->k_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
-            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace) {
+            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace && !many) {
                 KT6 = kr; /* read in place: one pass decodes and multiplies */
                 VT6 = vr;
             } else {
@@ -257,6 +276,13 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 K32 = kf;
                 V32 = vf;
             }
+        }
+        if (many && K16) { /* fp16 rows (sink, ring, uncompressed layer): converted once */
+            k->f16_to_f32(kf, (const uint8_t *)K16, (size_t)len * D);
+            k->f16_to_f32(vf, (const uint8_t *)V16, (size_t)len * D);
+            K32 = kf;
+            V32 = vf;
+            K16 = V16 = NULL;
         }
         for (size_t r0 = 0; r0 < R; r0 += ROW_BLOCK) {
             size_t rn = SJK_MIN((size_t)ROW_BLOCK, R - r0);
@@ -274,6 +300,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
             else if (KT6) k->chunk_tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
+            else if (many) k->chunk_f32_many(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
         }
     }

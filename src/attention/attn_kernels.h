@@ -11,6 +11,16 @@
  *   acc[d] = acc[d]·f + Vch[d] · (Σ_t (p[t]·Vscale[t]) · qV[t][d] + Σ_t p[t]·Vzero[t])
  * Every SIMD table is checked against the scalar reference (tests: 1e-5 relative to the
  * output's magnitude; the paths differ only in summation order and FMA contraction).
+ *
+ * Two shapes of work (attend.c picks one per call by the rows per KV head, R):
+ *   decode (R < SJK_ATTN_MANY_MIN, e.g. the GQA rows of one token): the chunk_* kernels
+ *     read each chunk as stored (fp16, records, tq6_0 rows) and take the rows
+ *     SJK_ATTN_RB at a time, a dot product per (key, row) pair;
+ *   prefill (R >= SJK_ATTN_MANY_MIN): the caller materialises each chunk's K and V as
+ *     fp32 once (fp16 convert, record / ring decode) and chunk_f32_many folds it into all
+ *     rows as two register-blocked matrix products (scores: rows x keys; values: rows x
+ *     channels): the decode is paid once per chunk instead of once per SJK_ATTN_RB rows,
+ *     and no (key, row) pair ends in a horizontal sum.
  */
 #ifndef SJK_ATTN_KERNELS_H
 #define SJK_ATTN_KERNELS_H
@@ -21,6 +31,8 @@
 #include "codec/record.h"
 
 #define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
+#define SJK_ATTN_MANY_MIN 16 /* rows per KV head from which attend.c uses chunk_f32_many */
+#define SJK_ATTN_MANY_RB 32  /* query rows per block inside chunk_f32_many */
 
 /* A record as the kernels read it: scales as fp32 (in the worker's scratch), codes either
  * unpacked to bytes (kc / vc) or, for 4-bit payloads, read in place from the record
@@ -50,6 +62,12 @@ typedef struct sjk_attn_kernels {
     void (*chunk_f32)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const float *K, const float *V, size_t n,
                       float *m, float *l, float *acc, float *work);
+    /* fp32 keys/values, many rows (prefill): the same contract and result as chunk_f32
+     * up to summation order, laid out for R >> SJK_ATTN_RB (attend.c uses it from
+     * SJK_ATTN_MANY_MIN rows). NULL: the caller keeps to the decode kernels. */
+    void (*chunk_f32_many)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                           const float *K, const float *V, size_t n,
+                           float *m, float *l, float *acc, float *work);
     /* fp16 keys/values: K, V [n][D] */
     void (*chunk_f16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const uint16_t *K, const uint16_t *V, size_t n,
@@ -72,12 +90,17 @@ typedef struct sjk_attn_kernels {
     int trellis_inplace;
 } sjk_attn_kernels;
 
-/* Floats of `work` the chunk kernels need for head dim D. */
-/* [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area of RB*G*16 (+16
- * for alignment) floats: the trellis kernel's score partials [16][RB][16], carried
- * windows [D/16][16] and lane-ordered queries [RB][2D] (5632 floats at D = 512), or the
- * tq6 kernel's block norms [2][G][D/128] and norm-weighted probabilities [D/128][RB][G]. */
-#define SJK_ATTN_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
+/* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.
+ * Decode kernels: [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area
+ * of RB*G*16 (+16 for alignment) floats: the trellis kernel's score partials [16][RB][16],
+ * carried windows [D/16][16] and lane-ordered queries [RB][2D] (5632 floats at D = 512),
+ * or the tq6 kernel's block norms [2][G][D/128] and norm-weighted probabilities
+ * [D/128][RB][G]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
+ * probabilities [G][MANY_RB] (row r of the block in column r), factors [MANY_RB]. */
+#define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
+#define SJK_ATTN_MANY_WORK_FLOATS(D) ((size_t)SJK_ATTN_MANY_RB * ((D) + 128 + 1))
+#define SJK_ATTN_WORK_FLOATS(D) \
+    (SJK_ATTN_DECODE_WORK_FLOATS(D) > SJK_ATTN_MANY_WORK_FLOATS(D) ? SJK_ATTN_DECODE_WORK_FLOATS(D) : SJK_ATTN_MANY_WORK_FLOATS(D))
 
 const sjk_attn_kernels *sjk_attn_kernels_get(void);  /* fastest allowed, chosen once */
 const sjk_attn_kernels *sjk_attn_kernels_ref(void);

@@ -198,7 +198,8 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 }
 
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
-    "ref", chunk_f32_ref, chunk_f16_ref, chunk_tq6_ref, chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1,
+    "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
+    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
