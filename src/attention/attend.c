@@ -94,6 +94,16 @@ static uint32_t split_bound(const attn_job *j, uint32_t s)
     return lo;
 }
 
+/* A sealed record as fp32 K, V [128][D]. The decoder refuses a record with non-finite
+ * scales (the encoder never writes one and the file loader rejects them); should one
+ * appear anyway, its keys and values become NaN, as the in-place kernels would make
+ * them, so the corruption shows in the output instead of reusing the last chunk. */
+static void record_to_f32(const sjk_cache_layer *L, float *kf, float *vf, const uint8_t *rec, size_t D)
+{
+    if (sjk_record_decode(&L->rp, kf, vf, rec, L->rec_nbytes) == SJK_OK) return;
+    for (size_t i = 0; i < (size_t)SJK_GROUP * D; i++) kf[i] = vf[i] = NAN;
+}
+
 static inline float *align_f(uint8_t **p, size_t n_floats)
 {
     uintptr_t a = ((uintptr_t)*p + SJK_CACHE_ALIGN - 1) & ~(uintptr_t)(SJK_CACHE_ALIGN - 1);
@@ -192,8 +202,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             V16 = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p0 * D;
         } else if (p0 < j->b && many) {
             /* every body (scalar or trellis): decoded for all rows at once */
-            sjk_record_decode(&L->rp, kf, vf, hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes,
-                              L->rec_nbytes);
+            record_to_f32(L, kf, vf, hb + L->off_body + (size_t)((p0 - L->sink) / G) * L->rec_nbytes, D);
             K32 = kf;
             V32 = vf;
         } else if (p0 < j->b) {
@@ -252,7 +261,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             } else {
                 /* Channel-axis trellis bodies (or a table without in-place trellis):
                  * decode the record (one table lookup per value). */
-                sjk_record_decode(&L->rp, kf, vf, rp, L->rec_nbytes);
+                record_to_f32(L, kf, vf, rp, D);
                 K32 = kf;
                 V32 = vf;
             }
