@@ -257,6 +257,31 @@ TEST(test_study_pairs_by_key_not_index)
     sjk_eval_study_free(dup);
 }
 
+/* Runs that scored different positions of the same document (another -n): the pair keeps
+ * the common positions and counts the document as partial, so the report can say so. */
+TEST(test_pair_counts_documents_scored_on_different_positions)
+{
+    const char *cfgs[] = {"a", "b"}, *docs[] = {"d0", "d1"};
+    sjk_eval_study *st = sjk_eval_study_create(2, cfgs, 2, docs);
+    CHECK(st != NULL);
+    if (!st) return;
+    for (size_t d = 0; d < 2; d++)
+        for (uint32_t g = 0; g < 30; g++) {
+            sjk_eval_cmp cmp = {kl_at(0, d, g, 0), 0, 0};
+            sjk_eval_study_add(st, 0, d, g, &cmp, NULL);
+            if (d == 0 && g >= 20) continue; /* b scored only 20 positions of d0 */
+            cmp.kl = kl_at(1, d, g, 0);
+            sjk_eval_study_add(st, 1, d, g, &cmp, NULL);
+        }
+    CHECK(sjk_eval_study_finish(st, 100, 1) == SJK_OK);
+    const sjk_eval_pair *p = sjk_eval_study_pair(st, 0, 1);
+    CHECK(p && p->n == 50 && p->n_docs == 2 && p->n_docs_partial == 1);
+    char *txt = capture(sjk_eval_write_table, st);
+    CHECK(txt && strstr(txt, "note: a ÷ b: 1 document(s) were scored on different positions"));
+    free(txt);
+    sjk_eval_study_free(st);
+}
+
 TEST(test_merge_of_one_run_reproduces_it)
 {
     sjk_eval_study *run = make_run("one", 7, 3, 0, 0);
@@ -597,6 +622,7 @@ TEST(test_merge_cli_round_trip_and_split)
     CHECK(run_cli(a, "merged.txt") == 0);
     CHECK(same_files("full.txt", "merged.txt"));
     CHECK(same_files("r-positions.csv", "m-positions.csv"));
+    CHECK(same_files("r.csv", "m.csv") && same_files("r-pairs.csv", "m-pairs.csv")); /* 17 digits: exact */
     CHECK(has("m-pairs.csv", "a,b,ratio") && has("svg/frontier.svg", "</svg>"));
     CHECK(has("err", "merged 1 run(s): 4 configuration(s), 2 document(s)"));
     snprintf(a, sizeof a, "--merge %s/r.csv --json", dir);
@@ -628,6 +654,8 @@ TEST(test_merge_cli_refuses_and_writes_nothing)
     snprintf(a, sizeof a, "--merge %s/r.csv --csv %s/r.csv", dir, dir);
     CHECK(run_cli(a, "o") == 2 && has("err", "overwrite"));
     snprintf(a, sizeof a, "--merge %s/r.csv --csv %s/r", dir, dir); /* would write r-positions.csv */
+    CHECK(run_cli(a, "o") == 2 && has("err", "overwrite"));
+    snprintf(a, sizeof a, "--merge %s/r.csv --csv %s/./r-positions.csv", dir, dir); /* OUT is an input */
     CHECK(run_cli(a, "o") == 2 && has("err", "overwrite"));
     snprintf(a, sizeof a, "--merge %s/r.csv %s/nothere.csv --csv %s/never.csv", dir, dir, dir);
     CHECK(run_cli(a, "o") == 2 && has("err", "nothere.csv"));
@@ -662,6 +690,7 @@ int main(void)
 {
     if (!setup()) { fprintf(stderr, "cannot set up %s\n", dir); return 1; }
     RUN(test_study_pairs_by_key_not_index);
+    RUN(test_pair_counts_documents_scored_on_different_positions);
     RUN(test_merge_of_one_run_reproduces_it);
     RUN(test_merge_split_by_document_equals_one_run);
     RUN(test_merge_config_batches_are_paired);

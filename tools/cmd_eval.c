@@ -98,6 +98,25 @@ typedef struct eval_args {
     sjk_kv_auto_opts ka;                   /* --kv auto: --mem-budget, --kl-floor, ... */
 } eval_args;
 
+/* FILE.csv's family: FILE.csv itself, BASE-pairs.csv and BASE-positions.csv (BASE = FILE
+ * without .csv), as `--csv` writes them. 0 if a path does not fit. */
+static int csv_family(const char *file, char main_path[4096], char pairs[4096], char positions[4096])
+{
+    size_t n = strlen(file), b = n > 4 && !strcmp(file + n - 4, ".csv") ? n - 4 : n;
+    if (n >= 4096 || b + 16 >= 4096) return 0;
+    memcpy(main_path, file, n + 1);
+    snprintf(pairs, 4096, "%.*s-pairs.csv", (int)b, file);
+    snprintf(positions, 4096, "%.*s-positions.csv", (int)b, file);
+    return 1;
+}
+
+/* 1 if both paths name the same existing file (device and inode: ./x and x, links). */
+static int same_file(const char *p, const char *q)
+{
+    struct stat a, b;
+    return stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
 {
     char *e;
@@ -200,15 +219,27 @@ static int parse_args(int argc, char **argv, eval_args *a)
                     a->run_opt);
             return 0;
         }
-        /* --csv OUT writes OUT and BASE-{pairs,positions}.csv: refuse a BASE of an input */
-        size_t lo = a->csv ? strlen(a->csv) : 0;
-        if (lo > 4 && !strcmp(a->csv + lo - 4, ".csv")) lo -= 4;
-        for (size_t i = 0; a->csv && i < a->n_merge; i++) {
-            size_t li = strlen(a->merge[i]);
-            if (li > 4 && !strcmp(a->merge[i] + li - 4, ".csv")) li -= 4;
-            if (li == lo && !strncmp(a->csv, a->merge[i], lo)) {
-                fprintf(stderr, "sjkvarn eval: --csv %s would overwrite an input of --merge\n", a->csv);
+        /* --csv OUT writes OUT and BASE-{pairs,positions}.csv: refuse if any of them is an
+         * input (FILE.csv or its BASE-positions.csv), by identity, not by spelling */
+        if (a->csv) {
+            char out[3][4096], in[2][4096];
+            if (!csv_family(a->csv, out[0], out[1], out[2])) {
+                fprintf(stderr, "sjkvarn eval: --csv %s: path too long\n", a->csv);
                 return 0;
+            }
+            for (size_t i = 0; i < a->n_merge; i++) {
+                char pairs[4096];
+                if (!csv_family(a->merge[i], in[0], pairs, in[1])) {
+                    fprintf(stderr, "sjkvarn eval: --merge %s: path too long\n", a->merge[i]);
+                    return 0;
+                }
+                for (int o = 0; o < 3; o++)
+                    for (int k = 0; k < 2; k++)
+                        if (same_file(out[o], in[k])) {
+                            fprintf(stderr, "sjkvarn eval: --csv %s would overwrite %s, an input of --merge\n",
+                                    a->csv, in[k]);
+                            return 0;
+                        }
             }
         }
         return 1;

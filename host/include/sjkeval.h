@@ -93,6 +93,9 @@ typedef struct sjk_eval_pair {
     uint32_t n_docs;     /* documents with at least one position */
     size_t positions_won; /* positions where a's KL < b's */
     size_t n;            /* paired positions */
+    uint32_t n_docs_partial; /* documents both configurations have but on different
+                                position sets (a merge of runs with different -n or
+                                --ctx): only their common positions are paired */
 } sjk_eval_pair;
 
 /* Paired comparison of configurations a and b over the same n positions: kl_a[i] and

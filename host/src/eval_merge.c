@@ -159,7 +159,7 @@ static int csv_split(char *s, char **f, int max)
     }
 }
 
-/* A finite number written as the writers write them (%.9g: digits, sign, point,
+/* A finite number written as the writers write them (%.17g; %.9g before: digits, sign, point,
  * exponent); empty fields (the writers' non-finite values), "nan", "inf" and hex are
  * refused. */
 static int parse_num(const char *s, double *v)

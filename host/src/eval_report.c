@@ -42,9 +42,11 @@ static void csv_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* 17 significant digits: every double reads back exactly, so `eval --merge` of a run's
+ * CSVs reproduces the run's numbers bit for bit. */
 static void csv_num(FILE *f, double v)
 {
-    if (isfinite(v)) fprintf(f, "%.9g", v);
+    if (isfinite(v)) fprintf(f, "%.17g", v);
 }
 
 static sjk_status io_status(FILE *f) { return ferror(f) ? SJK_ERR_IO : SJK_OK; }
@@ -131,6 +133,14 @@ sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f)
                 /* "÷" is 2 bytes in UTF-8 but one column: pad by one more. */
                 fprintf(f, "%-*s %10.4f %21s %21s %9s %13s\n", (int)(2 * w + 4), name,
                         p->ratio, c1, c2, dw, pw);
+            }
+        for (size_t a = 0; a < st->n_configs; a++)
+            for (size_t b = a + 1; b < st->n_configs; b++) {
+                const sjk_eval_pair *p = &st->pairs[eval_pair_index(st->n_configs, a, b)];
+                if (p->n_docs_partial)
+                    fprintf(f, "note: %s ÷ %s: %u document(s) were scored on different positions "
+                               "(runs with different -n or --ctx?); only the common positions are paired\n",
+                            st->cols[a].name, st->cols[b].name, p->n_docs_partial);
             }
     }
     uint32_t dist[MAX_DIST];

@@ -226,22 +226,32 @@ static sjk_status pair_by_key(const eval_col *a, const eval_col *b, const key_ix
         return SJK_ERR_NOMEM;
     double *ka = malloc(nb_kl ? nb_kl : 1), *kb = malloc(nb_kl ? nb_kl : 1);
     uint32_t *doc = malloc(nb_doc ? nb_doc : 1);
+    size_t *cnt = calloc(3 * (size_t)n_docs + 1, sizeof *cnt); /* per document: a's, b's, common */
     sjk_status s = SJK_ERR_NOMEM;
-    if (ka && kb && doc) {
+    if (ka && kb && doc && cnt) {
         size_t m = 0;
         for (size_t i = 0; i < a->n; i++) {
+            cnt[3 * (size_t)a->doc[i]]++;
             size_t j = find_key(b_sorted, b->n, col_key(a, i));
             if (j == SIZE_MAX) continue;
             ka[m] = a->kl[i];
             kb[m] = b->kl[j];
             doc[m] = a->doc[i];
+            cnt[3 * (size_t)a->doc[i] + 2]++;
             m++;
         }
+        for (size_t j = 0; j < b->n; j++) cnt[3 * (size_t)b->doc[j] + 1]++;
         s = sjk_eval_pair_compare(ka, kb, doc, m, n_docs, n_boot, seed, out);
+        if (s == SJK_OK)
+            for (size_t d = 0; d < n_docs; d++) {
+                const size_t *c = cnt + 3 * d;
+                out->n_docs_partial += c[0] && c[1] && (c[2] != c[0] || c[2] != c[1]);
+            }
     }
     free(ka);
     free(kb);
     free(doc);
+    free(cnt);
     return s;
 }
 
