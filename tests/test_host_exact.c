@@ -459,6 +459,51 @@ TEST(test_exact_forward_matches_f32_reference_and_is_continuous)
     tiny_free(&m);
 }
 
+/* act_quant 1 prefill chunks (>= 16 tokens; forward.c matmul) run the f32 panel kernel on
+ * the 8-bit activations expanded back to f32, plus the Q4_1/Q5_1 min gaps; shorter chunks
+ * take the integer block dots. Both round the activations the same way, so one chunk of
+ * 29 tokens (not a multiple of the panel's 12-token block; 48 vocabulary rows: one full
+ * panel of 32 and a ragged one) and chunks of 5 agree to float rounding, amplified where
+ * a tiny difference flips the 8-bit rounding of a later activation: in this model a 1e-7
+ * perturbation of K/V moves act_quant 1 logits by ~1e-2 (the f32:rot line above), so the
+ * bound is 5e-2 (measured ~1e-2). It catches plumbing (buffers, the activation cache,
+ * ragged panels); the arithmetic itself is pinned to 1e-5 by test_host_quants.c
+ * test_expanded_activations_reproduce_integer_dot. Without the panel kernel (AVX2) both
+ * runs take the integer dots and agree exactly. */
+TEST(test_act_quant_prefill_panel_matches_integer_dots)
+{
+    tiny m;
+    tiny_init(&m);
+    char path[] = "/tmp/sjk_test_exact_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) {
+        tiny_free(&m);
+        return;
+    }
+    close(fd);
+    CHECK(tiny_write(&m, path));
+    enum { N = 29 };
+    int32_t tok[N];
+    for (uint32_t i = 0; i < N; i++) tok[i] = (int32_t)((i * 11 + 5) % VOC);
+    float *panel = malloc(N * VOC * 4), *ints = malloc(N * VOC * 4);
+    sjkh_model *mdl = NULL;
+    char err[512] = "";
+    sjk_status st = sjkh_model_load(path, &mdl, err, sizeof err);
+    CHECKF(st == SJK_OK, "%s", err);
+    if (!st) {
+        if (run_session(mdl, "f32", 1, N, tok, N, panel, 1) && run_session(mdl, "f32", 1, 5, tok, N, ints, 1)) {
+            double d = rel_diff(ints, panel, N * VOC);
+            printf("  act_quant 1, one chunk of %d vs chunks of 5: max relative logit difference %.3g\n", N, d);
+            CHECKF(d < 5e-2, "act_quant 1 prefill panel vs integer dots: %g", d);
+        }
+        sjkh_model_free(mdl);
+    }
+    unlink(path);
+    free(panel), free(ints);
+    tiny_free(&m);
+}
+
 /* ---- real models --------------------------------------------------------------------- */
 
 static void check_real(const char *file)
@@ -508,6 +553,7 @@ int main(void)
     RUN(test_dequant_matches_source_values);
     RUN(test_simd_dequant_bit_identical);
     RUN(test_exact_forward_matches_f32_reference_and_is_continuous);
+    RUN(test_act_quant_prefill_panel_matches_integer_dots);
     RUN(test_real_smollm2_exact_continuity);
     RUN(test_real_gemma3_exact_continuity);
     return test_summary();

@@ -18,6 +18,7 @@
  *     |2a| term is the float rounding of the exponent, a = sqrt(2/pi)(x + 0.044715 x^3)).
  *     The libm form itself is only within ~6e-8 |x| for negative x, where 1 + tanh
  *     cancels in float.
+ *   gelu_table_mul (ggml's f16-table GELU)     bit-identical to the reference
  * and no kernel writes outside the rows and tokens it was given. */
 #include <stdint.h>
 
@@ -363,6 +364,7 @@ TEST(test_dispatch_follows_cpu_features)
         CHECK(d->mm_f32_panel == sjkh_mm_f32_panel_avx512 && d->mm_f32_tile == sjkh_mm_f32_tile_avx512);
         CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx512 && d->gelu_mul == sjkh_gelu_mul_avx512);
         CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx512 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx512);
+        CHECK(d->gelu_table_mul == sjkh_gelu_table_mul_avx512);
         printf("  AVX-512 kernels in use\n");
         return;
     }
@@ -377,6 +379,51 @@ TEST(test_dispatch_follows_cpu_features)
     CHECK(d->mm_f32_panel == NULL && d->mm_f32_tile == sjkh_mm_f32_tile_ref && d->gelu_mul == sjkh_gelu_mul_ref);
     CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_ref && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_ref);
     printf("  scalar references in use (features %#x)\n", f);
+}
+
+/* ggml's table GELU (act_quant 1, Gemma 3): the AVX-512 version must give the reference's
+ * bits: f16 rounding ties (1 + 2^-11 and its odd neighbour), f16 subnormals and values that
+ * round to zero, both cut-offs (+-10) and their neighbours, past them, signed zeros, and
+ * random values, at lengths with and without a 16-lane tail; nothing past n is written. */
+TEST(test_gelu_table_mul_bit_identical)
+{
+    enum { N = 1031 };
+    static float x[N + 1], u[N], a[N + 1], b[N + 1];
+    const float special[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-10f + 0x1p-11f, -1.0f - 0x1p-11f, 3e-8f,
+                             -3e-8f, 6e-8f, 1e-6f, -1e-6f, 2.9e-8f, 10.0f, -10.0f, 9.999999f, -9.999999f,
+                             10.000001f, -10.000001f, 9.9921875f, -9.9921875f, 50.0f, -50.0f, 65504.0f, -1e30f,
+                             0.5f + 0x1p-12f, -0.25f - 0x1p-13f, 7.99609375f, -2.0009765625f};
+    for (size_t i = 0; i < N; i++) {
+        x[i] = i < SJKH_ARRAY_LEN(special) ? special[i] : frand() * (i % 3 ? 4.0f : 12.0f);
+        u[i] = frand() * 2.0f;
+    }
+    const size_t lens[] = {0, 5, 16, 33, N};
+    for (size_t li = 0; li < SJKH_ARRAY_LEN(lens); li++) {
+        size_t n = lens[li];
+        memcpy(a, x, sizeof x);
+        a[n] = b[n] = 12345.0f;
+        memcpy(b, a, n * sizeof *a);
+        sjkh_gelu_table_mul_ref(a, u, n);
+        const sjkh_ops *d = sjkh_ops_get();
+        d->gelu_table_mul(b, u, n);
+        CHECKF(memcmp(a, b, n * sizeof *a) == 0, "dispatched gelu_table_mul differs from the reference (n %zu)", n);
+        CHECK(b[n] == 12345.0f);
+#if defined(__x86_64__)
+        if (sjk_cpu_features() & SJK_CPU_AVX512) {
+            memcpy(b, x, n * sizeof *x);
+            sjkh_gelu_table_mul_avx512(b, u, n);
+            for (size_t i = 0; i < n; i++)
+                CHECKF(memcmp(&a[i], &b[i], sizeof *a) == 0, "avx512 gelu_table_mul: x %a: %a vs reference %a", x[i],
+                       b[i], a[i]);
+            CHECK(b[n] == 12345.0f);
+        }
+#endif
+    }
+    /* the reference is ggml's rule: 0 at and below -10, x at and above 10, else the table */
+    float h[3] = {-10.0f, 10.0f, 1.0f}, one[3] = {1.0f, 1.0f, 1.0f};
+    sjkh_gelu_table_mul_ref(h, one, 3);
+    CHECK(h[0] == 0.0f && h[1] == 10.0f);
+    CHECK(h[2] == sjkh_f16_to_f32(sjkh_f32_to_f16(sjkh_gelu_ref(1.0f))));
 }
 
 /* The q8_0 window kernels (ops_q8*.c) of every ISA against double sums of the decoded
@@ -472,5 +519,6 @@ int main(void)
     RUN(test_mm_f32_pack_and_panel_match_reference);
     RUN(test_mm_f32_tile_all_isas_match_reference);
     RUN(test_gelu_mul_matches_libm_form);
+    RUN(test_gelu_table_mul_bit_identical);
     return test_summary();
 }

@@ -208,6 +208,52 @@ TEST(test_vec_dot_ref_matches_dequant)
     free(xb);
 }
 
+/* The act_quant 1 prefill path (forward.c matmul) multiplies dequantized weight rows with
+ * the quantized activations expanded back to f32 (sjkh_dequant_dot_row) in f32, and adds
+ * the weights' mins times Q8_1's fp16 gaps: that must be the integer dot's value up to
+ * float rounding, with no allowance for the f16 block sum (the test above has one). */
+TEST(test_expanded_activations_reproduce_integer_dot)
+{
+    const size_t n = 768;
+    float *x = malloc(n * sizeof *x), *wf = malloc(n * sizeof *wf), *xr = malloc(n * sizeof *xr);
+    float gap[768 / 32];
+    uint8_t *w = malloc(n * 4), *xb = malloc(n * 4 + 64);
+    for (size_t t = 0; t < SJKH_ARRAY_LEN(k_types); t++) {
+        uint32_t type = k_types[t];
+        const sjkh_qtraits *qt = sjkh_qtraits_get(type);
+        if (!qt || !qt->quantize) continue;
+        const sjkh_type_info *ti = sjkh_type_get(type);
+        for (int rep = 0; rep < 20; rep++) {
+            for (size_t i = 0; i < n; i++) x[i] = rndf() * (rep % 3 ? 1.0f : 30.0f) + (rep % 2 ? 0.5f : 0.0f);
+            random_weights(type, w, n);
+            sjkh_dequant_row(type, w, wf, n);
+            qt->quantize(x, xb, n);
+            for (size_t b = 0; b < n / 32; b++) gap[b] = 0;
+            sjkh_dequant_dot_row(qt->dot_type, xb, xr, gap, n);
+            double want = 0, mag = 0;
+            for (size_t i = 0; i < n; i++) {
+                want += (double)wf[i] * xr[i];
+                mag += fabs((double)wf[i] * xr[i]);
+            }
+            if (qt->dot_type == SJKH_TYPE_Q8_1)
+                for (size_t b = 0; b < n / 32; b++) {
+                    const uint8_t *blk = w + b * ti->block_nbytes;
+                    want += (double)sjkh_f16_to_f32(sjkh_rd_u16(blk + 2)) * gap[b];
+                }
+            else
+                for (size_t b = 0; b < n / 32; b++) CHECK(gap[b] == 0); /* only Q8_1 has gaps */
+            float got = qt->vec_dot_ref(n, w, xb);
+            CHECKF(fabs(got - want) <= 1e-5 * mag + 1e-6, "%s rep %d: integer dot %g, expanded %g (mag %g)", ti->name,
+                   rep, got, want, mag);
+        }
+    }
+    free(x);
+    free(wf);
+    free(xr);
+    free(w);
+    free(xb);
+}
+
 static void check_simd_dots(const kpair *pairs, size_t n_pairs, const char *isa)
 {
     const size_t sizes[] = {256, 640, 768, 2048}; /* 640: 20 blocks, a tail after 4-block steps */
@@ -350,6 +396,7 @@ int main(void)
     RUN(test_dequant_matches_element_formulas);
     RUN(test_legacy_quantizers_round_trip);
     RUN(test_vec_dot_ref_matches_dequant);
+    RUN(test_expanded_activations_reproduce_integer_dot);
     RUN(test_simd_dots_match_ref);
     RUN(test_dot4_matches_single_dots);
     RUN(test_simd_activation_quantizers_bit_exact);

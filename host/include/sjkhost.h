@@ -390,8 +390,12 @@ typedef struct sjkh_session_params {
                               host's own fp16 cache) or any libsjkvarn configuration
                               string ("f16", "q8_0/q4_0", "sj:4/4", ...) */
     uint32_t act_quant;    /* 1 (default): activations are quantized to 8 bits before every
-                              quantized-weight matmul, as llama.cpp does (fastest; matches
-                              llama.cpp's numerics). 0: exact activations: every matmul takes
+                              quantized-weight matmul, as llama.cpp does (matches llama.cpp's
+                              numerics). Chunks of fewer than 16 tokens multiply them with
+                              integer block dots; longer (prefill) chunks, on CPUs with
+                              AVX-512, expand them back to f32 and take the f32 panel kernel:
+                              the same terms summed in another float order, ~2.5x faster.
+                              0: exact activations: every matmul takes
                               the f32 activations against weight rows dequantized on the fly
                               to f32, and the GELU is computed in f32 rather than through
                               ggml's f16 table, so the logits are a continuous function of

@@ -6,7 +6,6 @@
  * lets each query row see its causal (or sliding-window) past. Shapes use
  * E = n_embd, H = n_head, KV = n_head_kv, hd = head_dim, F = n_ff, V = n_vocab. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,31 +18,16 @@
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
 
-/* ---- GELU as ggml's CPU backend computes it: through an f16 table ----------------- */
+/* ---- the gated feed-forward activation ------------------------------------------- */
 
-static uint16_t g_gelu_f16[1 << 16]; /* f16(gelu(f16 x)); written once under g_gelu_once */
-static pthread_once_t g_gelu_once = PTHREAD_ONCE_INIT;
-
-static void gelu_init(void)
-{
-    for (uint32_t i = 0; i < (1u << 16); i++)
-        g_gelu_f16[i] = sjkh_f32_to_f16(sjkh_gelu_ref(sjkh_f16_to_f32((uint16_t)i)));
-}
-
-/* hb[i] = act(hb[i]) * hb2[i] over n values. exact: GELU in f32 (continuous, ops.h
- * gelu_mul) instead of ggml's f16 table. */
+/* hb[i] = act(hb[i]) * hb2[i] over n values. GELU as ggml's CPU backend computes it,
+ * through an f16 table (ops.h gelu_table_mul); exact: in f32 (continuous, ops.h gelu_mul). */
 static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n, int exact)
 {
     if (m->gelu && exact) {
         sjkh_ops_get()->gelu_mul(hb, hb2, n);
     } else if (m->gelu) {
-        for (size_t i = 0; i < n; i++) {
-            float x = hb[i], y;
-            if (x <= -10.0f) y = 0.0f;
-            else if (x >= 10.0f) y = x;
-            else y = sjkh_f16_to_f32(g_gelu_f16[sjkh_f32_to_f16(x)]);
-            hb[i] = y * hb2[i];
-        }
+        sjkh_ops_get()->gelu_table_mul(hb, hb2, n);
     } else {
         for (size_t i = 0; i < n; i++) hb[i] = hb[i] / (1.0f + expf(-hb[i])) * hb2[i];
     }
@@ -94,8 +78,11 @@ static void rope_table(float *cs, float *sn, uint32_t p, size_t hd, float base)
 
 typedef struct quant_job {
     sjkh_quantize_fn q;
+    uint32_t dot_type;
     const float *x;
     uint8_t *xq;
+    float *xr;      /* NULL, or [n_tok][n_in]: the quantized rows expanded back to f32 */
+    float *xd;      /* with xr and Q8_1: [n_tok][n_in / 32] each block's s - d * sum(qs) */
     size_t n_in, row_nbytes;
 } quant_job;
 
@@ -103,6 +90,11 @@ static void quant_task(void *ctx, size_t t, int thread)
 {
     const quant_job *j = ctx;
     j->q(j->x + t * j->n_in, j->xq + t * j->row_nbytes, j->n_in);
+    /* llama.cpp's q4_1/q5_1 dots add m * s with s = fp16(d * sum(qs)); the expanded row
+     * sums to d * sum(qs): keep the gap */
+    if (j->xr)
+        sjkh_dequant_dot_row(j->dot_type, j->xq + t * j->row_nbytes, j->xr + t * j->n_in,
+                             j->xd + t * (j->n_in / QK), j->n_in);
 }
 
 typedef struct mm_job {
@@ -156,12 +148,18 @@ static void mm_task(void *ctx, size_t task, int thread)
 #define MM_EXACT_ROWS 16
 #define MM_PANEL_MIN_TOK 8 /* fewer tokens than this: the row tile (packing would not pay) */
 #define MM_WDQ_ROWS (2 * SJKH_MM_PANEL)
+/* act_quant 1: chunks of at least this many tokens take the panel kernel (matmul); at 16
+ * the two paths were level in bench/bench_prefill.c, at 32 the panel was 1.5x faster */
+#define MM_PREFILL_EXACT_TOK 16
+_Static_assert(MM_PREFILL_EXACT_TOK >= MM_PANEL_MIN_TOK, "prefill chunks use the panel kernel");
 _Static_assert(MM_EXACT_ROWS <= SJKH_MM_PANEL, "the row buffer holds a panel");
 typedef struct mmx_job {
     const uint8_t *w;
     size_t w_row_nbytes;
     uint32_t type;
     const float *x; /* [n_tok][n_in] */
+    const float *xd;/* NULL, or for Q4_1/Q5_1 against rounded activations: [n_tok][n_in / 32]
+                       the gaps of quant_job.xd (y += sum over blocks of m * gap) */
     float *y;       /* [n_tok][n_out] */
     size_t n_in, n_out, n_tok, rows_per_task;
     sjkh_dequant_fn dequant; /* SIMD row dequantization, or NULL: sjkh_dequant_row */
@@ -179,6 +177,32 @@ static void mmx_dequant_rows(const mmx_job *j, size_t r0, size_t nr, float *buf)
     }
 }
 
+/* Adds sum_b m[r][b] * xd[t][b] (m: the fp16 min of block b of weight row r; Q4_1 and Q5_1
+ * keep it at byte 2 of the block) to the outputs of rows [rt, rt + nr), with the panel
+ * kernel: buf (the thread's free row buffer, SJKH_MM_PANEL * n_in floats) holds
+ *   mp  [nb][SJKH_MM_PANEL]      the mins packed as a panel
+ *   tmp [chunk][SJKH_MM_PANEL]   the corrections of chunk tokens at a time */
+static void mmx_mins_correct(const mmx_job *j, size_t rt, size_t nr, float *buf)
+{
+    size_t nb = j->n_in / QK, blk_nbytes = j->w_row_nbytes / nb, chunk = j->n_in - nb;
+    float *mp = buf, *tmp = buf + nb * SJKH_MM_PANEL;
+    for (size_t b = 0; b < nb; b++)
+        for (size_t r = 0; r < SJKH_MM_PANEL; r++) {
+            float m = 0.0f;
+            if (r < nr) {
+                const uint8_t *blk = j->w + (rt + r) * j->w_row_nbytes + b * blk_nbytes;
+                m = sjkh_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+            }
+            mp[b * SJKH_MM_PANEL + r] = m;
+        }
+    for (size_t t0 = 0; t0 < j->n_tok; t0 += chunk) {
+        size_t nt = SJKH_MIN(chunk, j->n_tok - t0);
+        j->ops->mm_f32_panel(mp, nr, j->xd + t0 * nb, nt, nb, tmp, SJKH_MM_PANEL);
+        for (size_t t = 0; t < nt; t++)
+            for (size_t r = 0; r < nr; r++) j->y[(t0 + t) * j->n_out + rt + r] += tmp[t * SJKH_MM_PANEL + r];
+    }
+}
+
 static void mmx_task(void *ctx, size_t task, int thread)
 {
     const mmx_job *j = ctx;
@@ -191,6 +215,7 @@ static void mmx_task(void *ctx, size_t task, int thread)
             mmx_dequant_rows(j, rt, nr, buf);
             j->ops->mm_f32_pack(buf, nr, j->n_in, wp);
             j->ops->mm_f32_panel(wp, nr, j->x, j->n_tok, j->n_in, j->y + rt, j->n_out);
+            if (j->xd) mmx_mins_correct(j, rt, nr, buf);
         }
         return;
     }
@@ -208,41 +233,72 @@ static void mmx_task(void *ctx, size_t task, int thread)
     }
 }
 
-static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
+/* xd: NULL, or the Q8_1 gaps of x (quant_job.xd) when x is a rounded activation row and W
+ * is Q4_1 or Q5_1; needs the panel kernel (n >= MM_PANEL_MIN_TOK) */
+static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, const float *xd, size_t n, float *y)
 {
     size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
     size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)MM_EXACT_ROWS, SJKH_MIN((size_t)256, rpt));
     rpt = (rpt + SJKH_MM_PANEL - 1) / SJKH_MM_PANEL * SJKH_MM_PANEL;
-    mmx_job j = {W->data, W->row_nbytes, W->type, x, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
+    mmx_job j = {W->data, W->row_nbytes, W->type, x, xd, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
                  s->wdq, s->wdq_per_thread, sjkh_ops_get()};
     sjkh_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
 }
 
-/* y [n][n_out] = x [n][n_in] times W^T. The quantized activations are kept in s->xq and
- * reused when the next matmul has the same input and dot type (Q, K, V; gate, up). */
+/* Quantizes x [n][n_in] to W's dot type into s->xq (and, with expand, back to f32 into
+ * s->xr), unless the last call did this for the same input: Q, K and V (gate and up)
+ * share one quantization. Returns the bytes of one quantized row. */
+static size_t act_quantize(sjkh_session *s, const sjkh_qtraits *qt, const float *x, size_t n, size_t n_in,
+                           int expand)
+{
+    size_t row = sjkh_dot_row_nbytes(qt->dot_type, n_in);
+    if (s->xq_src == x && s->xq_type == qt->dot_type && s->xq_n_in == n_in && (s->xq_expanded || !expand))
+        return row;
+    quant_job qj = {qt->quantize, qt->dot_type, x, s->xq, expand ? s->xr : NULL, s->xd, n_in, row};
+    if (n >= 8) sjkh_pool_run(s->pool, quant_task, &qj, n);
+    else
+        for (size_t t = 0; t < n; t++) quant_task(&qj, t, 0);
+    s->xq_src = x;
+    s->xq_type = qt->dot_type;
+    s->xq_n_in = n_in;
+    s->xq_expanded = expand;
+    return row;
+}
+
+/* y [n][n_out] = x [n][n_in] times W^T.
+ *
+ * act_quant 1 rounds the activations to W's dot type as llama.cpp does, at every chunk
+ * size, but multiplies in two ways. Chunks of fewer than s->exact_min_tok tokens (decode,
+ * short feeds) take the integer block dots (mm_task). A prefill chunk expands the rounded
+ * activations back to f32 (d * q, exact for Q8_0/Q8_1) and takes the exact path's packed
+ * f32 panel kernel: the same products as the integer dots, summed in f32 in another
+ * order (plus, for Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the
+ * weights' mins, mmx_mins_correct), and 2.3-2.8x faster at 512 tokens
+ * (bench/bench_prefill.c, docs/BENCHMARKS.md). */
 static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
 {
-    if (!s->p.act_quant) {
-        matmul_exact(s, W, x, n, y);
-        return;
-    }
     const sjkh_qtraits *qt = sjkh_qtraits_get(W->type);
     size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
+    if (!s->p.act_quant) {
+        matmul_exact(s, W, x, NULL, n, y);
+        return;
+    }
+    if (n >= s->exact_min_tok) {
+        const float *xd = NULL;
+        if (qt->quantize) {
+            act_quantize(s, qt, x, n, n_in, 1);
+            x = s->xr;
+            if (qt->dot_type == SJKH_TYPE_Q8_1) xd = s->xd;
+        }
+        matmul_exact(s, W, x, xd, n, y);
+        return;
+    }
     const uint8_t *xa = (const uint8_t *)x;
     size_t xa_row = n_in * sizeof(float);
     if (qt->quantize) {
-        xa_row = sjkh_dot_row_nbytes(qt->dot_type, n_in);
-        if (!(s->xq_src == x && s->xq_type == qt->dot_type && s->xq_n_in == n_in)) {
-            quant_job qj = {qt->quantize, x, s->xq, n_in, xa_row};
-            if (n >= 8) sjkh_pool_run(s->pool, quant_task, &qj, n);
-            else
-                for (size_t t = 0; t < n; t++) quant_task(&qj, t, 0);
-            s->xq_src = x;
-            s->xq_type = qt->dot_type;
-            s->xq_n_in = n_in;
-        }
+        xa_row = act_quantize(s, qt, x, n, n_in, 0);
         xa = s->xq;
     }
     size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
@@ -359,6 +415,8 @@ void sjkh_session_free(sjkh_session *s)
     free(s->rope_sin);
     free(s->xq);
     free(s->wdq);
+    free(s->xr);
+    free(s->xd);
     free(s);
 }
 
@@ -389,7 +447,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     if (p->act_quant > 1) return FAIL(SJK_ERR_PARAM, "session: act_quant %u is not 0 or 1", p->act_quant);
     if (!sjkh_window_type_name(p->window_type))
         return FAIL(SJK_ERR_PARAM, "session: window_type %u is not f16 (0) or q8_0 (1)", p->window_type);
-    pthread_once(&g_gelu_once, gelu_init);
+    sjkh_gelu_f16_table(); /* build it now, not in the first forward pass */
 
     sjkh_session *s = calloc(1, sizeof *s);
     if (!s) return FAIL(SJK_ERR_NOMEM, "session: out of memory");
@@ -415,9 +473,15 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     size_t max_in = SJKH_MAX(SJKH_MAX(E, F), H * hd);
     s->xq_row_nbytes = max_in * 2; /* >= any dot type's bytes per value (at most 36/32) */
     s->xq = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail);
-    if (!p->act_quant) {
+    /* act_quant 1 takes the f32 panel kernel for prefill chunks where it exists (AVX-512) */
+    s->exact_min_tok = sjkh_ops_get()->mm_f32_panel ? MM_PREFILL_EXACT_TOK : UINT32_MAX;
+    if (!p->act_quant || B >= s->exact_min_tok) {
         s->wdq_per_thread = MM_WDQ_ROWS * max_in;
         s->wdq = alloc_f(p->n_threads, s->wdq_per_thread, &fail);
+    }
+    if (p->act_quant && B >= s->exact_min_tok) {
+        s->xr = alloc_f(B, max_in, &fail);
+        s->xd = alloc_f(B, max_in / QK + 1, &fail);
     }
     if (fail) {
         sjkh_session_free(s);

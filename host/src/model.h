@@ -58,8 +58,15 @@ struct sjkh_session {
     uint32_t xq_type;            /* dot type currently in xq (for reuse) */
     const float *xq_src;
     size_t xq_n_in;
+    int xq_expanded;              /* xr holds xq expanded back to f32 */
+    float *xr;     /* act_quant 1, B >= exact_min_tok: [B][max row] the quantized activations
+                      as f32 (d * q), input of the panel kernel for prefill chunks */
+    float *xd;     /* with xr: [B][max row / 32] Q8_1 blocks' fp16(s) - d * sum(q) (forward.c) */
     float *wdq;    /* act_quant 0: [n_threads][MM_WDQ_ROWS][max row] weight rows and panel (forward.c) */
     size_t wdq_per_thread;        /* floats per thread */
+    uint32_t exact_min_tok;       /* act_quant 1: chunks of >= this many tokens run the f32
+                                     panel matmul on rounded activations (forward.c matmul;
+                                     UINT32_MAX: never; wdq and xr exist when B >= it) */
 };
 
 #endif

@@ -87,6 +87,33 @@ void sjkh_gelu_mul_ref(float *h, const float *u, size_t n)
     for (size_t i = 0; i < n; i++) h[i] = sjkh_gelu_ref(h[i]) * u[i];
 }
 
+static uint16_t g_gelu_f16[(1 << 16) + 2]; /* written once under g_gelu_once */
+static pthread_once_t g_gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void)
+{
+    for (uint32_t i = 0; i < (1u << 16); i++)
+        g_gelu_f16[i] = sjkh_f32_to_f16(sjkh_gelu_ref(sjkh_f16_to_f32((uint16_t)i)));
+}
+
+const uint16_t *sjkh_gelu_f16_table(void)
+{
+    pthread_once(&g_gelu_once, gelu_table_init);
+    return g_gelu_f16;
+}
+
+void sjkh_gelu_table_mul_ref(float *h, const float *u, size_t n)
+{
+    const uint16_t *tab = sjkh_gelu_f16_table();
+    for (size_t i = 0; i < n; i++) {
+        float x = h[i], y;
+        if (x <= -10.0f) y = 0.0f;
+        else if (x >= 10.0f) y = x;
+        else y = sjkh_f16_to_f32(tab[sjkh_f32_to_f16(x)]);
+        h[i] = y * u[i];
+    }
+}
+
 static sjkh_ops g_ops; /* written once under g_once */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -107,6 +134,7 @@ static void ops_init(void)
         .mm_f32_pack = NULL, /* the reference panel is for tests; the row tile serves */
         .mm_f32_panel = NULL,
         .gelu_mul = sjkh_gelu_mul_ref,
+        .gelu_table_mul = sjkh_gelu_table_mul_ref,
     };
 #if defined(__x86_64__)
     unsigned f = sjk_cpu_features();
@@ -135,6 +163,7 @@ static void ops_init(void)
         g_ops.mm_f32_pack = sjkh_mm_f32_pack_avx512;
         g_ops.mm_f32_panel = sjkh_mm_f32_panel_avx512;
         g_ops.gelu_mul = sjkh_gelu_mul_avx512;
+        g_ops.gelu_table_mul = sjkh_gelu_table_mul_avx512;
     }
 #endif
 }

@@ -60,7 +60,17 @@ typedef struct sjkh_ops {
      * version computes x / (1 + exp(-2 tanh_arg)) with its own exp; it stays within
      * 1e-7 |x| + 1e-6 |gelu x| of the libm form (tests/test_host_ops.c). */
     void (*gelu_mul)(float *h, const float *u, size_t n);
+    /* h[i] = g(h[i]) * u[i] with GELU as ggml's CPU backend computes it: g(x) = 0 for
+     * x <= -10, x for x >= 10, else f32(table[f16(x)]) (sjkh_gelu_f16_table; f16 rounding
+     * to nearest even). The AVX-512 version (F16C conversions, a 16-lane gather) is
+     * bit-identical to the reference for every non-NaN input (tests/test_host_ops.c). */
+    void (*gelu_table_mul)(float *h, const float *u, size_t n);
 } sjkh_ops;
+
+/* f16(gelu(f16 x)) for every f16 bit pattern x (sjkh_gelu_ref in f32), 65536 entries and
+ * two zero pads (the AVX-512 gather reads 32 bits at each entry). Built once,
+ * thread-safe, read-only after. */
+const uint16_t *sjkh_gelu_f16_table(void);
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with libm's tanhf */
 float sjkh_gelu_ref(float x);
@@ -82,6 +92,7 @@ void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt,
 void sjkh_mm_f32_pack_ref(const float *w, size_t nr, size_t n, float *wp);
 void sjkh_mm_f32_panel_ref(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_gelu_mul_ref(float *h, const float *u, size_t n);
+void sjkh_gelu_table_mul_ref(float *h, const float *u, size_t n);
 void sjkh_wsum_f16_multi_ref(const float *w, size_t w_stride, const uint16_t *v, size_t v_stride, size_t n_t, float *o,
                              size_t o_stride, size_t nq, size_t n);
 void sjkh_wsum_f16_multi_avx2(const float *w, size_t w_stride, const uint16_t *v, size_t v_stride, size_t n_t,
@@ -110,6 +121,7 @@ void sjkh_round_f16_ref(const float *src, float *dst, size_t n);
 void sjkh_round_f16_avx2(const float *src, float *dst, size_t n);
 void sjkh_round_f16_avx512(const float *src, float *dst, size_t n);
 void sjkh_gelu_mul_avx512(float *h, const float *u, size_t n);
+void sjkh_gelu_table_mul_avx512(float *h, const float *u, size_t n);
 void sjkh_dot_f16_multi_avx512(const uint16_t *k, const float *q, size_t q_stride, size_t nq, size_t n, float *out);
 void sjkh_axpy_f16_multi_avx512(const float *w, const uint16_t *v, float *o, size_t o_stride, size_t nq, size_t n);
 void sjkh_mm_f32_tile_avx512(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);

@@ -346,3 +346,24 @@ void sjkh_gelu_mul_avx512(float *h, const float *u, size_t n)
         _mm512_mask_storeu_ps(h + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
+
+/* ggml's table GELU (ops.h gelu_table_mul): vcvtps2ph rounds to nearest even as
+ * sjkh_f32_to_f16 does, the 16 f16 patterns index the table through a 32-bit gather (scale
+ * 2; the table's two pad entries keep the last index inside it), and the low halves are
+ * the f16 results. Tail: the reference. */
+void sjkh_gelu_table_mul_avx512(float *h, const float *u, size_t n)
+{
+    const uint16_t *tab = sjkh_gelu_f16_table();
+    const __m512 lo = _mm512_set1_ps(-10.0f), hi = _mm512_set1_ps(10.0f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(h + i);
+        __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m512i g = _mm512_i32gather_epi32(idx, (const void *)tab, 2);
+        __m512 y = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x);
+        y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), _mm512_setzero_ps());
+        _mm512_storeu_ps(h + i, _mm512_mul_ps(y, _mm512_loadu_ps(u + i)));
+    }
+    sjkh_gelu_table_mul_ref(h + i, u + i, n - i);
+}

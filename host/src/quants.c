@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hcommon.h"
 #include "quants.h"
@@ -499,6 +500,34 @@ size_t sjkh_dot_row_nbytes(uint32_t dot_type, size_t n)
     case SJKH_TYPE_Q8_1: return n / QK * sizeof(blk_q8_1);
     case SJKH_TYPE_Q8_K: return n / QK_K * sizeof(blk_q8_K);
     default: return n * sizeof(float);
+    }
+}
+
+/* x[i] = d * qs[i] of every block: exact for Q8_0 and Q8_1 (an fp16 scale times an int8
+ * has at most 19 significant bits), one f32 rounding for Q8_K's f32 scale. The Q8_1 gap
+ * s - d * sum(qs) is exact too: |sum| <= 32 * 127 < 2^12, so d * sum has <= 23 bits. */
+void sjkh_dequant_dot_row(uint32_t dot_type, const void *src, float *dst, float *gap, size_t n)
+{
+    if (dot_type == SJKH_TYPE_Q8_0 || dot_type == SJKH_TYPE_Q8_1) {
+        size_t nb = dot_type == SJKH_TYPE_Q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q8_1);
+        for (size_t b = 0; b < n / QK; b++) {
+            const uint8_t *blk = (const uint8_t *)src + b * nb;
+            float d = sjkh_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+            const int8_t *qs = (const int8_t *)(blk + nb - QK);
+            int sum = 0;
+            for (size_t i = 0; i < QK; i++) {
+                dst[b * QK + i] = d * (float)qs[i];
+                sum += qs[i];
+            }
+            if (gap && dot_type == SJKH_TYPE_Q8_1)
+                gap[b] = sjkh_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8)) - d * (float)sum;
+        }
+    } else if (dot_type == SJKH_TYPE_Q8_K) {
+        const blk_q8_K *x = src;
+        for (size_t b = 0; b < n / QK_K; b++)
+            for (size_t i = 0; i < QK_K; i++) dst[b * QK_K + i] = x[b].d * (float)x[b].qs[i];
+    } else {
+        memcpy(dst, src, n * sizeof(float));
     }
 }
 

@@ -69,6 +69,14 @@ const sjkh_qtraits *sjkh_qtraits_get(uint32_t type);
 /* Bytes of n activations in the dot type (n a multiple of its block). */
 size_t sjkh_dot_row_nbytes(uint32_t dot_type, size_t n);
 
+/* Expands n activations quantized to a dot type (Q8_0, Q8_1, Q8_K; anything else is
+ * copied as f32) back to f32: dst[i] = d * q[i], and for Q8_1 (when gap is not NULL)
+ * gap[b] = s - d * sum(q) of every block b (the fp16 rounding of the stored block sum s).
+ * A float dot of a dequantized weight row with dst (plus, for Q4_1/Q5_1 weights, the sum
+ * over blocks of the weight's min times gap) has the same terms as the integer vec_dot,
+ * summed in another order (tests/test_host_quants.c: within 1e-5 of sum |w x|). */
+void sjkh_dequant_dot_row(uint32_t dot_type, const void *src, float *dst, float *gap, size_t n);
+
 /* Dequantizes n values (a multiple of the block size) of a compute type. Scalar reference. */
 void sjkh_dequant_row(uint32_t type, const void *src, float *dst, size_t n);
 
