@@ -399,19 +399,27 @@ static int run_session(sjkh_model *mdl, const char *kv, uint32_t act_quant, uint
     return st == SJK_OK;
 }
 
-TEST(test_exact_forward_matches_f32_reference_and_is_continuous)
+/* The tiny model, initialised and written to a new temporary file named by path (a
+ * mkstemp template). 0 (checks failed, m freed) if the file cannot be made. */
+static int tiny_file(tiny *m, char *path)
 {
-    tiny m;
-    tiny_init(&m);
-    char path[] = "/tmp/sjk_test_exact_XXXXXX";
+    tiny_init(m);
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     if (fd < 0) {
-        tiny_free(&m);
-        return;
+        tiny_free(m);
+        return 0;
     }
     close(fd);
-    CHECK(tiny_write(&m, path));
+    CHECK(tiny_write(m, path));
+    return 1;
+}
+
+TEST(test_exact_forward_matches_f32_reference_and_is_continuous)
+{
+    tiny m;
+    char path[] = "/tmp/sjk_test_exact_XXXXXX";
+    if (!tiny_file(&m, path)) return;
     enum { N = 24 };
     int32_t tok[N];
     for (uint32_t i = 0; i < N; i++) tok[i] = (int32_t)((i * 7 + 3) % VOC);
@@ -473,16 +481,8 @@ TEST(test_exact_forward_matches_f32_reference_and_is_continuous)
 TEST(test_act_quant_prefill_panel_matches_integer_dots)
 {
     tiny m;
-    tiny_init(&m);
     char path[] = "/tmp/sjk_test_exact_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd < 0) {
-        tiny_free(&m);
-        return;
-    }
-    close(fd);
-    CHECK(tiny_write(&m, path));
+    if (!tiny_file(&m, path)) return;
     enum { N = 29 };
     int32_t tok[N];
     for (uint32_t i = 0; i < N; i++) tok[i] = (int32_t)((i * 11 + 5) % VOC);
