@@ -233,6 +233,23 @@ static sjk_status push_row(merger *m, const mrow *r)
     return SJK_OK;
 }
 
+/* Reads path whole into *buf (n bytes) and checks its first line is header; *at is then
+ * the offset of the second line. On error nothing is left allocated. */
+static sjk_status read_csv(merger *m, const char *path, const char *header, const char *kind,
+                           char **buf, size_t *n, size_t *at)
+{
+    sjk_status s = read_all(m, path, buf, n);
+    if (s != SJK_OK) return s;
+    int bad;
+    *at = 0;
+    const char *line = next_line(*buf, *n, at, &bad);
+    if (line && !bad && !strcmp(line, header)) return SJK_OK;
+    free(*buf);
+    *buf = NULL;
+    return fail(m, SJK_ERR_FORMAT, "%s: not a %s file of sjkvarn eval --csv (the first line "
+                "must be \"%s\")", path, kind, header);
+}
+
 /* FILE: the header, then one row per configuration. */
 static sjk_status read_main(merger *m, uint32_t fi)
 {
@@ -240,15 +257,9 @@ static sjk_status read_main(merger *m, uint32_t fi)
     char *buf, *line, *fld[MERGE_MAX_FIELDS];
     size_t n, at = 0, lineno = 1;
     int bad;
-    sjk_status s = read_all(m, path, &buf, &n);
+    sjk_status s = read_csv(m, path, main_header, "configurations", &buf, &n, &at);
     if (s != SJK_OK) return s;
     mrun_cfg *run = &m->runs[(size_t)fi * SJK_EVAL_MAX_CONFIGS];
-    line = next_line(buf, n, &at, &bad);
-    if (!line || bad || strcmp(line, main_header)) {
-        s = fail(m, SJK_ERR_FORMAT, "%s: not a configurations file of sjkvarn eval --csv "
-                 "(the first line must be \"%s\")", path, main_header);
-        goto done;
-    }
     size_t rows = 0;
     while ((line = next_line(buf, n, &at, &bad)) != NULL) {
         lineno++;
@@ -313,15 +324,9 @@ static sjk_status read_positions(merger *m, uint32_t fi)
     char *buf, *line, *fld[MERGE_MAX_FIELDS];
     size_t n, at = 0, lineno = 1;
     int bad;
-    sjk_status s = read_all(m, path, &buf, &n);
+    sjk_status s = read_csv(m, path, pos_header, "positions", &buf, &n, &at);
     if (s != SJK_OK) return s;
     mrun_cfg *run = &m->runs[(size_t)fi * SJK_EVAL_MAX_CONFIGS];
-    line = next_line(buf, n, &at, &bad);
-    if (!line || bad || strcmp(line, pos_header)) {
-        s = fail(m, SJK_ERR_FORMAT, "%s: not a positions file of sjkvarn eval --csv (the "
-                 "first line must be \"%s\")", path, pos_header);
-        goto done;
-    }
     while ((line = next_line(buf, n, &at, &bad)) != NULL) {
         lineno++;
         int nf = bad ? -1 : csv_split(line, fld, MERGE_MAX_FIELDS);
