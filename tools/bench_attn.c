@@ -100,13 +100,19 @@ static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D,
 int sjk_bench_attn(int argc, char **argv)
 {
     int json = 0, quick = 0;
+    const char *only_kv = NULL, *only_geom = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) only_kv = argv[++i];
+        else if (!strcmp(argv[i], "--geometry") && i + 1 < argc) only_geom = argv[++i];
         else {
-            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick]\n"
+            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--kv NAME] [--geometry gemma3|smollm2]\n"
                             "  decode and prefill attention per configuration, context and thread count\n"
-                            "  --quick: contexts 4K and 16K only\n");
+                            "  --quick: contexts 4K and 16K only\n"
+                            "  --kv NAME: only f16 (the baseline) and NAME, one of the configurations below\n"
+                            "  --geometry: only that geometry\n"
+                            "  configurations: f16 q8_0 q4_0 sj:4/4 sj:3/3t sj:3/2t\n");
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -115,6 +121,19 @@ int sjk_bench_attn(int argc, char **argv)
     enum { NCFG = 6, NCTX = 4, NTH = 2 };
     const uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
     const int n_ctx = quick ? 2 : NCTX;
+    if (only_kv) {
+        int found = 0;
+        for (int ci = 0; ci < NCFG; ci++) found |= !strcmp(cfgs[ci], only_kv);
+        if (!found) {
+            fprintf(stderr, "bench attn: --kv %s is not one of the benchmarked configurations "
+                            "(f16 q8_0 q4_0 sj:4/4 sj:3/3t sj:3/2t)\n", only_kv);
+            return 2;
+        }
+    }
+    if (only_geom && strcmp(only_geom, "gemma3") && strcmp(only_geom, "smollm2")) {
+        fprintf(stderr, "bench attn: --geometry %s is not gemma3 or smollm2\n", only_geom);
+        return 2;
+    }
     const double bw = memcpy_bandwidth();
     const char *kernels = sjk_attn_kernels_get()->name;
     if (json) printf("[\n");
@@ -123,9 +142,11 @@ int sjk_bench_attn(int argc, char **argv)
     int first = 1;
     for (size_t gi = 0; gi < sizeof geoms / sizeof geoms[0]; gi++) {
         const geom *g = &geoms[gi];
+        if (only_geom && strncmp(g->name, only_geom, strlen(only_geom))) continue;
         static result res[NCFG][NCTX][NTH];
         memset(res, 0, sizeof res);
         for (int ci = 0; ci < NCFG; ci++) {
+            if (only_kv && ci && strcmp(cfgs[ci], only_kv)) continue;
             sjk_cache_params p = sjk_cache_params_default();
             p.n_kv_heads = g->hkv;
             p.n_q_heads = g->hq;
