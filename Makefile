@@ -37,7 +37,7 @@ LDFLAGS    += -fsanitize=$(SAN)
 endif
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
-AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c
+AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx512vbmi -mavx2 -mfma -mf16c
 
 LIB_SRC  := $(sort $(shell find src -name '*.c'))
 HOST_SRC := $(sort $(wildcard host/src/*.c))

@@ -67,7 +67,7 @@ const char *sjk_version(void);
  * ---------------------------------------------------------------------------------- */
 enum {
     SJK_CPU_AVX2   = 1u << 0, /* AVX2 + FMA + F16C */
-    SJK_CPU_AVX512 = 1u << 1, /* AVX-512 F/BW/VL/DQ + VNNI */
+    SJK_CPU_AVX512 = 1u << 1, /* AVX-512 F/BW/VL/DQ + VNNI, BF16, VBMI */
 };
 /* The features in use (after SJK_CPU_DISABLE). Thread-safe. */
 unsigned sjk_cpu_features(void);

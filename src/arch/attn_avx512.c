@@ -546,30 +546,37 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
  *           acc[r][d0..] = acc·f + Vch·z[r] + Vch·a[r]
  * No K or V value is ever materialised; nothing is written but sacc (tokens in blocks of
  * TRB = 32: 4 KiB, L1-resident), the duplicated queries and the carried windows. */
-typedef struct trel_rot { __m512i a, b, m6, ya, yb, mt; } trel_rot;
+typedef struct trel_rot { __m512i a, y, m6, mt; } trel_rot;
+
+/* vpmultishiftqb control that puts lane i's symbol (bits ik.. of the step word) at bits
+ * `at`.. of dword lane i: byte b of the lane takes the 8 bits from (ik - at + 8b) mod 64
+ * of its qword (every qword holds the whole broadcast word). */
+static inline __m512i trel_shift_ctrl(unsigned k, unsigned at)
+{
+    uint8_t c[64];
+    for (unsigned j = 0; j < 64; j++) {
+        const unsigned lane = j / 4, b = j % 4;
+        c[j] = (uint8_t)((lane * k + 64 - at + 8 * b) & 63);
+    }
+    return _mm512_loadu_si512(c);
+}
 
 static inline __attribute__((always_inline)) trel_rot trel_rot_init(const unsigned k)
 {
-    /* Lane 2q's symbol is at bit 2qk of the step word, lane 2q+1's at (2q+1)k: rotate the
-     * broadcast word so each lands at bits 6.. of its dword. */
     trel_rot r;
-    r.a = _mm512_setr_epi64((0 * k - 6) & 63, (2 * k - 6) & 63, (4 * k - 6) & 63, (6 * k - 6) & 63,
-                            (8 * k - 6) & 63, (10 * k - 6) & 63, (12 * k - 6) & 63, (14 * k - 6) & 63);
-    r.b = _mm512_and_si512(_mm512_add_epi64(r.a, _mm512_set1_epi64((long long)k + 32)), _mm512_set1_epi64(63));
+    r.a = trel_shift_ctrl(k, 6);     /* symbols at bits 6.. (trel_step) */
+    r.y = trel_shift_ctrl(k, 6 + k); /* at bits 6 + k.. (trel_pair's second token) */
     r.m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
-    /* the same rotations k bits shorter land the symbols at bits 6 + k.. (trel_pair) */
-    r.ya = _mm512_and_si512(_mm512_sub_epi64(r.a, _mm512_set1_epi64((long long)k)), _mm512_set1_epi64(63));
-    r.yb = _mm512_and_si512(_mm512_sub_epi64(r.b, _mm512_set1_epi64((long long)k)), _mm512_set1_epi64(63));
     r.mt = _mm512_set1_epi32((int)(((1u << (2 * k)) - 1) << 6));
     return r;
 }
 
-/* The 16 symbols of step t of group g, each at bits 6.. of its lane (rotations ra, rb:
- * rt->a, rt->b) or 6 + k.. (rt->ya, rt->yb), other bits garbage. exact: the step is the
- * last of the payload, so only its 2k bytes are read (elsewhere an 8-byte load stays
- * inside). */
+/* The 16 symbols of step t of group g, each at bits 6.. of its lane (ctrl: rt->a) or
+ * 6 + k.. (rt->y), other bits garbage: one broadcast and one vpmultishiftqb. exact: the
+ * step is the last of the payload, so only its 2k bytes are read (elsewhere an 8-byte
+ * load stays inside). */
 static inline __attribute__((always_inline)) __m512i trel_sym(const uint8_t *g, size_t t, const unsigned k, int exact,
-                                                              __m512i ra, __m512i rb)
+                                                              __m512i ctrl)
 {
     const uint8_t *p = g + t * 2 * k;
     long long q;
@@ -582,15 +589,14 @@ static inline __attribute__((always_inline)) __m512i trel_sym(const uint8_t *g, 
         if (k == 3) memcpy(&hi, p + 4, 2);
         q = (long long)(lo | ((uint64_t)hi << 32));
     }
-    const __m512i bc = _mm512_set1_epi64(q);
-    return _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc, ra), _mm512_rorv_epi64(bc, rb));
+    return _mm512_multishift_epi64_epi8(ctrl, _mm512_set1_epi64(q));
 }
 
 /* Advances the 16 windows by step t of group g (exact: as for trel_sym). */
 static inline __attribute__((always_inline)) __m512i trel_step(__m512i w, const uint8_t *g, size_t t,
                                                                const unsigned k, int exact, const trel_rot *rt)
 {
-    const __m512i x = trel_sym(g, t, k, exact, rt->a, rt->b);
+    const __m512i x = trel_sym(g, t, k, exact, rt->a);
     return _mm512_ternarylogic_epi32(x, rt->m6, _mm512_srli_epi32(w, (int)k), 0xEA);
 }
 
@@ -663,8 +669,8 @@ static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *
     }
     /* pair index = s(t+1) << (6 + k) | s(t) << 6 | w(t-1) >> k, where *w holds w(t-1) >> k
      * on this path (trel_state); then w(t+1) >> k = index >> 2k */
-    const __m512i x = trel_sym(g, t, k, 0, rt->a, rt->b);
-    const __m512i y = trel_sym(g, t + 1, k, lastg && t + 1 == G - 1, rt->ya, rt->yb);
+    const __m512i x = trel_sym(g, t, k, 0, rt->a);
+    const __m512i y = trel_sym(g, t + 1, k, lastg && t + 1 == G - 1, rt->y);
     const __m512i xy = _mm512_ternarylogic_epi32(x, y, rt->m6, 0xE4);    /* m6 ? x : y */
     const __m512i idx = _mm512_ternarylogic_epi32(xy, *w, rt->mt, 0xE4); /* mt ? xy : w */
     *w = _mm512_srli_epi32(idx, (int)(2 * k));

@@ -17,7 +17,7 @@ static void detect(void)
     if ((f & SJK_CPU_AVX2) && __builtin_cpu_supports("avx512f") &&
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
-        __builtin_cpu_supports("avx512bf16"))
+        __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi"))
         f |= SJK_CPU_AVX512;
 #endif
     const char *dis = getenv("SJK_CPU_DISABLE");
