@@ -45,6 +45,7 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_HELPER_SRC := $(sort $(wildcard tests/support/*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -52,6 +53,7 @@ TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 # Every library allocation goes through the test-only failure-injection hook
 # (src/common/alloc_hook.h; tests/test_alloc_fail.c).
@@ -62,7 +64,7 @@ LIB_SO  := $(BUILD)/libsjkvarn.so
 HOST_A  := $(BUILD)/libsjkhost.a
 CLI     := $(BUILD)/sjkvarn
 
-.PHONY: all test check asan ubsan valgrind install clean tests examples fuzz fuzz-build
+.PHONY: all test check asan ubsan valgrind install clean tests examples benches fuzz fuzz-build
 all: $(LIB_A) $(LIB_SO) $(HOST_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
@@ -113,8 +115,15 @@ $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) -Iinclude $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
-tests: $(TEST_BIN) $(EXAMPLE_BIN) $(CLI)
+# The in-process A/B benchmarks of bench/ (docs/BENCHMARKS.md says how to run them);
+# the suite builds them so that they keep compiling.
+$(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(HOST_A) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+
+tests: $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN) $(CLI)
 examples: $(EXAMPLE_BIN)
+benches: $(BENCH_BIN)
 
 # The suite: every tests/test_* binary, run by tests/run_tests.sh, which ends with
 # "N passed, N failed".

@@ -3,8 +3,7 @@
  * with a query row, axpy) of format_kernels.h, dispatched versus the scalar reference in
  * the same run (the ratio is the number to read; absolute rates depend on the machine).
  *
- *   make BUILD=build && cc -O2 -Iinclude -Isrc bench/bench_formats.c build/libsjkvarn.a \
- *       -lm -lpthread -o build/bench_formats && ./build/bench_formats
+ *   make benches && ./build/bench/bench_formats
  *
  * Data: N(0,1) rows of 256 values (one D = 256 head row), 4096 rows (1M values), seed 1. */
 #include <stdint.h>

@@ -9,10 +9,7 @@
  * second session's threshold (to find the crossover with short chunks). With --layers it
  * also lists the weight type of every matrix of layer 0 and the output.
  *
- *   make BUILD=build && cc -O2 -Iinclude -Isrc -Ihost/include -Ihost/src \
- *       bench/bench_prefill.c build/libsjkhost.a build/libsjkvarn.a -lm -lpthread \
- *       -o build/bench_prefill
- *   ./build/bench_prefill MODEL.gguf [threads=1] [rounds=7] [tokens=512] [--layers]
+ *   make benches && ./build/bench/bench_prefill MODEL.gguf [threads=1] [rounds=7] [tokens=512] [--layers]
  *
  * Tokens: a fixed pseudo-random sequence (ids 1000 .. 10999), the same for all three. */
 #include <stdint.h>

@@ -21,20 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h"
 #include "harness.h"
 #include "pool.h" /* host/src: sjkh_pool_create */
 #include "sjkhost.h"
 #include "sjkvarn.h"
-
-#undef malloc
-#undef calloc
-#undef realloc
-#undef aligned_alloc
-#undef strdup
-#undef strndup
-#undef free
-#undef pthread_create
 
 typedef sjk_status (*attempt_fn)(void *ctx, void **obj);
 

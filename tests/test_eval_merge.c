@@ -16,19 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h" /* sjk_alloc_fail_nth: fault injection in the library */
 #include "harness.h"
 #include "sjkeval.h"
-
-/* This file's own allocations are not counted. */
-#undef malloc
-#undef calloc
-#undef realloc
-#undef aligned_alloc
-#undef strdup
-#undef strndup
-#undef free
-#undef pthread_create
 
 static char dir[256], cli[1024];
 

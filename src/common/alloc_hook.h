@@ -47,7 +47,10 @@ void sjk_thread_fail_nth(long n, int persistent);
 long sjk_thread_count(void);
 int sjk_thread_failed(void);
 
-#ifndef SJK_ALLOC_HOOK_IMPL
+/* The macros route the libraries' allocations through the hook. Its implementation
+ * (SJK_ALLOC_HOOK_IMPL) and the tests that arm it (SJK_ALLOC_HOOK_DECLS_ONLY, defined
+ * before the include: their own allocations are not counted) take the declarations only. */
+#if !defined(SJK_ALLOC_HOOK_IMPL) && !defined(SJK_ALLOC_HOOK_DECLS_ONLY)
 #define malloc(n) sjk_hook_malloc(n)
 #define calloc(n, m) sjk_hook_calloc(n, m)
 #define realloc(p, n) sjk_hook_realloc(p, n)
