@@ -2,20 +2,24 @@
  * configuration, context and thread count, against f16 and memcpy measured in the same run.
  *
  * For each geometry (Gemma 3: 4 query heads / 1 KV head, D = 256; SmolLM2: 9 / 3, D = 64)
- * and configuration, one single-layer cache is filled with synthetic post-RoPE rows
- * (channel offsets and outliers, per-token swings) in increasing steps up to each
+ * one single-layer cache per configuration is filled with the same synthetic post-RoPE
+ * rows (channel offsets and outliers, per-token swings) in increasing steps up to each
  * context, so the regions (sink, sealed body, ring with its natural tail) are what a run
- * of that length leaves. At each context:
- *   - decode: one query row per head, timed over ~0.3 s of repeated calls as process CPU
- *     time per call divided by the threads (see time_attend: the machines this runs on
- *     are shared, and CPU time excludes the other processes); us_per_token is per call,
- *     i.e. per generated token and layer; wall_us_per_token (JSON) is the shortest wall
- *     time of one call;
+ * of that length leaves. At each context and thread count the configurations are timed
+ * in ROUNDS rounds, each configuration once per round in a rotating order, so a machine
+ * whose speed drifts (these are shared) slows all of them alike:
+ *   - decode: one query row per head, at least ROUND_S of repeated calls per round, as
+ *     process CPU time per call divided by the threads (see time_attend: CPU time
+ *     excludes the other processes); us_per_token is the median over the rounds, per
+ *     call, i.e. per generated token and layer; wall_us_per_token (JSON) is the
+ *     shortest wall time of one call;
+ *   - speedup_vs_f16: the median over the rounds of f16's time in that round over this
+ *     configuration's;
  *   - bytes/s: the cache's occupied K/V bytes (sjk_cache_memory_report) read per call,
  *     divided by the time; bandwidth_fraction relates it to a single-thread memcpy of a
  *     256 MiB buffer measured in the same run (bytes copied per CPU second);
- *   - speedup_vs_f16: f16's time at the same geometry, context and threads over this one;
- *   - prefill (contexts <= 32K): 128 query rows, causal, as tokens per second.
+ *   - prefill (contexts <= 32K): 128 query rows, causal, one call in each of the first
+ *     ROUNDS_PREFILL rounds, as tokens per second (median) and the median ratio to f16.
  * Caches are warm (the loop re-reads the same layer); at 128K every configuration
  * exceeds the caches of this machine, at 4K most fit.
  */
@@ -62,7 +66,7 @@ static double memcpy_bandwidth(void)
 }
 
 typedef struct geom { const char *name; uint32_t hq, hkv, D; } geom;
-typedef struct result { double us, wall_us, bytes, prefill_tps; } result;
+typedef struct result { double us, wall_us, bytes, prefill_tps, speedup, prefill_speedup; } result;
 
 static double cpu_s(void)
 {
@@ -71,21 +75,20 @@ static double cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Time of one attend call (seconds), from the process CPU time per call over about 0.3 s
- * of calls (at least 3), divided by the thread count: on one thread exactly the caller's
- * compute; on several, the wall time the call would take on an otherwise idle machine
- * if the split were perfect (the merge is on the caller, so it is counted). The machines
- * this runs on are shared by several builds; wall time there measures the neighbours, and
- * CPU time does not. *wall receives the shortest wall time of one call, for reference. */
-static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D, int threads,
+/* Time of one attend call (seconds): process CPU time per call over at least min_s of
+ * calls (at least one), divided by the thread count. On one thread that is exactly the
+ * caller's compute; on several, the wall time the call would take on an otherwise idle
+ * machine if the split were perfect (the merge is on the caller, so it is counted). The
+ * machines this runs on are shared by several builds; wall time there measures the
+ * neighbours, and CPU time does not. *wall receives the shortest wall time of one call. */
+static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D, int threads, double min_s,
                           double *wall)
 {
     static float out[128 * 16 * 512];
     const float scale = 1.0f / sqrtf((float)D);
-    sjk_cache_attend(c, 0, 0, q, rows, scale, out); /* warm */
-    double best = 1e30, cpu0 = cpu_s(), t_end = now_s() + 0.3;
+    double best = 1e30, cpu0 = cpu_s(), t_end = now_s() + min_s;
     int calls = 0;
-    while (calls < 3 || now_s() < t_end) {
+    while (calls < 1 || now_s() < t_end) {
         double t0 = now_s();
         sjk_cache_attend(c, 0, 0, q, rows, scale, out);
         double t = now_s() - t0;
@@ -95,6 +98,20 @@ static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D,
     double cpu = (cpu_s() - cpu0) / calls;
     if (wall) *wall = best;
     return cpu / threads;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double t[16];
+    memcpy(t, v, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 int sjk_bench_attn(int argc, char **argv)
@@ -118,7 +135,8 @@ int sjk_bench_attn(int argc, char **argv)
     }
     static const geom geoms[] = {{"gemma3 4q/1kv D=256", 4, 1, 256}, {"smollm2 9q/3kv D=64", 9, 3, 64}};
     static const char *const cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t"};
-    enum { NCFG = 6, NCTX = 4, NTH = 2 };
+    enum { NCFG = 6, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
+    const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
     const uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
     const int n_ctx = quick ? 2 : NCTX;
     if (only_kv) {
@@ -145,6 +163,8 @@ int sjk_bench_attn(int argc, char **argv)
         if (only_geom && strncmp(g->name, only_geom, strlen(only_geom))) continue;
         static result res[NCFG][NCTX][NTH];
         memset(res, 0, sizeof res);
+        /* One cache per configuration, all filled with the same rows */
+        sjk_cache *caches[NCFG] = {0};
         for (int ci = 0; ci < NCFG; ci++) {
             if (only_kv && ci && strcmp(cfgs[ci], only_kv)) continue;
             sjk_cache_params p = sjk_cache_params_default();
@@ -157,59 +177,100 @@ int sjk_bench_attn(int argc, char **argv)
             char err[200];
             if (sjk_cache_config_parse(cfgs[ci], 1, &p.layer, err, sizeof err) != SJK_OK) {
                 fprintf(stderr, "%s\n", err);
+                for (int k = 0; k < NCFG; k++) sjk_cache_free(caches[k]);
                 return 1;
             }
-            sjk_cache *c = NULL;
-            sjk_status st = sjk_cache_create(&p, &c);
-            if (st != SJK_OK) {
-                fprintf(stderr, "bench attn: %s: %s\n", cfgs[ci], sjk_status_str(st));
-                continue;
-            }
-            sjk_rng r;
-            sjk_rng_seed(&r, 1234);
-            const size_t W = (size_t)g->hkv * g->D, chunk = 1024;
-            float *kv = malloc(sizeof(float) * 2 * chunk * W);
-            float *q = malloc(sizeof(float) * 128 * g->hq * g->D);
-            float *off = malloc(sizeof(float) * W);
-            for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * sjk_rng_normal(&r)) * (i % 23 == 1 ? 8.0f : 1.0f);
-            for (size_t i = 0; i < 128 * (size_t)g->hq * g->D; i++) q[i] = (float)sjk_rng_normal(&r);
-            uint32_t have = 0;
-            for (int xi = 0; xi < n_ctx; xi++) {
-                while (have < ctxs[xi]) {
-                    size_t n = ctxs[xi] - have < chunk ? ctxs[xi] - have : chunk;
-                    for (size_t t = 0; t < n; t++) {
-                        double swing = 0.5 + sjk_rng_uniform(&r);
-                        for (size_t i = 0; i < W; i++) {
-                            kv[t * W + i] = off[i] + (float)(swing * sjk_rng_normal(&r));
-                            kv[(chunk + t) * W + i] = (float)(swing * sjk_rng_normal(&r));
-                        }
-                    }
-                    if (sjk_cache_append(c, 0, 0, kv, kv + chunk * W, n) != SJK_OK) break;
-                    have += (uint32_t)n;
-                }
-                sjk_cache_memory m;
-                sjk_cache_memory_report(c, &m);
-                for (int th = 0; th < NTH; th++) {
-                    sjk_cache_set_threads(c, (uint32_t)th + 1);
-                    result *R = &res[ci][xi][th];
-                    R->us = time_attend(c, q, 1, g->D, th + 1, &R->wall_us) * 1e6;
-                    R->wall_us *= 1e6;
-                    R->bytes = (double)m.occupied_nbytes;
-                    R->prefill_tps = 0;
-                    if (ctxs[xi] <= 32768) R->prefill_tps = 128.0 / time_attend(c, q, 128, g->D, th + 1, NULL);
-                }
-            }
-            free(kv); free(q); free(off);
-            sjk_cache_free(c);
+            sjk_status st = sjk_cache_create(&p, &caches[ci]);
+            if (st != SJK_OK) fprintf(stderr, "bench attn: %s: %s\n", cfgs[ci], sjk_status_str(st));
         }
+        if (!caches[0]) {
+            fprintf(stderr, "bench attn: no f16 baseline for %s\n", g->name);
+            for (int k = 0; k < NCFG; k++) sjk_cache_free(caches[k]);
+            return 1;
+        }
+        sjk_rng r;
+        sjk_rng_seed(&r, 1234);
+        const size_t W = (size_t)g->hkv * g->D, chunk = 1024;
+        float *kv = malloc(sizeof(float) * 2 * chunk * W);
+        float *q = malloc(sizeof(float) * 128 * g->hq * g->D);
+        float *off = malloc(sizeof(float) * W);
+        if (!kv || !q || !off) {
+            fprintf(stderr, "bench attn: out of memory\n");
+            free(kv); free(q); free(off);
+            for (int k = 0; k < NCFG; k++) sjk_cache_free(caches[k]);
+            return 1;
+        }
+        for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * sjk_rng_normal(&r)) * (i % 23 == 1 ? 8.0f : 1.0f);
+        for (size_t i = 0; i < 128 * (size_t)g->hq * g->D; i++) q[i] = (float)sjk_rng_normal(&r);
+        uint32_t have = 0;
+        for (int xi = 0; xi < n_ctx; xi++) {
+            while (have < ctxs[xi]) {
+                size_t n = ctxs[xi] - have < chunk ? ctxs[xi] - have : chunk;
+                for (size_t t = 0; t < n; t++) {
+                    double swing = 0.5 + sjk_rng_uniform(&r);
+                    for (size_t i = 0; i < W; i++) {
+                        kv[t * W + i] = off[i] + (float)(swing * sjk_rng_normal(&r));
+                        kv[(chunk + t) * W + i] = (float)(swing * sjk_rng_normal(&r));
+                    }
+                }
+                for (int ci = 0; ci < NCFG; ci++) {
+                    if (!caches[ci] || sjk_cache_append(caches[ci], 0, 0, kv, kv + chunk * W, n) == SJK_OK) continue;
+                    fprintf(stderr, "bench attn: %s: append failed at %u; dropped\n", cfgs[ci], have);
+                    sjk_cache_free(caches[ci]);
+                    caches[ci] = NULL;
+                }
+                have += (uint32_t)n;
+            }
+            if (!caches[0]) break;
+            /* Rounds: every configuration once per round, the order rotating, so a
+             * machine whose speed drifts slows all alike; the ratio to f16 is the median
+             * of the per-round ratios. */
+            for (int th = 0; th < NTH; th++) {
+                double dec[NCFG][ROUNDS], wall[NCFG][ROUNDS], pre[NCFG][ROUNDS];
+                const int do_pre = ctxs[xi] <= 32768;
+                for (int ci = 0; ci < NCFG; ci++)
+                    if (caches[ci]) {
+                        sjk_cache_set_threads(caches[ci], (uint32_t)th + 1);
+                        time_attend(caches[ci], q, 1, g->D, th + 1, 0, NULL); /* warm */
+                    }
+                for (int rd = 0; rd < ROUNDS; rd++)
+                    for (int k = 0; k < NCFG; k++) {
+                        const int ci = (k + rd) % NCFG;
+                        if (!caches[ci]) continue;
+                        dec[ci][rd] = time_attend(caches[ci], q, 1, g->D, th + 1, ROUND_S, &wall[ci][rd]);
+                        if (do_pre && rd < ROUNDS_PREFILL) pre[ci][rd] = time_attend(caches[ci], q, 128, g->D, th + 1, 0, NULL);
+                    }
+                sjk_cache_memory m;
+                for (int ci = 0; ci < NCFG; ci++) {
+                    if (!caches[ci]) continue;
+                    result *R = &res[ci][xi][th];
+                    double ratio[ROUNDS], wmin = 1e30;
+                    for (int rd = 0; rd < ROUNDS; rd++) {
+                        ratio[rd] = dec[0][rd] / dec[ci][rd];
+                        if (wall[ci][rd] < wmin) wmin = wall[ci][rd];
+                    }
+                    R->us = median(dec[ci], ROUNDS) * 1e6;
+                    R->wall_us = wmin * 1e6;
+                    R->speedup = median(ratio, ROUNDS);
+                    sjk_cache_memory_report(caches[ci], &m);
+                    R->bytes = (double)m.occupied_nbytes;
+                    if (do_pre) {
+                        for (int rd = 0; rd < ROUNDS_PREFILL; rd++) ratio[rd] = pre[0][rd] / pre[ci][rd];
+                        R->prefill_tps = 128.0 / median(pre[ci], ROUNDS_PREFILL);
+                        R->prefill_speedup = median(ratio, ROUNDS_PREFILL);
+                    }
+                }
+            }
+        }
+        free(kv); free(q); free(off);
+        for (int k = 0; k < NCFG; k++) sjk_cache_free(caches[k]);
         for (int ci = 0; ci < NCFG; ci++)
             for (int xi = 0; xi < n_ctx; xi++)
                 for (int th = 0; th < NTH; th++) {
-                    const result *R = &res[ci][xi][th], *F = &res[0][xi][th];
+                    const result *R = &res[ci][xi][th];
                     if (R->us <= 0) continue;
                     double bps = R->bytes / (R->us * 1e-6);
-                    double sp = F->us > 0 ? F->us / R->us : 0;
-                    double pf = F->prefill_tps > 0 ? R->prefill_tps / F->prefill_tps : 0;
+                    double sp = R->speedup, pf = R->prefill_speedup;
                     if (json) {
                         printf("%s  {\"geometry\": \"%s\", \"config\": \"%s\", \"context\": %u, \"threads\": %d, "
                                "\"us_per_token\": %.2f, \"wall_us_per_token\": %.2f, \"speedup_vs_f16\": %.3f, \"bytes_per_s\": %.4g, "
