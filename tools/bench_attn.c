@@ -118,17 +118,20 @@ int sjk_bench_attn(int argc, char **argv)
 {
     int json = 0, quick = 0;
     const char *only_kv = NULL, *only_geom = NULL;
+    int show_rounds = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--kv") && i + 1 < argc) only_kv = argv[++i];
         else if (!strcmp(argv[i], "--geometry") && i + 1 < argc) only_geom = argv[++i];
+        else if (!strcmp(argv[i], "--rounds")) show_rounds = 1;
         else {
-            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--kv NAME] [--geometry gemma3|smollm2]\n"
+            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--kv NAME] [--geometry gemma3|smollm2] [--rounds]\n"
                             "  decode and prefill attention per configuration, context and thread count\n"
                             "  --quick: contexts 4K and 16K only\n"
                             "  --kv NAME: only f16 (the baseline) and NAME, one of the configurations below\n"
                             "  --geometry: only that geometry\n"
+                            "  --rounds: print every round's decode time to stderr\n"
                             "  configurations: f16 q8_0 q4_0 sj:4/4 sj:3/3t sj:3/2t\n");
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -248,6 +251,11 @@ int sjk_bench_attn(int argc, char **argv)
                     for (int rd = 0; rd < ROUNDS; rd++) {
                         ratio[rd] = dec[0][rd] / dec[ci][rd];
                         if (wall[ci][rd] < wmin) wmin = wall[ci][rd];
+                    }
+                    if (show_rounds) {
+                        fprintf(stderr, "# rounds %s %u %d thr, us:", cfgs[ci], ctxs[xi], th + 1);
+                        for (int rd = 0; rd < ROUNDS; rd++) fprintf(stderr, " %.0f", dec[ci][rd] * 1e6);
+                        fprintf(stderr, "\n");
                     }
                     R->us = median(dec[ci], ROUNDS) * 1e6;
                     R->wall_us = wmin * 1e6;
