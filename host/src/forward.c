@@ -114,16 +114,19 @@ typedef struct mm_job {
  * half of its streaming bandwidth (5.3 against 10.7 GB/s for the 178 MB Q8_0 output
  * matrix of Gemma 3, measured with and without this). Prefetches never fault, so running
  * past the end of the matrix is harmless. */
-#ifndef MM_PREFETCH_AHEAD
 #define MM_PREFETCH_AHEAD 4096
-#endif
 #define MM_CACHE_LINE 64
-static inline void prefetch_span(const uint8_t *p, size_t n)
+/* Prefetches the n bytes that start `ahead` bytes after p (computed as an integer: the
+ * address may lie past the end of the matrix, where pointer arithmetic would not be
+ * defined; a prefetch of it is harmless). */
+static inline void prefetch_span(const uint8_t *p, size_t ahead, size_t n)
 {
 #if defined(__GNUC__) || defined(__clang__)
-    for (size_t o = 0; o < n; o += MM_CACHE_LINE) __builtin_prefetch(p + o, 0, 3);
+    const uintptr_t a = (uintptr_t)p + ahead;
+    for (size_t o = 0; o < n; o += MM_CACHE_LINE) __builtin_prefetch((const void *)(a + o), 0, 3);
 #else
     (void)p;
+    (void)ahead;
     (void)n;
 #endif
 }
@@ -141,7 +144,7 @@ static void mm_task(void *ctx, size_t task, int thread)
             size_t te = SJKH_MIN(j->n_tok, tt + MM_TILE);
             for (size_t r = rt; r < re; r++) {
                 const uint8_t *w = j->w + r * j->w_row_nbytes;
-                if (tt == 0) prefetch_span(w + MM_PREFETCH_AHEAD, j->w_row_nbytes);
+                if (tt == 0) prefetch_span(w, MM_PREFETCH_AHEAD, j->w_row_nbytes);
                 size_t t = tt;
                 if (j->dot4)
                     for (; t + 4 <= te; t += 4) {
