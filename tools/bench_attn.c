@@ -106,6 +106,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Median of n <= 16 values. */
 static double median(const double *v, int n)
 {
     double t[16];
@@ -139,6 +140,7 @@ int sjk_bench_attn(int argc, char **argv)
     static const geom geoms[] = {{"gemma3 4q/1kv D=256", 4, 1, 256}, {"smollm2 9q/3kv D=64", 9, 3, 64}};
     static const char *const cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t"};
     enum { NCFG = 6, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
+    _Static_assert(ROUNDS <= 16 && ROUNDS_PREFILL <= ROUNDS, "median() sorts at most 16 values");
     const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
     const uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
     const int n_ctx = quick ? 2 : NCTX;
