@@ -76,10 +76,12 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
 /* Values for one row block, in two steps:
  *   acc[r] = acc[r] * f[r] + PRE(r)                 (PRE: 0, or Vch · z[r] for records)
  *   acc[r][d] += POST(Σ_t p[r][t] · V[t][d])        (POST: identity, or · Vch[d])
- * Keys go in blocks of 32 so the block's values stay in L1 across the channel passes;
- * 16 channels x RB rows accumulate in registers. Keys beyond a row's nvis have p = 0. */
+ * LOADX2(v0, v1, t, d0) yields channels d0..d0+31 of key t. Keys go in blocks of BLK so
+ * the block's values stay in L1 across the channel passes (TB for rows of floats; a whole
+ * chunk, G, for packed codes: a 4-bit chunk's V codes, 16 KiB at D = 256); 32 channels x
+ * RB rows accumulate in registers. Keys beyond a row's nvis have p = 0. */
 #define TB 32
-#define V_ACCUM(LOAD8)                                                                     \
+#define V_ACCUM(LOADX2, BLK)                                                               \
     for (size_t r = 0; r < rb; r++) {                                                      \
         if (!nvis[r0 + r]) continue;                                                       \
         float *a = acc + (r0 + r) * D;                                                     \
@@ -87,14 +89,15 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
         for (size_t d = 0; d < D; d += 16)                                                 \
             _mm512_storeu_ps(a + d, _mm512_fmadd_ps(_mm512_loadu_ps(a + d), vf, PRE(r, d))); \
     }                                                                                      \
-    for (size_t tb = 0; tb < ntm; tb += TB) {                                              \
-        size_t te = tb + TB < ntm ? tb + TB : ntm;                                         \
+    for (size_t tb = 0; tb < ntm; tb += (BLK)) {                                           \
+        size_t te = tb + (BLK) < ntm ? tb + (BLK) : ntm;                                   \
         for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
             __m512 a0[RB], a1[RB];                                                         \
             _Pragma("GCC unroll 4")                                                        \
             for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
             for (size_t t = tb; t < te; t++) {                                             \
-                __m512 v0 = LOAD8(t, d0), v1 = LOAD8(t, d0 + 16);                           \
+                __m512 v0, v1;                                                             \
+                LOADX2(v0, v1, t, d0);                                                     \
                 _Pragma("GCC unroll 4")                                                    \
                 for (size_t r = 0; r < RB; r++) {                                          \
                     __m512 pw = _mm512_set1_ps(p[r * G + t]);                        \
@@ -114,6 +117,10 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
 #define LOAD_F32(t, d) _mm512_loadu_ps(V + (t) * D + (d))
 #define LOAD_F16(t, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(V + (t) * D + (d))))
 #define LOAD_U8(t, d) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vc + (t) * D + (d)))))
+#define X2(LOAD, v0, v1, t, d0) ((v0) = LOAD(t, d0), (v1) = LOAD(t, (d0) + 16))
+#define LOADX2_F32(v0, v1, t, d0) X2(LOAD_F32, v0, v1, t, d0)
+#define LOADX2_F16(v0, v1, t, d0) X2(LOAD_F16, v0, v1, t, d0)
+#define LOADX2_U8(v0, v1, t, d0) X2(LOAD_U8, v0, v1, t, d0)
 #define POST_NONE(a, d) (a)
 #define PRE_NONE(r, d) _mm512_setzero_ps()
 
@@ -158,7 +165,7 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
             else memset(p + r * G, 0, G * sizeof(float));                                  \
         }                                                                                  \
-        V_ACCUM(LOADV)                                                                     \
+        V_ACCUM(LOADV, TB)                                                                 \
     }
 
 #define POST POST_NONE
@@ -168,7 +175,7 @@ static void chunk_f32_avx512(const float *q, size_t R, size_t D, const uint32_t 
                            float *m, float *l, float *acc, float *work)
 {
     (void)n;
-    CHUNK_BODY(LOADK_F32, LOAD_F32)
+    CHUNK_BODY(LOADK_F32, LOADX2_F32)
 }
 
 static void chunk_f16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -176,7 +183,7 @@ static void chunk_f16_avx512(const float *q, size_t R, size_t D, const uint32_t 
                            float *m, float *l, float *acc, float *work)
 {
     (void)n;
-    CHUNK_BODY(LOADK_F16, LOAD_F16)
+    CHUNK_BODY(LOADK_F16, LOADX2_F16)
 }
 #undef POST
 #undef PRE
@@ -862,41 +869,6 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
         (lo) = _mm512_permutexvar_ps(x_, lut16);                                           \
         (hi) = _mm512_permutexvar_ps(_mm512_srli_epi32(x_, 4), lut16);                     \
     } while (0)
-/* V_ACCUM with a loader that yields channels d0..d0+31 of token t at once (LOADX2(v0,
- * v1, t, d0)), for packed codes: all keys in one block (a 4-bit chunk's V codes, 16 KiB
- * at D = 256, stay in L1 across the channel passes); otherwise the same loops. */
-#define V_ACCUM2(LOADX2)                                                                   \
-    for (size_t r = 0; r < rb; r++) {                                                      \
-        if (!nvis[r0 + r]) continue;                                                       \
-        float *a = acc + (r0 + r) * D;                                                     \
-        __m512 vf = _mm512_set1_ps(fct[r]);                                                \
-        for (size_t d = 0; d < D; d += 16)                                                 \
-            _mm512_storeu_ps(a + d, _mm512_fmadd_ps(_mm512_loadu_ps(a + d), vf, PRE(r, d))); \
-    }                                                                                      \
-    for (size_t tb = 0; tb < ntm; tb += G) {                                               \
-        size_t te = ntm;                                                                   \
-        for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
-            __m512 a0[RB], a1[RB];                                                         \
-            _Pragma("GCC unroll 4")                                                        \
-            for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
-            for (size_t t = tb; t < te; t++) {                                             \
-                __m512 v0, v1;                                                             \
-                LOADX2(v0, v1, t, d0);                                                     \
-                _Pragma("GCC unroll 4")                                                    \
-                for (size_t r = 0; r < RB; r++) {                                          \
-                    __m512 pw = _mm512_set1_ps(p[r * G + t]);                              \
-                    a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);                                \
-                    a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);                                \
-                }                                                                          \
-            }                                                                              \
-            for (size_t r = 0; r < rb; r++) {                                              \
-                if (!nvis[r0 + r]) continue;                                               \
-                float *a = acc + (r0 + r) * D + d0;                                        \
-                _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), POST(a0[r], d0)));   \
-                _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), POST(a1[r], d0 + 16))); \
-            }                                                                              \
-        }                                                                                  \
-    }
 /* channels d0..d0+31 of a 4-bit V payload row: the 16 bytes of unit d0/32 */
 #define LOAD_V4X2(v0, v1, t, d0) LOADC_NIB(v0, v1, vp + (t) * (D / 2) + (d0) / 2)
 
@@ -984,8 +956,8 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
             }
             zz[r] = hsum512(z);
         }
-        if (vc) { V_ACCUM(LOAD_U8) }
-        else { V_ACCUM2(LOAD_V4X2) }
+        if (vc) { V_ACCUM(LOADX2_U8, TB) }
+        else { V_ACCUM(LOAD_V4X2, G) }
     }
 }
 #undef POST
