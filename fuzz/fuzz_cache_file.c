@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crc32c.h"
 #include "sjkvarn.h"
 
 #ifndef FUZZ_NAME
@@ -34,10 +35,35 @@ static sjk_cache *fuzz_cache_file_target(void)
     return c;
 }
 
-int FUZZ_NAME(const uint8_t *data, size_t size);
-int FUZZ_NAME(const uint8_t *data, size_t size)
+static void put_u32le(uint8_t *p, uint32_t v)
 {
-    sjk_cache *c = fuzz_cache_file_target();
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Random bytes almost never carry valid CRC-32C checksums, so on its own the fuzzer only
+ * reaches the checksum checks (coverage 37 in 300 s). Each input is therefore also tried
+ * with its stated file size and every checksum recomputed (docs/FORMAT.md "Cache files":
+ * the header's over bytes 0..123, then each section's over its 16-byte header and
+ * payload, while the sections stay inside the input), which carries the mutations on to
+ * the checks behind the checksums: versions, geometry, configuration, states, record
+ * scales (coverage 99 in 150 s). */
+static void reseal(uint8_t *b, size_t n)
+{
+    if (n < 128) return;
+    put_u32le(b + 56, (uint32_t)n); /* the file size the header states */
+    put_u32le(b + 60, (uint32_t)((uint64_t)n >> 32));
+    put_u32le(b + 124, sjk_crc32c(0, b, 124));
+    for (size_t off = 128; n - off >= 20;) {
+        uint64_t len = 0;
+        for (int i = 0; i < 8; i++) len |= (uint64_t)b[off + 8 + i] << (8 * i);
+        if (len > n - off - 20) break;
+        put_u32le(b + off + 16 + len, sjk_crc32c(0, b + off, 16 + (size_t)len));
+        off += 20 + (size_t)len;
+    }
+}
+
+static void try_restore(sjk_cache *c, const uint8_t *data, size_t size)
+{
     char err[256];
     uint32_t n_before, n_after;
     sjk_cache_length(c, 0, 0, &n_before, NULL);
@@ -54,6 +80,21 @@ int FUZZ_NAME(const uint8_t *data, size_t size)
     } else {
         sjk_cache_length(c, 0, 0, &n_after, NULL);
         if (n_after != n_before) abort(); /* a refused file changed the cache */
+    }
+}
+
+int FUZZ_NAME(const uint8_t *data, size_t size);
+int FUZZ_NAME(const uint8_t *data, size_t size)
+{
+    sjk_cache *c = fuzz_cache_file_target();
+    try_restore(c, data, size);
+    if (size >= 128 && size <= (1u << 24)) {
+        uint8_t *copy = malloc(size);
+        if (!copy) return 0;
+        memcpy(copy, data, size);
+        reseal(copy, size);
+        try_restore(c, copy, size);
+        free(copy);
     }
     return 0;
 }
