@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/crc32c.h"
+#include "common/util.h"
 #include "sjkvarn.h"
 
 #ifndef FUZZ_NAME
@@ -35,11 +36,6 @@ static sjk_cache *fuzz_cache_file_target(void)
     return c;
 }
 
-static void put_u32le(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Random bytes almost never carry valid CRC-32C checksums, so on its own the fuzzer only
  * reaches the checksum checks (coverage 37 in 300 s). Each input is therefore also tried
  * with its stated file size and every checksum recomputed (docs/FORMAT.md "Cache files":
@@ -50,14 +46,13 @@ static void put_u32le(uint8_t *p, uint32_t v)
 static void reseal(uint8_t *b, size_t n)
 {
     if (n < 128) return;
-    put_u32le(b + 56, (uint32_t)n); /* the file size the header states */
-    put_u32le(b + 60, (uint32_t)((uint64_t)n >> 32));
-    put_u32le(b + 124, sjk_crc32c(0, b, 124));
+    sjk_wr_u32le(b + 56, (uint32_t)n); /* the file size the header states */
+    sjk_wr_u32le(b + 60, (uint32_t)((uint64_t)n >> 32));
+    sjk_wr_u32le(b + 124, sjk_crc32c(0, b, 124));
     for (size_t off = 128; n - off >= 20;) {
-        uint64_t len = 0;
-        for (int i = 0; i < 8; i++) len |= (uint64_t)b[off + 8 + i] << (8 * i);
+        const uint64_t len = sjk_rd_u32le(b + off + 8) | (uint64_t)sjk_rd_u32le(b + off + 12) << 32;
         if (len > n - off - 20) break;
-        put_u32le(b + off + 16 + len, sjk_crc32c(0, b + off, 16 + (size_t)len));
+        sjk_wr_u32le(b + off + 16 + len, sjk_crc32c(0, b + off, 16 + (size_t)len));
         off += 20 + (size_t)len;
     }
 }
