@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
@@ -281,6 +282,20 @@ static int n_tasks(void)
     return n;
 }
 
+/* The process's thread count once it has settled to at most want: pthread_join returns
+ * when the thread has cleared its tid, which is before the kernel removes it from
+ * /proc/self/task, so a thread joined a moment ago may still be listed. Polls for up to
+ * 2 s; a thread that was never joined and still runs stays listed, above want. */
+static int n_tasks_settled(int want)
+{
+    int n = n_tasks();
+    for (int i = 0; i < 200 && n > want; i++) {
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        n = n_tasks();
+    }
+    return n;
+}
+
 /* Runs attempt with the n-th pthread_create failing, for every n until it succeeds. A
  * failed create must return SJK_ERR_NOMEM with *out NULL, free every block and join every
  * thread it had started (the process's thread count is back where it was). Returns the
@@ -291,6 +306,7 @@ static long every_thread_failure_point(const char *what, attempt_fn attempt, rel
 {
     for (long n = 1; n < 1000; n++) {
         long live = sjk_alloc_live();
+        long threads = sjk_thread_live();
         int tasks = n_tasks();
         void *obj = NULL;
         sjk_thread_fail_nth(n, persistent);
@@ -303,7 +319,10 @@ static long every_thread_failure_point(const char *what, attempt_fn attempt, rel
                    sjk_status_str(st));
             if (obj) release(obj);
             CHECKF(sjk_alloc_live() == live, "%s: leak after success", what);
-            CHECKF(n_tasks() == tasks, "%s: %d threads left after free", what, n_tasks() - tasks);
+            CHECKF(sjk_thread_live() == threads, "%s: %ld threads not joined after free", what,
+                   sjk_thread_live() - threads);
+            int now = n_tasks_settled(tasks);
+            CHECKF(now <= tasks, "%s: %d threads left after free", what, now - tasks);
             if (getenv("SJK_TEST_VERBOSE"))
                 fprintf(stderr, "  %s: %ld thread-creation failure points%s, all clean\n", what, n - 1,
                         persistent ? " (persistent)" : "");
@@ -313,8 +332,11 @@ static long every_thread_failure_point(const char *what, attempt_fn attempt, rel
                sjk_status_str(st), obj);
         if (obj) release(obj);
         CHECKF(sjk_alloc_live() == live, "%s: thread %ld failed: %ld blocks leaked", what, n, sjk_alloc_live() - live);
-        CHECKF(n_tasks() == tasks, "%s: thread %ld failed: %d threads not joined", what, n, n_tasks() - tasks);
-        if (sjk_alloc_live() != live || n_tasks() != tasks) return -1;
+        CHECKF(sjk_thread_live() == threads, "%s: thread %ld failed: %ld threads not joined", what, n,
+               sjk_thread_live() - threads);
+        int now = n_tasks_settled(tasks);
+        CHECKF(now <= tasks, "%s: thread %ld failed: %d threads left in the process", what, n, now - tasks);
+        if (sjk_alloc_live() != live || sjk_thread_live() != threads || now > tasks) return -1;
     }
     return -1;
 }

@@ -10,7 +10,8 @@
 #undef strdup
 #undef strndup
 #undef free
-#undef pthread_create /* the force-included header defined it before SJK_ALLOC_HOOK_IMPL */
+#undef pthread_create /* the force-included header defined these before SJK_ALLOC_HOOK_IMPL */
+#undef pthread_join
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -78,6 +79,7 @@ static atomic_long t_fail_at; /* 0: off; else the count at which to fail */
 static atomic_long t_count;   /* thread creations since arming */
 static atomic_int t_persistent;
 static atomic_int t_failed;
+static atomic_long t_live;    /* started minus joined */
 
 void sjk_thread_fail_nth(long n, int persistent)
 {
@@ -89,6 +91,7 @@ void sjk_thread_fail_nth(long n, int persistent)
 
 long sjk_thread_count(void) { return atomic_load(&t_count); }
 int sjk_thread_failed(void) { return atomic_load(&t_failed); }
+long sjk_thread_live(void) { return atomic_load(&t_live); }
 
 int sjk_hook_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
@@ -100,5 +103,14 @@ int sjk_hook_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*f
             return EAGAIN;
         }
     }
-    return pthread_create(th, attr, fn, arg);
+    int rc = pthread_create(th, attr, fn, arg);
+    if (rc == 0) atomic_fetch_add(&t_live, 1);
+    return rc;
+}
+
+int sjk_hook_pthread_join(pthread_t th, void **ret)
+{
+    int rc = pthread_join(th, ret);
+    if (rc == 0) atomic_fetch_sub(&t_live, 1);
+    return rc;
 }

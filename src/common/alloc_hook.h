@@ -40,12 +40,17 @@ int sjk_alloc_failed(void);
 long sjk_alloc_live(void);
 
 int sjk_hook_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+int sjk_hook_pthread_join(pthread_t th, void **ret);
 /* Arms the thread hook: the n-th pthread_create from now fails with EAGAIN (n >= 1; with
  * persistent, every one from the n-th on); n = 0 disarms. Resets its counters. */
 void sjk_thread_fail_nth(long n, int persistent);
 /* Thread creations attempted since the last sjk_thread_fail_nth, and whether one failed. */
 long sjk_thread_count(void);
 int sjk_thread_failed(void);
+/* Threads the libraries started and have not joined yet (process lifetime). Exact, unlike
+ * /proc/self/task: a joined thread can stay listed there for a moment while the kernel
+ * reaps it. */
+long sjk_thread_live(void);
 
 /* The macros route the libraries' allocations through the hook. Its implementation
  * (SJK_ALLOC_HOOK_IMPL) and the tests that arm it (SJK_ALLOC_HOOK_DECLS_ONLY, defined
@@ -59,6 +64,7 @@ int sjk_thread_failed(void);
 #define strndup(s, n) sjk_hook_strndup(s, n)
 #define free(p) sjk_hook_free(p)
 #define pthread_create(th, attr, fn, arg) sjk_hook_pthread_create(th, attr, fn, arg)
+#define pthread_join(th, ret) sjk_hook_pthread_join(th, ret)
 #endif
 
 #endif
