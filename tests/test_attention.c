@@ -253,6 +253,67 @@ TEST(test_threads_split_positions_same_result)
     CHECKF(vmax > 0 && e <= 1e-5 * vmax, "1 vs 3 threads: %.3g, max |V| %.3g", e, vmax);
 }
 
+/* Position splits per KV head: the units divide evenly among the threads where some
+ * count in [ceil(t / h), 2 ceil(t / h)] allows it (3 heads on 2 threads: 2 splits, 3
+ * units each), never fewer than ceil(t / h), and 1 on one thread. */
+TEST(test_attn_splits_balance_units)
+{
+    CHECK(sjk_attn_splits(3, 2) == 2);
+    CHECK(sjk_attn_splits(1, 2) == 2);
+    CHECK(sjk_attn_splits(1, 3) == 3);
+    CHECK(sjk_attn_splits(8, 2) == 1);
+    CHECK(sjk_attn_splits(4, 8) == 2);
+    CHECK(sjk_attn_splits(7, 16) == 4); /* 28 units: 2 rounds of 16 against 1.75 */
+    CHECK(sjk_attn_splits(5, 1) == 1);
+    CHECK(sjk_attn_splits(0, 4) == 1);
+    for (uint32_t h = 1; h <= 12; h++)
+        for (uint32_t t = 1; t <= 16; t++) {
+            const uint32_t s = sjk_attn_splits(h, t), s0 = (t + h - 1) / h;
+            CHECKF(s >= s0 && s <= 2 * s0, "h %u t %u: %u splits", h, t, s);
+            /* no worse than s0: ceil(h s / t) / (h s) <= ceil(h s0 / t) / (h s0) */
+            const uint64_t a = ((uint64_t)h * s + t - 1) / t, b = ((uint64_t)h * s0 + t - 1) / t;
+            CHECKF(a * s0 <= b * s, "h %u t %u: %u splits balance worse than %u", h, t, s, s0);
+        }
+}
+
+/* More KV heads than threads, split by position too (3 heads on 2 threads: 6 units):
+ * the same answer as one thread, to the tolerance of the test above. */
+TEST(test_threads_split_heads_and_positions_same_result)
+{
+    enum { H = 3, D = 64, N = 2000 };
+    static float out[2][6 * D];
+    double vmax = 0;
+    for (int t = 0; t < 2; t++) {
+        sjk_cache_params p = sjk_cache_params_default();
+        p.head_dim = D;
+        p.n_kv_heads = H;
+        p.n_q_heads = 2 * H;
+        p.max_pos = N;
+        p.max_q_rows = 1;
+        p.n_threads = (uint32_t)(1 + t);
+        p.layer.tail_min = 256;
+        p.layer.tail_max = 512;
+        sjk_cache *c = NULL;
+        CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+        if (!c) return;
+        CHECK(t == 0 || c->n_splits == 2);
+        sjk_rng r;
+        sjk_rng_seed(&r, 78);
+        static float kv[2 * N * H * D];
+        for (size_t i = 0; i < 2 * (size_t)N * H * D; i++) kv[i] = (float)sjk_rng_normal(&r);
+        for (size_t i = (size_t)N * H * D; i < 2 * (size_t)N * H * D; i++) vmax = fmax(vmax, fabs(kv[i]));
+        CHECK(sjk_cache_append(c, 0, 0, kv, kv + (size_t)N * H * D, N) == SJK_OK);
+        float q[6 * D];
+        for (size_t i = 0; i < 6 * D; i++) q[i] = (float)sjk_rng_normal(&r);
+        CHECK(sjk_cache_attend(c, 0, 0, q, 1, 0.125f, out[t]) == SJK_OK);
+        CHECK(sjk_cache_check(c, NULL, 0) == SJK_OK);
+        sjk_cache_free(c);
+    }
+    double e = 0;
+    for (int i = 0; i < 6 * D; i++) e = fmax(e, fabs(out[0][i] - out[1][i]));
+    CHECKF(vmax > 0 && e <= 1e-5 * vmax, "1 vs 2 threads over 3 heads: %.3g, max |V| %.3g", e, vmax);
+}
+
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
  * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
  * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
@@ -432,6 +493,8 @@ int main(void)
     RUN(test_simd_kernels_match_reference);
     RUN(test_many_rows_kernel_matches_reference);
     RUN(test_threads_split_positions_same_result);
+    RUN(test_attn_splits_balance_units);
+    RUN(test_threads_split_heads_and_positions_same_result);
     RUN(test_trellis_inplace_matches_decoded);
     RUN(test_tq6_ring_inplace_matches_decoded);
     RUN(test_config_strings_parse);

@@ -43,6 +43,30 @@ size_t sjk_attn_scratch_nbytes(size_t D)
     return n;
 }
 
+/* The units (KV head, position split) go to the threads one at a time as they free up,
+ * so with equal units the slowest thread runs ceil(units / threads) of them. One split
+ * per head when heads >= threads left 3 heads on 2 threads at 2 units against 1.5: here
+ * the splits s from s0 = ceil(threads / heads) to 2 * s0 are tried and the one with the
+ * least makespan ceil(h s / t) / (h s / t) wins (the smallest on ties: fewer merges). */
+uint32_t sjk_attn_splits(uint32_t heads, uint32_t threads)
+{
+    if (heads == 0 || threads <= 1) return 1;
+    const uint32_t s0 = (threads + heads - 1) / heads;
+    uint32_t best = s0;
+    uint64_t best_num = 0, best_den = 1; /* makespan ratio best_num / best_den */
+    for (uint32_t s = s0; s <= 2 * s0; s++) {
+        const uint64_t units = (uint64_t)heads * s, rounds = (units + threads - 1) / threads;
+        /* ratio rounds * threads / units; compare a/b < c/d as a*d < c*b */
+        const uint64_t num = rounds * threads, den = units;
+        if (best_num == 0 || num * best_den < best_num * den) {
+            best = s;
+            best_num = num;
+            best_den = den;
+        }
+    }
+    return best;
+}
+
 typedef struct attn_job {
     const sjk_cache *c;
     const sjk_cache_layer *L;
@@ -53,13 +77,17 @@ typedef struct attn_job {
     uint32_t w_sink, w_body, w_ring; /* relative cost of a chunk in each region */
 } attn_job;
 
-/* Position splits are cut by estimated cost, not by chunk count. In decode, a tq6_0
- * ring chunk costs about twice a 4-bit record chunk (the in-place kernels, D = 256) and
- * a trellis record chunk about three times one, so equal chunk counts leave the thread
- * that gets the ring (the newest positions) working while the others wait. The weights
- * are rough per-key times of the AVX-512 kernels (`sjkvarn bench attn`); any positive
- * weights give a correct result. With many rows (prefill) the per-row work, the same in
- * every region, dominates: equal weights. */
+/* Position splits are cut by estimated cost, not by chunk count: equal chunk counts
+ * would leave the thread that gets the ring (the newest positions) working while the
+ * others wait. The weights are the decode times of one 128-key chunk in microseconds,
+ * measured per region with one thread through the public API (AVX-512 kernels, D = 256,
+ * 4 query rows; D = 64 with 3 rows gives the same ratios within 5%; docs/BENCHMARKS.md,
+ * "Split weights"): fp16 rows 9.2, a tq6_0 or q8_0 ring chunk 11.7, a 4/4 scalar record
+ * read in place 5.0, other scalar records 12.9, trellis records read in place 12.5. The
+ * two without a measurement (tq6_0 decoded before use, trellis decoded to fp32: kernel
+ * tables without the in-place readers) keep their old ratios to the in-place ones. Any
+ * positive weights give a correct result. With many rows (prefill) the per-row work,
+ * the same in every region, dominates: equal weights. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;
@@ -68,9 +96,11 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     if (!L->compressed || j->R > 2 * SJK_ATTN_RB) return;
     j->c_sink = SJK_MIN(j->n_chunks, L->sink / G);
     j->c_body = SJK_MIN(j->n_chunks, SJK_MAX(j->c_sink, sl->b / G));
-    if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 3 : 4;
-    else j->w_body = j->k->trellis_inplace ? 10 : 12;
-    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6 ? 6 : 8;
+    j->w_sink = 9;
+    if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
+    else j->w_body = j->k->trellis_inplace ? 13 : 16;
+    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6 ? 12 : 16;
+    else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;
 }
 
 /* Cost of chunks [0, c). */
@@ -346,10 +376,9 @@ sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
     j.n_rows = (uint32_t)n_rows;
     j.R = R;
     j.n_chunks = (sl->n + SJK_GROUP - 1) / SJK_GROUP;
-    /* Enough position splits per head to give every active thread a unit. */
+    /* Position splits per head that divide the units most evenly among the active threads. */
     uint32_t T = c->active_threads;
-    uint32_t want = H >= T ? 1 : (uint32_t)((T + H - 1) / H);
-    j.splits = SJK_MIN(SJK_MIN(c->n_splits, want), j.n_chunks);
+    j.splits = SJK_MIN(SJK_MIN(c->n_splits, sjk_attn_splits((uint32_t)H, T)), j.n_chunks);
     if (j.splits == 0) j.splits = 1;
     split_weights(&j, L, sl);
     sjk_pool_run_limited(&c->pool, unit_run, &j, (uint32_t)(H * j.splits), T);

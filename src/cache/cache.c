@@ -230,9 +230,9 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
     if (!sjk_mul_ok(scr, T, &n) || !take(&off, n, &off_scratch)) return SJK_ERR_NOMEM;
 
     /* Attention: packed rotated queries, then the per-unit partial states. */
-    uint32_t splits = T; /* position splits per KV head: enough to keep T threads busy */
-    if (p->n_kv_heads >= T) splits = 1;
-    else splits = (T + p->n_kv_heads - 1) / p->n_kv_heads;
+    /* position splits per KV head: the most any thread count up to T will use */
+    uint32_t splits = 1;
+    for (uint32_t t = 1; t <= T; t++) splits = SJK_MAX(splits, sjk_attn_splits(p->n_kv_heads, t));
     size_t rows = (size_t)p->max_q_rows * gq;
     if (!mul3(p->n_kv_heads, rows, D, &n) || !sjk_mul_ok(n, sizeof(float), &n) || !take(&off, n, &off_q))
         return SJK_ERR_NOMEM;

@@ -113,5 +113,9 @@ void sjk_cache_center_compute(const sjk_cache *c, const sjk_cache_layer *L, uint
 
 /* Attention scratch bytes per thread for head dim D (src/attention). */
 size_t sjk_attn_scratch_nbytes(size_t D);
+/* Position splits per KV head when `threads` threads attend over `heads` KV heads
+ * (src/attention): the count, at least ceil(threads / heads) and at most twice that,
+ * whose heads x splits units divide most evenly among the threads. */
+uint32_t sjk_attn_splits(uint32_t heads, uint32_t threads);
 
 #endif
