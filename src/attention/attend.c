@@ -79,15 +79,17 @@ typedef struct attn_job {
 
 /* Position splits are cut by estimated cost, not by chunk count: equal chunk counts
  * would leave the thread that gets the ring (the newest positions) working while the
- * others wait. The weights are the decode times of one 128-key chunk in microseconds,
- * measured per region with one thread through the public API (AVX-512 kernels, D = 256,
- * 4 query rows; D = 64 with 3 rows gives the same ratios within 5%; docs/BENCHMARKS.md,
- * "Split weights"): fp16 rows 9.2, a tq6_0 or q8_0 ring chunk 11.7, a 4/4 scalar record
- * read in place 5.0, other scalar records 12.9, trellis records read in place 12.5. The
- * two without a measurement (tq6_0 decoded before use, trellis decoded to fp32: kernel
- * tables without the in-place readers) keep their old ratios to the in-place ones. Any
- * positive weights give a correct result. With many rows (prefill) the per-row work,
- * the same in every region, dominates: equal weights. */
+ * others wait. The weights are decode times of one 128-key chunk in microseconds,
+ * measured per region with one thread through the public API (bench/bench_split_weights.c;
+ * AVX-512 kernels, D = 256, 4 query rows; D = 64 with 3 rows gives the same ratios):
+ * fp16 rows 9, a tq6_0 or q8_0 ring chunk 12, a 4/4 scalar record read in place 5, other
+ * scalar records and trellis records read in place 13 (one run, rounded: 9.2 / 11.7 /
+ * 5.0 / 12.9 / 12.5; the run in docs/BENCHMARKS.md, "Split weights", gave 10.2 / 12.6 /
+ * 5.5 / 14.1 / 13.9, the same ratios within 10%). The two without a measurement (tq6_0
+ * decoded before use, trellis decoded to fp32: kernel tables without the in-place
+ * readers) keep their old ratios to the in-place ones. Any positive weights give a
+ * correct result. With many rows (prefill) the per-row work, the same in every region,
+ * dominates: equal weights. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;
