@@ -1,5 +1,5 @@
 /* kv_auto.h — helpers the model-running commands share (run, eval, plan): model names,
- * and `--kv auto --mem-budget SIZE` (the automatic cache tier of host/include/sjkplan.h).
+ * and `--kv auto --mem-budget SIZE` (the automatic cache tier of plan/include/sjkplan.h).
  *
  * Wiring into a command is two calls:
  *   in the flag loop:   else if ((r = sjk_kv_auto_flag(&ka, prog, flag, value)) != 0) ...
