@@ -1,5 +1,5 @@
 /* test_doc_tables.c — the tables of docs/BENCHMARKS.md and docs/RESULTS.md are what
- * scripts/render-doc-tables makes of docs/results/*.csv, so a number in the documents
+ * scripts/render-doc-tables makes of the CSV files in docs/results, so a number in the documents
  * cannot drift from its CSV (the record that scripts/bench-results and scripts/kl-study
  * rewrite). Also checks that the check can fail: a changed digit in a copy of a document,
  * or in a copy of a CSV, is reported. Runs from the repository root (as make test does);
