@@ -466,6 +466,18 @@ sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fing
 sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nbytes,
                                     const uint8_t *fingerprint, char *err, size_t err_cap);
 
+/* What cache files are made with, for a host whose own files wrap them (libsjkhost's
+ * session files). sjk_crc32c: the CRC-32C (Castagnoli) of the file sections, incremental
+ * (crc = sjk_crc32c(crc, next, n), starting from 0). sjk_tmp_create: creates and flocks
+ * the temporary file `path.tmp-XXXXXX` of an atomic save, its name into tmp (tmp_cap
+ * bytes); returns the descriptor (O_CLOEXEC, mode 0600), or -1 with errno set; keep it
+ * open until after the rename. sjk_tmp_sweep: removes the `path.tmp-XXXXXX` files whose
+ * writer is gone, as sjk_cache_save does after each save; returns how many. Thread-safe;
+ * none of them allocates. */
+uint32_t sjk_crc32c(uint32_t crc, const void *data, size_t n);
+int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap);
+int sjk_tmp_sweep(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

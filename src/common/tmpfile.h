@@ -18,13 +18,16 @@
 
 #include <stddef.h>
 
-/* Creates and locks PATH.tmp-XXXXXX; tmp (tmp_cap bytes) receives its name. Returns the
- * descriptor (O_CLOEXEC, mode 0600), or -1 with errno set (ENAMETOOLONG if the name does
- * not fit). Keep it open until the rename is done: closing it drops the lock. */
-int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap);
-
-/* Removes the PATH.tmp-XXXXXX files (exactly six [A-Za-z0-9] after "tmp-", regular files)
- * whose writers are gone. Best effort: errors are ignored. Returns the number removed. */
-int sjk_tmp_sweep(const char *path);
+/* Declared in sjkvarn.h, for the host's session files too:
+ *
+ * sjk_tmp_create(path, tmp, tmp_cap) creates and locks PATH.tmp-XXXXXX; tmp receives its
+ * name. Returns the descriptor (O_CLOEXEC, mode 0600), or -1 with errno set (ENAMETOOLONG
+ * if the name does not fit). Keep it open until the rename is done: closing it drops the
+ * lock.
+ *
+ * sjk_tmp_sweep(path) removes the PATH.tmp-XXXXXX files (exactly six [A-Za-z0-9] after
+ * "tmp-", regular files) whose writers are gone. Best effort: errors are ignored. Returns
+ * the number removed. */
+#include "sjkvarn.h"
 
 #endif
