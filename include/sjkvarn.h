@@ -73,6 +73,29 @@ enum {
 unsigned sjk_cpu_features(void);
 
 /* ------------------------------------------------------------------------------------
+ * Thread pool
+ *
+ * The worker pool a cache runs its seals and attention on, for a host's own parallel
+ * loops (libsjkhost's matmuls and attention use it). sjk_pool_run calls fn(arg, item,
+ * worker) once for every item in [0, n_items), spread over the n_threads − 1 workers and
+ * the caller's thread (worker 0; worker < n_threads), and returns when all are done;
+ * items are claimed one at a time, so uneven items balance. One run at a time per pool.
+ * spin: after a job, each worker polls for the next one (and the caller, for the end of
+ * its job) this many pause instructions before sleeping; 0 sleeps at once, about 2000
+ * suits jobs that follow each other within microseconds. A NULL pool runs everything on
+ * the caller's thread. sjk_pool_create: SJK_ERR_PARAM unless 1 <= n_threads <=
+ * SJK_POOL_MAX_THREADS; SJK_ERR_NOMEM if memory or a thread cannot be had (the threads
+ * already started are joined). sjk_pool_run never allocates.
+ * ---------------------------------------------------------------------------------- */
+#define SJK_POOL_MAX_THREADS 256
+typedef struct sjk_pool sjk_pool;
+typedef void (*sjk_pool_fn)(void *arg, uint32_t item, uint32_t worker);
+sjk_status sjk_pool_create(uint32_t n_threads, uint32_t spin, sjk_pool **out);
+void sjk_pool_free(sjk_pool *p);
+uint32_t sjk_pool_n_threads(const sjk_pool *p); /* 1 for NULL */
+void sjk_pool_run(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items);
+
+/* ------------------------------------------------------------------------------------
  * Rotation: orthonormal Walsh–Hadamard transform
  *
  * Sylvester order, scaled by 1/sqrt(block), no random signs: H = H^T = H^-1.

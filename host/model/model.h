@@ -4,7 +4,6 @@
 #define SJKH_MODEL_H
 
 #include "kv.h"
-#include "pool.h"
 #include "sjkhost.h"
 
 typedef struct sjkh_layer_w {
@@ -38,7 +37,7 @@ struct sjkh_session {
     const sjkh_model *m;
     sjkh_session_params p;
     char kv_str[128];
-    sjkh_pool *pool;
+    sjk_pool *pool;
     sjkh_kv *kv;
     uint32_t n_past;
     uint32_t B;                   /* n_batch */
