@@ -63,6 +63,9 @@ LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so
 HOST_A  := $(BUILD)/libsjkhost.a
 CLI     := $(BUILD)/sjkvarn
+# The CLI's objects but main, for the tests of its parsers and file writers (test_cli_*).
+CLI_A   := $(BUILD)/libsjkcli.a
+CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/tools/sjkvarn.o,$(TOOL_OBJ))
 
 .PHONY: all test check asan ubsan valgrind install clean tests examples benches fuzz fuzz-build
 all: $(LIB_A) $(LIB_SO) $(HOST_A) $(CLI)
@@ -104,12 +107,16 @@ $(HOST_A): $(HOST_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
+$(CLI_A): $(CLI_LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
 $(CLI): $(TOOL_OBJ) $(HOST_A) $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A)
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(CLI_A) $(HOST_A) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) -Itools -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(CLI_A) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "harness.h"
 #include "support/gguf_writer.h"
 #include "kv.h"
@@ -656,23 +657,31 @@ TEST(test_auto_tier_refusal_names_the_longest_context)
 TEST(test_parse_size_units)
 {
     size_t n;
-    CHECK(sjkh_parse_size("512M", &n) == SJK_OK && n == 512 * MiB);
-    CHECK(sjkh_parse_size("8G", &n) == SJK_OK && n == 8 * GiB);
-    CHECK(sjkh_parse_size("8GiB", &n) == SJK_OK && n == 8 * GiB);
-    CHECK(sjkh_parse_size("8gib", &n) == SJK_OK && n == 8 * GiB);
-    CHECK(sjkh_parse_size("1.5G", &n) == SJK_OK && n == 3 * GiB / 2);
-    CHECK(sjkh_parse_size("8GB", &n) == SJK_OK && n == 8000000000ull);
-    CHECK(sjkh_parse_size("123456", &n) == SJK_OK && n == 123456);
-    CHECK(sjkh_parse_size("100B", &n) == SJK_OK && n == 100);
-    CHECK(sjkh_parse_size("64K", &n) == SJK_OK && n == 64 * KiB);
-    CHECK(sjkh_parse_size("", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("G", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("-1G", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("0", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("8X", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("8Gx", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("1e30", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("nan", &n) == SJK_ERR_PARAM);
+    CHECK(sjk_cli_parse_size("512M", &n) == 1 && n == 512 * MiB);
+    CHECK(sjk_cli_parse_size("8G", &n) == 1 && n == 8 * GiB);
+    CHECK(sjk_cli_parse_size("8GiB", &n) == 1 && n == 8 * GiB);
+    CHECK(sjk_cli_parse_size("8gib", &n) == 1 && n == 8 * GiB);
+    CHECK(sjk_cli_parse_size("1.5G", &n) == 1 && n == 3 * GiB / 2);
+    CHECK(sjk_cli_parse_size("8GB", &n) == 1 && n == 8000000000ull);
+    CHECK(sjk_cli_parse_size("123456", &n) == 1 && n == 123456);
+    CHECK(sjk_cli_parse_size("100B", &n) == 1 && n == 100);
+    CHECK(sjk_cli_parse_size("64K", &n) == 1 && n == 64 * KiB);
+    CHECK(sjk_cli_parse_size("", &n) == 0);
+    CHECK(sjk_cli_parse_size("G", &n) == 0);
+    CHECK(sjk_cli_parse_size("-1G", &n) == 0);
+    CHECK(sjk_cli_parse_size("0", &n) == 0);
+    CHECK(sjk_cli_parse_size("8X", &n) == 0);
+    CHECK(sjk_cli_parse_size("8Gx", &n) == 0);
+    CHECK(sjk_cli_parse_size("1e30", &n) == 0);
+    CHECK(sjk_cli_parse_size("nan", &n) == 0);
+    /* strict (issue 21): no space, no sign, no hex, no exponent */
+    CHECK(sjk_cli_parse_size(" 8G", &n) == 0);
+    CHECK(sjk_cli_parse_size("8 G", &n) == 0);
+    CHECK(sjk_cli_parse_size("8G ", &n) == 0);
+    CHECK(sjk_cli_parse_size("+8G", &n) == 0);
+    CHECK(sjk_cli_parse_size("0x10", &n) == 0);
+    CHECK(sjk_cli_parse_size("1e3", &n) == 0);
+    CHECK(sjk_cli_parse_size(".5K", &n) == 1 && n == 512);
     char b[32];
     sjkh_format_size(3 * GiB / 2, b, sizeof b);
     CHECK(!strcmp(b, "1.50 GiB"));

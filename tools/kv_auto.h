@@ -32,6 +32,9 @@ extern const char sjk_kv_auto_usage[];
  * prints why it is bad and returns -1. Returns 0 for any other flag. */
 int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, const char *value);
 
+/* The floor to apply: the --kl-floor value, -1 for "off", else SJK_KV_AUTO_KL_FLOOR. */
+double sjk_kv_auto_kl_floor(const sjk_kv_auto_opts *o);
+
 /* Model names: "gemma3-270m", "smollm2-135m" resolve to files in
  * ${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}; anything else is a path. Returns 1 with
  * path filled, or 0 after printing why (a known name whose file is missing, or a path
