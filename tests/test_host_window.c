@@ -190,6 +190,8 @@ TEST(test_gemma3_q8_0_window_logits_close_to_f16_window)
         CHECK(r[0].growing_nbytes == r[1].growing_nbytes);
         printf("  KV at n_ctx 1024, batch 64: %zu B (f16 windows %zu B), %zu B (q8_0 windows %zu B)\n",
                r[0].total_nbytes, r[0].window_nbytes, r[1].total_nbytes, r[1].window_nbytes);
+    } else {
+        CHECKF(0, "setup failed (allocation or session create): nothing was compared");
     }
     for (int i = 0; i < 2; i++) sjkh_session_free(s[i]);
     free(ids), free(la), free(lb);
@@ -216,6 +218,8 @@ TEST(test_llama_window_type_changes_nothing)
         sjkh_kv_report r[2];
         for (int i = 0; i < 2; i++) check_report_is_estimate(SMOL, s[i], &sp[i], &r[i]);
         CHECK(r[0].window_nbytes == 0 && r[1].window_nbytes == 0 && r[0].total_nbytes == r[1].total_nbytes);
+    } else {
+        CHECKF(0, "setup failed (allocation or session create): nothing was compared");
     }
     for (int i = 0; i < 2; i++) sjkh_session_free(s[i]);
     free(ids), free(la), free(lb);
@@ -250,6 +254,8 @@ TEST(test_session_file_keeps_q8_0_window)
         CHECK(sjkh_session_load(c, path, NULL, err, sizeof err) == SJK_ERR_MISMATCH);
         CHECKF(strstr(err, "--window q8_0") != NULL, "message: %s", err);
         CHECK(sjkh_session_n_past(c) == 0);
+    } else {
+        CHECKF(0, "setup failed (allocation or session create): nothing was compared");
     }
     if (fd >= 0) unlink(path);
     sjkh_session_free(a), sjkh_session_free(b), sjkh_session_free(c);

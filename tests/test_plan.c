@@ -652,6 +652,57 @@ TEST(test_auto_tier_refusal_names_the_longest_context)
     CHECKF(strstr(c.reason, want) != NULL, "'%s' not in: %s", want, c.reason);
 }
 
+/* Issue 21: -t defaulted to the online CPUs and accepted up to 256, but the cache refused
+ * more than 64 threads, so run failed by default on a large server while plan clamped to
+ * 64 and disagreed. One rule now (host/src/kv.h): the cache runs min(n, 64) threads, and
+ * the size model prices exactly what is allocated at every thread count. */
+TEST(test_threads_beyond_cache_limit_plan_equals_allocation)
+{
+    CHECK(sjkh_kv_cache_threads(0) == 1 && sjkh_kv_cache_threads(5) == 5);
+    CHECK(sjkh_kv_cache_threads(64) == 64 && sjkh_kv_cache_threads(65) == SJK_CACHE_MAX_THREADS);
+    CHECK(sjkh_kv_cache_threads(256) == SJK_CACHE_MAX_THREADS);
+    static sjkh_plan_model m;
+    small_model(&m, 2, 2, 4, 128, 0, 0);
+    uint8_t glob[2] = {1, 1};
+    static const uint32_t threads[] = {2, 64, 65, 100, SJKH_SESSION_MAX_THREADS};
+    static const char *const kvs[] = {"f16", "sj:4/4", "host-f16"};
+    size_t prev = 0;
+    for (size_t ti = 0; ti < SJKH_ARRAY_LEN_T(threads); ti++)
+        for (size_t ki = 0; ki < SJKH_ARRAY_LEN_T(kvs); ki++) {
+            sjkh_plan_params p = {300, 16, threads[ti], 1, SJKH_WINDOW_F16};
+            sjkh_plan_size sz;
+            char err[256] = "";
+            CHECKF(sjkh_plan_estimate(&m, kvs[ki], &p, &sz, err, sizeof err) == SJK_OK, "%s -t %u: %s", kvs[ki],
+                   threads[ti], err);
+            sjkh_kv_params kp = {2, 2, 4, 128, 300, 16, threads[ti], glob, 0, kvs[ki], SJKH_WINDOW_F16};
+            sjkh_kv *kvh = NULL;
+            CHECKF(sjkh_kv_create(&kp, &kvh, err, sizeof err) == SJK_OK, "%s -t %u: %s", kvs[ki], threads[ti], err);
+            sjkh_kv_report r;
+            if (kvh) {
+                CHECK(sjkh_kv_get_report(kvh, &r) == SJK_OK);
+                CHECKF(r.total_nbytes == sz.session_nbytes, "%s -t %u: allocated %zu, estimated %zu", kvs[ki],
+                       threads[ti], r.total_nbytes, sz.session_nbytes);
+            }
+            sjkh_kv_free(kvh);
+            if (ki == 1 && ti > 0) CHECK(sz.session_nbytes >= prev); /* KV scratch grows with -t */
+            if (ki == 1) prev = sz.session_nbytes;
+        }
+}
+
+/* Issue 21: with a head size no cache holds, `--kv auto` said "nothing fits the budget ...
+ * ()": every rung was skipped as unsupported without a word. The reason now says why. */
+TEST(test_auto_tier_unsupported_head_size_says_why)
+{
+    static sjkh_plan_model m;
+    small_model(&m, 2, 2, 4, 80, 0, 0);
+    sjkh_plan_params p = {1024, 64, 2, 1, SJKH_WINDOW_F16};
+    sjkh_tier_request r = {"auto", 1u << 30, NULL, "x", -1.0};
+    sjkh_tier_choice c;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) != SJK_OK);
+    CHECKF(strstr(c.reason, "()") == NULL && strstr(c.reason, "unsupported") != NULL, "%s", c.reason);
+    CHECKF(strstr(c.reason, "80") != NULL || strstr(c.reason, "head_dim") != NULL, "%s", c.reason);
+}
+
 /* ---- text formats ------------------------------------------------------------------- */
 
 TEST(test_parse_size_units)
@@ -815,6 +866,8 @@ int main(void)
     RUN(test_auto_tier_hybrid_stays_f16);
     RUN(test_auto_tier_refusal_names_the_longest_context);
     RUN(test_parse_size_units);
+    RUN(test_threads_beyond_cache_limit_plan_equals_allocation);
+    RUN(test_auto_tier_unsupported_head_size_says_why);
     RUN(test_quality_floor_table_format);
     RUN(test_plan_equals_allocation_gemma3_270m);
     RUN(test_plan_equals_allocation_smollm2_135m);
