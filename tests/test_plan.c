@@ -703,6 +703,45 @@ TEST(test_auto_tier_unsupported_head_size_says_why)
     CHECKF(strstr(c.reason, "80") != NULL || strstr(c.reason, "head_dim") != NULL, "%s", c.reason);
 }
 
+/* Issue 21: docs/quality-floor.csv (which drives --kv auto) was copied by hand from
+ * merges whose inputs were not committed. It is generated from the committed study CSVs
+ * (docs/results/kl-*.csv) by the command its own header names; this runs that command and
+ * checks the committed file is exactly its output. */
+TEST(test_quality_floor_is_generated_from_committed_studies)
+{
+    const char *b = getenv("BUILD");
+    char cli[1024];
+    snprintf(cli, sizeof cli, "%s/sjkvarn", b && *b ? b : "build");
+    if (access(cli, X_OK)) SKIP("%s not built", cli);
+    FILE *f = fopen("docs/quality-floor.csv", "rb");
+    if (!f) SKIP("docs/quality-floor.csv not found (run from the repository root)");
+    static char want[1 << 16], got[1 << 16];
+    size_t nw = fread(want, 1, sizeof want - 1, f);
+    fclose(f);
+    want[nw] = 0;
+    const char *c = strstr(want, "#   sjkvarn plan --make-quality-floor ");
+    CHECK(c != NULL);
+    if (!c) return;
+    c += strlen("#   sjkvarn");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s%.*s", cli, (int)strcspn(c, "\n"), c);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    if (!p) return;
+    size_t ng = fread(got, 1, sizeof got - 1, p);
+    got[ng] = 0;
+    CHECK(pclose(p) == 0);
+    CHECKF(ng == nw && memcmp(got, want, nw) == 0,
+           "docs/quality-floor.csv differs from `%s` (%zu vs %zu bytes): regenerate it", cmd, nw, ng);
+    /* every measured rung names its study; the table loads */
+    sjkh_quality_floor *fl = NULL;
+    char err[256];
+    CHECKF(sjkh_quality_floor_load("docs/quality-floor.csv", &fl, err, sizeof err) == SJK_OK, "%s", err);
+    const sjkh_floor_row *r = sjkh_quality_floor_find(fl, "gemma3-270m", "sj:4/4");
+    CHECK(r && r->mean_kl > 0);
+    sjkh_quality_floor_free(fl);
+}
+
 /* ---- text formats ------------------------------------------------------------------- */
 
 TEST(test_parse_size_units)
@@ -868,6 +907,7 @@ int main(void)
     RUN(test_parse_size_units);
     RUN(test_threads_beyond_cache_limit_plan_equals_allocation);
     RUN(test_auto_tier_unsupported_head_size_says_why);
+    RUN(test_quality_floor_is_generated_from_committed_studies);
     RUN(test_quality_floor_table_format);
     RUN(test_plan_equals_allocation_gemma3_270m);
     RUN(test_plan_equals_allocation_smollm2_135m);

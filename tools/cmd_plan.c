@@ -39,12 +39,17 @@ static void usage(FILE *f)
             "      --kv LIST      configurations to show, comma-separated (default: f16, q8_0,\n"
             "                     q8_0/q4_0, q5_0, q4_0, tq5_0, turbo4, turbo3, sj:4/4, sj:3/3t,\n"
             "                     sj:3/2t, kvarn:4/4)\n"
-            "  -t, --threads N    threads per session, as `run` would use (default: online CPUs;\n"
-            "                     the cache keeps scratch per thread)\n"
+            "  -t, --threads N    threads per session, as `run` would use, 1..256 (default: online\n"
+            "                     CPUs). KV memory grows with -t (up to 64, the cache's threads)\n"
+            "                     times -b: the cache keeps attention scratch per thread\n"
             "  -b, --batch-size N prefill chunk, as `run` (default 512)\n"
             "      --window T     storage of sliding-window layers, as `run`: f16 (default) | q8_0\n"
             "      --kl-floor X|off, --quality-floor FILE   the floor of the auto-tier line\n"
             "      --json         JSON on stdout instead of the table\n"
+            "\n"
+            "       sjkvarn plan --make-quality-floor MODEL=STUDY.csv [MODEL=STUDY.csv ...]\n"
+            "                     the quality-floor table (docs/quality-floor.csv) from study CSVs\n"
+            "                     (docs/results/kl-*.csv), on stdout\n"
             "\n"
             "Sizes are exact: they are what sjkvarn run / eval allocate for the KV caches\n"
             "(weights and activations are not in the budget).\n");
@@ -78,6 +83,7 @@ static void json_str(FILE *f, const char *s)
 
 int sjk_cmd_plan(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--make-quality-floor")) return sjk_plan_make_quality_floor(argc - 2, argv + 2);
     const char *model = NULL, *kv_list = NULL, *budget_s = "8GiB";
     uint32_t n_ctx = 0, sessions = 1, threads = 0, batch = 512, window_type = SJKH_WINDOW_F16;
     int json = 0;
