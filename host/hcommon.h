@@ -26,6 +26,7 @@ static inline uint32_t sjkh_rd_u32(const void *p) { uint32_t v; memcpy(&v, p, 4)
 static inline uint64_t sjkh_rd_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline float sjkh_rd_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
 /* Little-endian on every host (the session file's fields). */
+static inline uint16_t sjkh_rd_u16le(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 static inline uint32_t sjkh_rd_u32le(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);

@@ -321,6 +321,10 @@ typedef struct sjk_layer_config {
 /* The default layer: SJ 4/4, scalar body, tq6_0 staging, sink 128, tail 4096/8192. */
 sjk_layer_config sjk_layer_config_default(void);
 
+/* The most threads one cache runs (sjk_cache_params.n_threads). A host with more CPUs
+ * gives the cache this many (the host's own pool may be larger). */
+#define SJK_CACHE_MAX_THREADS 64
+
 typedef struct sjk_cache_params {
     uint32_t n_layers;      /* attention layers held by this cache, >= 1 */
     uint32_t n_kv_heads;    /* KV heads per layer, >= 1 */
@@ -329,7 +333,8 @@ typedef struct sjk_cache_params {
     uint32_t max_pos;       /* positions per sequence, >= 1 */
     uint32_t n_seqs;        /* independent sequences, >= 1 */
     uint32_t max_q_rows;    /* most query rows per attend call (prefill chunk), >= 1 */
-    uint32_t n_threads;     /* threads for seal and attention incl. the caller, 1..64 */
+    uint32_t n_threads;     /* threads for seal and attention incl. the caller,
+                               1..SJK_CACHE_MAX_THREADS */
     const sjk_layer_config *layers; /* [n_layers] per-layer configurations, or NULL:
                                        every layer uses `layer`. Copied by create. */
     sjk_layer_config layer;
@@ -488,18 +493,37 @@ sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fing
                              char *err, size_t err_cap);
 sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nbytes,
                                     const uint8_t *fingerprint, char *err, size_t err_cap);
+/* Every check sjk_cache_restore_memory makes, and nothing else: the cache is only read.
+ * SJK_OK means a restore of the same bytes into c would succeed. lengths (may be NULL)
+ * receives the positions the file holds, [n_seqs][n_layers], so a caller that restores
+ * more than the cache (a host session) can check the whole before changing anything. */
+sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
+                                  const uint8_t *fingerprint, uint32_t *lengths, char *err,
+                                  size_t err_cap);
 
-/* What cache files are made with, for a host whose own files wrap them (libsjkhost's
- * session files). sjk_crc32c: the CRC-32C (Castagnoli) of the file sections, incremental
- * (crc = sjk_crc32c(crc, next, n), starting from 0). sjk_tmp_create: creates and flocks
- * the temporary file `path.tmp-XXXXXX` of an atomic save, its name into tmp (tmp_cap
- * bytes); returns the descriptor (O_CLOEXEC, mode 0600), or -1 with errno set; keep it
- * open until after the rename. sjk_tmp_sweep: removes the `path.tmp-XXXXXX` files whose
- * writer is gone, as sjk_cache_save does after each save; returns how many. Thread-safe;
- * none of them allocates. */
+/* What cache files are made with, for a host whose own files are made the same way
+ * (libsjkhost's models and session files). Thread-safe; none of them allocates.
+ *  sjk_crc32c: the CRC-32C (Castagnoli) of the file sections, incremental
+ *    (crc = sjk_crc32c(crc, next, n), starting from 0).
+ *  sjk_tmp_create: creates and flocks the temporary file `path.tmp-XXXXXX` of an atomic
+ *    save, its name into tmp (tmp_cap bytes); returns the descriptor (O_CLOEXEC, mode
+ *    0600), or -1 with errno set; keep it open until after the rename.
+ *  sjk_tmp_probe: 0 if a save of path could start now (a temporary is created and removed
+ *    at once), else -1 with errno.
+ *  sjk_tmp_sweep: removes the `path.tmp-XXXXXX` files whose writer is gone, as
+ *    sjk_cache_save does after each save; returns how many.
+ *  sjk_file_open_regular: opens path read-only (O_CLOEXEC) if it is a regular file, never
+ *    blocking on a FIFO; *nbytes (may be NULL) receives its size. The descriptor, -1 with
+ *    errno when the OS refuses, or -2 (errno EINVAL) when path is not a regular file.
+ *  sjk_file_target_problem: NULL if path may be the target of an atomic save (absent, or
+ *    a regular file), else why not, as a phrase for "PATH: <phrase>".
+ * src/common/tmpfile.h and src/common/file.h say how they work. */
 uint32_t sjk_crc32c(uint32_t crc, const void *data, size_t n);
 int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap);
+int sjk_tmp_probe(const char *path);
 int sjk_tmp_sweep(const char *path);
+int sjk_file_open_regular(const char *path, uint64_t *nbytes);
+const char *sjk_file_target_problem(const char *path);
 
 #ifdef __cplusplus
 }
