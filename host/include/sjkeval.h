@@ -283,7 +283,7 @@ typedef struct sjk_eval_backend {
     sjk_status (*tokenize)(void *user, const char *text, size_t n, int add_bos,
                            int32_t *tokens, size_t cap, size_t *n_out);
     /* Creates a context of n_ctx positions whose KV cache has configuration kv (a
-     * configuration string such as "f16", "q8_0/q4_0", "sj4/4"). */
+     * configuration string such as "f16", "q8_0/q4_0", "sj:4/4"). */
     sjk_status (*ctx_create)(void *user, const char *kv, size_t n_ctx, void **ctx);
     void (*ctx_free)(void *user, void *ctx);
     /* Appends n tokens at the context's next positions and writes the logits after the

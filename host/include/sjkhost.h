@@ -413,8 +413,15 @@ void sjkh_session_free(sjkh_session *s);
 
 /* Runs n tokens at positions n_past … n_past + n − 1 (split into n_batch chunks) and
  * advances n_past. logits: NULL, [n_vocab] (the last token's) when all_logits is 0, or
- * [n][n_vocab] when it is 1. SJK_ERR_RANGE (with err) if the context would overflow or a
- * token id is outside the vocabulary; nothing is appended then. */
+ * [n][n_vocab] when it is 1. SJK_ERR_PARAM or SJK_ERR_RANGE (with err) if the arguments
+ * are bad, the context would overflow or a token id is outside the vocabulary: checked
+ * first, nothing is appended then.
+ * A failure in the middle of a chunk (the KV cache refusing positions it was sized for:
+ * an internal error, not expected after the checks above) leaves the chunks before it
+ * fed (n_past counts them; logits hold nothing useful) and the failing chunk in some
+ * layers and not in others. The session then refuses every feed and sjkh_session_save
+ * with an error until sjkh_session_reset, or a successful sjkh_session_load, starts it
+ * over. */
 sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, float *logits,
                              int all_logits, char *err, size_t err_cap);
 uint32_t sjkh_session_n_past(const sjkh_session *s);

@@ -538,6 +538,9 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
                              char *err, size_t err_cap)
 {
     if (!s || (!tokens && n)) return FAIL(SJK_ERR_PARAM, "feed: bad arguments");
+    if (s->failed)
+        return FAIL(s->failed, "feed: an earlier feed failed in the middle of a chunk (%s); reset the session",
+                    sjk_status_str(s->failed));
     if (!n) return SJK_OK;
     if (n > s->p.n_ctx - s->n_past)
         return FAIL(SJK_ERR_RANGE, "feed: %zu tokens after %u do not fit in the context of %u", n, s->n_past,
@@ -554,7 +557,13 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
         sjk_status st = forward(s, tokens + off, c, lg, all_logits);
-        if (st) return FAIL(st, "feed: the KV cache refused the positions (%s)", sjk_status_str(st));
+        if (st) {
+            /* forward() stops at the first layer that fails: the layers before it hold
+             * this chunk, the rest do not, and n_past still counts the earlier chunks
+             * only. No later feed could line the layers up again: refuse them. */
+            s->failed = st;
+            return FAIL(st, "feed: the KV cache refused the positions (%s)", sjk_status_str(st));
+        }
     }
     return SJK_OK;
 }
@@ -564,6 +573,7 @@ uint32_t sjkh_session_n_past(const sjkh_session *s) { return s->n_past; }
 sjk_status sjkh_session_reset(sjkh_session *s)
 {
     s->n_past = 0;
+    s->failed = SJK_OK;
     return sjkh_kv_reset(s->kv);
 }
 

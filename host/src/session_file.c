@@ -139,6 +139,10 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
 {
     if (err && err_cap) err[0] = 0;
     if (!s || !path) return SJK_ERR_PARAM;
+    if (s->failed) {
+        serr(err, err_cap, "the session's last feed failed in the middle of a chunk; reset it first");
+        return SJK_ERR_PARAM;
+    }
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
     uint8_t fp[SJK_FINGERPRINT_NBYTES];
     sjkh_model_fingerprint(s->m, fp);
@@ -311,6 +315,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
                 sjk_cache_truncate(cache, 0, 0, &resume);
                 sjkh_kv_reset(s->kv);
                 s->n_past = 0;
+                s->failed = SJK_OK;
                 LFAIL(SJK_ERR_CORRUPT, "%s: cache layer %u holds %u positions, n_past %u (session reset)", path, cl,
                       cn, n_past);
             }
@@ -328,6 +333,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         at += 4 + 2 * live;
     }
     s->n_past = n_past;
+    s->failed = SJK_OK;
     if (pending_token) *pending_token = (int32_t)sjk_rd_u32le(f + 32);
 out:
     free(f);
