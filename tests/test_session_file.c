@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "kv.h"    /* sjkh_kv_layer_storage: to make one layer refuse positions */
-#include "model.h" /* the session's kv */
+#include "model/kv.h"    /* sjkh_kv_layer_storage: to make one layer refuse positions */
+#include "model/model.h" /* the session's kv */
 #include "sjkhost.h"
 
 static const char *model_path(const char *file)
