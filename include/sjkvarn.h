@@ -186,7 +186,7 @@ typedef enum sjk_body {
     SJK_BODY_TRELLIS,      /* 64-state bitshift trellis, same record size; sequences run
                               along the token axis (128 tokens of one channel) */
     SJK_BODY_TRELLIS_CHANNEL /* the same trellis with sequences along the channel axis (D
-                              channels of one token; the seed's earlier default) */
+                              channels of one token; the SJ-KVaRN note's earlier default) */
 } sjk_body;
 
 typedef struct sjk_record_params {
@@ -241,7 +241,7 @@ sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
  *     fp16, rotated     one record per 128-token group      rotated rows in the
  *     (default 128)     (immutable once sealed)             staging format
  *
- * Policy (SPEC §2.5): the tail N − B grows until it reaches tail_max; then every full
+ * Policy (docs/DESIGN.md §2.5): the tail N − B grows until it reaches tail_max; then every full
  * group older than the newest tail_min positions is sealed in one batch (inside the
  * append that reached tail_max). tail_max = 0 is a fixed tail: a group is sealed as soon
  * as it is older than the newest tail_min positions. sjk_cache_seal_idle seals back to

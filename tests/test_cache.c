@@ -309,7 +309,7 @@ TEST(test_estimate_equals_allocation)
 TEST(test_memory_bits_per_value)
 {
     /* One layer, D = 256, sj 4/4 with the default tail, 32K positions: after 32K appends
-     * and an idle seal the occupied figure follows SPEC §2.5's formula. */
+     * and an idle seal the occupied figure follows docs/DESIGN.md §2.5's formula. */
     sjk_cache_params p = sjk_cache_params_default();
     p.max_pos = 16384;
     p.max_q_rows = 1;

@@ -1,4 +1,4 @@
-/* sjkeval.h — the KL study behind `sjkvarn eval` (SPEC §4, seed §1), as a small library
+/* sjkeval.h — the KL study behind `sjkvarn eval` (docs/DESIGN.md §4, docs/EVAL.md), as a small library
  * inside libsjkhost. Dependencies point one way: the CLI uses this, this uses the host
  * through a table of callbacks (sjk_eval_backend), the host uses libsjkvarn.
  *
@@ -44,7 +44,7 @@ typedef struct sjk_eval_cmp {
 
 /* KL(p ‖ q) where p = softmax(p_logits), q = softmax(q_logits), both [n_vocab], computed
  * in double with max subtraction: KL = Σ_i p_i (log p_i − log q_i). Exact (no cut-off, no
- * u16 storage as llama-perplexity has, reference/engine.md §6.5). SJK_ERR_PARAM for
+ * u16 storage as llama-perplexity has, docs/BACKGROUND.md, "Engine facts"). SJK_ERR_PARAM for
  * n_vocab = 0 or NULL pointers; SJK_ERR_RANGE if any logit is NaN or +Inf (−Inf is a
  * token with probability 0; KL is +Inf when q gives 0 to a token p does not). Never
  * allocates; thread-safe. */

@@ -186,7 +186,7 @@ const sjkh_tensor *sjkh_gguf_find_tensor(const sjkh_gguf *g, const char *name);
  *       into words (every \p{N} digit alone, then the GPT-2 pattern), each word's bytes are
  *       mapped to printable code points, and pairs merge by rank from the merges list.
  *
- * Both first cut the text at special tokens (reference/engine.md §5.1): USER_DEFINED
+ * Both first cut the text at special tokens (docs/BACKGROUND.md, "Engine facts"): USER_DEFINED
  * tokens always, CONTROL and UNKNOWN ones only with SJKH_TOKENIZE_PARSE_SPECIAL; longest
  * first (ties: lower id first), leftmost occurrences. A tokenizer is immutable after
  * create and may be used from many threads at once; it owns copies of every string, so
