@@ -109,7 +109,7 @@ static const char *params_bad_field(const sjk_cache_params *p, uint32_t *bad_lay
     if (p->max_pos == 0 || p->max_pos > (1u << 30)) return "max_pos";
     if (p->n_seqs == 0 || p->n_seqs > 65536) return "n_seqs";
     if (p->max_q_rows == 0 || p->max_q_rows > 65536) return "max_q_rows";
-    if (p->n_threads == 0 || p->n_threads > 64) return "n_threads";
+    if (p->n_threads == 0 || p->n_threads > SJK_CACHE_MAX_THREADS) return "n_threads";
     for (uint32_t l = 0; l < p->n_layers; l++) {
         const char *lb = validate_layer(layer_cfg(p, l), p->head_dim);
         if (lb) {
