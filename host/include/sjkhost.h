@@ -417,6 +417,20 @@ void sjkh_session_free(sjkh_session *s);
  * token id is outside the vocabulary; nothing is appended then. */
 sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, float *logits,
                              int all_logits, char *err, size_t err_cap);
+/* One decode step of n different sessions in one forward pass (a server's sessions that
+ * decode at the same moment): session ss[i] takes tokens[i] at its own next position.
+ * Every matmul multiplies the n rows at once (each weight row is read once per step for
+ * all of them); each row's K/V goes to, and its query attends, its own session's cache.
+ * logits [n][n_vocab]. The pass runs on ss[0]'s threads and activation buffers, so
+ * n <= ss[0]'s n_batch; all sessions must come from the same model with the same
+ * act_quant and n_threads, each at most once, each with room for one more position.
+ * Otherwise SJK_ERR_PARAM / SJK_ERR_RANGE (with err) and no session changes. A cache that
+ * refuses row i fails that row alone: status[i] receives its error (the session's state
+ * is then undefined: reset it), the other rows advance as usual and status[j] = SJK_OK.
+ * With n < 16 (below the prefill matmul path) each row's logits are bit-identical to
+ * those of sjkh_session_feed of that token alone (tests/test_host_batch.c). */
+sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
+                                     sjk_status *status, char *err, size_t err_cap);
 uint32_t sjkh_session_n_past(const sjkh_session *s);
 /* Forgets every position (the cache is emptied, its memory kept). */
 sjk_status sjkh_session_reset(sjkh_session *s);

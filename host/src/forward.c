@@ -337,7 +337,34 @@ static void xq_invalidate(sjkh_session *s) { s->xq_src = NULL; }
 
 /* ---- the forward pass ------------------------------------------------------------- */
 
-static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+/* Rows of one forward pass that belong to different sessions (sjkh_session_decode_batch):
+ * row t is the next position of rows[t], attends that session's cache only, and a cache
+ * that refuses a row fails that row alone (status[t]); NULL rows: every row is the next
+ * position of the running session. */
+typedef struct fwd_rows {
+    sjkh_session *const *rows;
+    sjk_status *status;
+} fwd_rows;
+
+/* Appends row t's K/V to its own session's cache and attends it (batched decode). */
+static void attend_rows(sjkh_session *s, const fwd_rows *fr, uint32_t il, size_t n)
+{
+    const sjkh_model_info *in = &s->m->info;
+    const size_t qrow = (size_t)in->n_head * in->head_dim, kvrow = (size_t)in->n_head_kv * in->head_dim;
+    for (size_t t = 0; t < n; t++) {
+        sjkh_session *r = fr->rows[t];
+        if (fr->status[t]) continue;
+        sjk_status st = sjkh_kv_append(r->kv, il, s->k + t * kvrow, s->v + t * kvrow, 1);
+        if (!st) st = sjkh_kv_attend(r->kv, il, s->q + t * qrow, 1, s->m->attn_scale, s->att + t * qrow, s->pool);
+        if (st) {
+            fr->status[t] = st;
+            memset(s->att + t * qrow, 0, qrow * sizeof(float));
+        }
+    }
+}
+
+static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                          const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
     const sjkh_model_info *in = &m->info;
@@ -355,9 +382,9 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
     }
     /* rope_cos/sin [2][n][hd/2]: [0] local base, [1] global base */
     for (size_t t = 0; t < n; t++) {
-        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, p0 + (uint32_t)t, hd, in->rope_base_local);
-        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, p0 + (uint32_t)t, hd,
-                   in->rope_base);
+        const uint32_t pos = fr ? fr->rows[t]->n_past : p0 + (uint32_t)t;
+        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, pos, hd, in->rope_base_local);
+        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, pos, hd, in->rope_base);
     }
 
     for (uint32_t il = 0; il < in->n_layers; il++) {
@@ -379,9 +406,13 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             rope(s->q + t * H * hd, H, hd, cs, sn, m->rope_neox);
             rope(s->k + t * KV * hd, KV, hd, cs, sn, m->rope_neox);
         }
-        if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
-        /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
-        if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        if (fr) {
+            attend_rows(s, fr, il, n);
+        } else {
+            if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
+            /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
+            if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        }
         matmul(s, L->wo, s->att, n, s->xb2); /* xb2 [n][E] */
         if (L->post_attn_norm)
             for (size_t t = 0; t < n; t++)
@@ -400,7 +431,12 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
                 rmsnorm(s->xb2 + t * E, s->xb2 + t * E, L->post_ffw_norm, E, in->rms_eps);
         for (size_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
     }
-    s->n_past += (uint32_t)n;
+    if (fr) {
+        for (size_t t = 0; t < n; t++)
+            if (!fr->status[t]) fr->rows[t]->n_past++;
+    } else {
+        s->n_past += (uint32_t)n;
+    }
 
     /* logits [n or 1][V] = output · RMSNorm(x) */
     if (logits) {
@@ -553,7 +589,7 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         float *lg = NULL;
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
-        sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        sjk_status st = forward(s, tokens + off, c, lg, all_logits, NULL);
         if (st) return FAIL(st, "feed: the KV cache refused the positions (%s)", sjk_status_str(st));
     }
     return SJK_OK;
@@ -568,3 +604,29 @@ sjk_status sjkh_session_reset(sjkh_session *s)
 }
 
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }
+
+sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
+                                     sjk_status *status, char *err, size_t err_cap)
+{
+    if (!ss || !tokens || !logits || !status || !n || !ss[0])
+        return FAIL(SJK_ERR_PARAM, "decode batch: bad arguments");
+    sjkh_session *s = ss[0];
+    if (n > s->B) return FAIL(SJK_ERR_PARAM, "decode batch: %zu sessions exceed the batch of %u", n, s->B);
+    for (size_t i = 0; i < n; i++) {
+        const sjkh_session *r = ss[i];
+        if (!r || r->m != s->m || r->p.act_quant != s->p.act_quant || r->p.n_threads != s->p.n_threads)
+            return FAIL(SJK_ERR_PARAM, "decode batch: session %zu is not of the same model, act_quant and threads", i);
+        for (size_t j = 0; j < i; j++)
+            if (ss[j] == r) return FAIL(SJK_ERR_PARAM, "decode batch: session %zu appears twice", i);
+        if (r->n_past >= r->p.n_ctx)
+            return FAIL(SJK_ERR_RANGE, "decode batch: session %zu is full (%u positions)", i, r->p.n_ctx);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->info.n_vocab)
+            return FAIL(SJK_ERR_RANGE, "decode batch: token id %d is outside the vocabulary (%u)", tokens[i],
+                        s->m->info.n_vocab);
+    }
+    for (size_t i = 0; i < n; i++) status[i] = SJK_OK;
+    fwd_rows fr = {ss, status};
+    sjk_status st = forward(s, tokens, n, logits, 1, &fr);
+    if (st) return FAIL(st, "decode batch: %s", sjk_status_str(st));
+    return SJK_OK;
+}
