@@ -16,6 +16,7 @@ int sjk_cmd_bench(int argc, char **argv);
 int sjk_cmd_eval(int argc, char **argv);
 int sjk_cmd_plan(int argc, char **argv);
 int sjk_cmd_run(int argc, char **argv);
+int sjk_cmd_serve(int argc, char **argv);
 int sjk_cmd_train(int argc, char **argv);
 
 #endif

@@ -462,6 +462,11 @@ typedef struct sjkh_kv_report {
     double bits_per_value;   /* occupied bits per K/V value of the growing layers */
 } sjkh_kv_report;
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r);
+/* The libsjkvarn cache that holds the session's growing layers (sequence 0, layer i =
+ * the i-th growing layer), or NULL for "host-f16". Owned by the session; for reports
+ * (sjk_cache_memory_report, sjk_cache_length) and sjk_cache_seal_idle between feeds,
+ * never for appends. */
+sjk_cache *sjkh_session_cache(sjkh_session *s);
 
 /* ---- sampling ------------------------------------------------------------------------
  * temp <= 0: greedy (first maximum). Otherwise softmax(logits / temp), restricted to the

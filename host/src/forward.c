@@ -605,6 +605,8 @@ sjk_status sjkh_session_reset(sjkh_session *s)
 
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }
 
+sjk_cache *sjkh_session_cache(sjkh_session *s) { return s ? sjkh_kv_cache(s->kv) : NULL; }
+
 sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
                                      sjk_status *status, char *err, size_t err_cap)
 {

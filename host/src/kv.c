@@ -489,6 +489,8 @@ sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, ui
 
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer) { return layer < kv->p.n_layers ? kv->len[layer] : 0; }
 
+sjk_cache *sjkh_kv_cache(sjkh_kv *kv) { return kv->cache; }
+
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r)
 {
     memset(r, 0, sizeof *r);

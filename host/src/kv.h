@@ -51,6 +51,8 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
 sjk_status sjkh_kv_reset(sjkh_kv *kv);
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);
+/* The libsjkvarn cache of the growing layers, or NULL when none (host-f16). */
+sjk_cache *sjkh_kv_cache(sjkh_kv *kv);
 
 /* Session files (host/src/session_file.c): the storage of one layer. *len points at the
  * layer's position count; for a host-held layer *k / *v are its rows (fp16 or q8_0),
