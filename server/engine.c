@@ -118,9 +118,11 @@ static void fail_job(srv *S, srv_slot *sl, int status, const char *why)
 static void start_job(srv *S, srv_slot *sl)
 {
     srv_job *j = sl->job;
-    if (j->n_cached == 0 && sl->n_held > 0) {
-        sjkh_session_reset(sl->s);
-        sl->n_held = 0;
+    if (j->n_cached < sl->n_held) { /* keep the shared prefix (or less: a sealed record's start) */
+        uint32_t kept = 0;
+        if (sjkh_session_truncate(sl->s, (uint32_t)j->n_cached, &kept)) kept = 0;
+        sl->n_held = kept;
+        j->n_cached = kept;
     }
     sl->n_fed = j->n_cached;
     sl->n_tokens_done = 0;

@@ -3,9 +3,10 @@
  * /slots actions (save, restore, erase through the checksummed session files), idle
  * seals, and the memory each slot reports.
  *
- * A slot's `held` list is the token ids whose K/V its session holds, in order; a new
- * prompt that starts with all of them continues the cache (only the rest is prefilled,
- * and `cached_tokens` says how many were reused). Anything else resets the session.
+ * A slot's `held` list is the token ids whose K/V its session holds, in order. A new
+ * prompt goes to the idle slot that shares the longest prefix with it; the session is cut
+ * back to that prefix (sjkh_session_truncate) and only the rest is prefilled;
+ * `cached_tokens` says how many were reused.
  *
  * Saved slots are two files in --slot-dir: NAME (the session file, docs/FORMAT.md
  * "Session files") and NAME.tokens (the held ids, docs/FORMAT.md "Server token files"):
@@ -105,12 +106,14 @@ void srv_slots_free(srv *S)
     S->slots = NULL;
 }
 
-/* Tokens of `held` reusable for `prompt`: all of them when they are a proper prefix of
- * it (at least one new token must be fed to get logits), else 0. */
+/* Tokens of `held` reusable for `prompt`: their common prefix, but at most all but the
+ * last prompt token (one token must be fed to get logits). The engine cuts the session
+ * back to it (sjkh_session_truncate, which may keep fewer). */
 static size_t reusable(const srv_slot *sl, const int32_t *prompt, size_t n_prompt)
 {
-    if (sl->n_held == 0 || sl->n_held >= n_prompt) return 0;
-    return memcmp(sl->held, prompt, sl->n_held * sizeof *prompt) ? 0 : sl->n_held;
+    size_t n = sl->n_held < n_prompt - 1 ? sl->n_held : n_prompt - 1, i = 0;
+    while (i < n && sl->held[i] == prompt[i]) i++;
+    return i;
 }
 
 srv_slot *srv_slot_claim(srv *S, const int32_t *prompt, size_t n_prompt, size_t *n_reuse)

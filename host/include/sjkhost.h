@@ -434,6 +434,12 @@ sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const in
 uint32_t sjkh_session_n_past(const sjkh_session *s);
 /* Forgets every position (the cache is emptied, its memory kept). */
 sjk_status sjkh_session_reset(sjkh_session *s);
+/* Forgets positions >= keep, so that a prompt sharing only the first `keep` tokens with
+ * what the session holds continues from there. It may keep fewer: *kept receives how
+ * many positions remain (the start of a sealed record that contains `keep`, or 0 when a
+ * sliding-window layer's ring no longer holds the rows the next position would see);
+ * feed the tokens from *kept on. keep >= n_past keeps everything. */
+sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept);
 
 /* Session files: save the session's whole KV state (every layer, the position count)
  * and one pending token (the sampled token not yet fed, or -1) to path, atomically

@@ -603,6 +603,15 @@ sjk_status sjkh_session_reset(sjkh_session *s)
     return sjkh_kv_reset(s->kv);
 }
 
+sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept)
+{
+    if (!s || !kept) return SJK_ERR_PARAM;
+    sjk_status st = sjkh_kv_truncate(s->kv, keep, kept);
+    s->n_past = st ? 0 : *kept;
+    if (st) sjkh_kv_reset(s->kv);
+    return st;
+}
+
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }
 
 sjk_cache *sjkh_session_cache(sjkh_session *s) { return s ? sjkh_kv_cache(s->kv) : NULL; }
