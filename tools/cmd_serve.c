@@ -176,8 +176,12 @@ int sjk_cmd_serve(int argc, char **argv)
         size_t k = 0;
         if (sjkh_plan_estimate(pm, res.kv, &pp, &one, err, sizeof err) == SJK_OK && one.session_nbytes)
             k = budget / one.session_nbytes;
-        fprintf(stderr, "sjkvarn serve: refusing to start: %s; --parallel %zu would fit with --kv %s\n", res.reason,
-                k, res.kv);
+        if (k)
+            fprintf(stderr, "sjkvarn serve: refusing to start: %s; --parallel %zu would fit with --kv %s\n",
+                    res.reason, k, res.kv);
+        else
+            fprintf(stderr, "sjkvarn serve: refusing to start: %s; not even one session of this context fits "
+                    "(sjkvarn plan shows what does)\n", res.reason);
         free(pm);
         return 1;
     }
