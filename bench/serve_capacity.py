@@ -1,7 +1,7 @@
 """serve_capacity.py — sessions per memory budget, measured in the server.
 
     python3 bench/serve_capacity.py [--bin build/sjkvarn] [--model gemma3-270m] [--ctx 32768]
-        [--budget 1G] [--threads 2] [--kv f16,q8_0/q4_0,sj:4/4,sj:3/3t,sj:3/2t] [--json]
+        [--budget 1G] [--threads 2] [--kv f16,q8_0/q4_0,sj:4/4,sj:3/3t,sj:3/2t] [--window f16|q8_0] [--json]
 
 For each configuration: the plan's prediction (`sjkvarn plan --sessions 1 --json`: how many
 sessions fit the budget at the context), then the measurement: `sjkvarn serve --parallel P
@@ -25,13 +25,14 @@ ap.add_argument("--ctx", type=int, default=32768)
 ap.add_argument("--budget", default="1G")
 ap.add_argument("--threads", default="2")
 ap.add_argument("--kv", default="f16,q8_0/q4_0,sj:4/4,sj:3/3t,sj:3/2t")
+ap.add_argument("--window", default="f16", help="storage of Gemma 3's sliding-window layers: f16 or q8_0")
 ap.add_argument("--json", action="store_true")
 a = ap.parse_args()
 
 
 def plan(kv):
     out = subprocess.run([a.bin, "plan", "-m", a.model, "--ctx", str(a.ctx), "--budget", a.budget, "--sessions",
-                          "1", "-t", a.threads, "--kv", kv, "--json"], capture_output=True, text=True, check=True)
+                          "1", "-t", a.threads, "--kv", kv, "--window", a.window, "--json"], capture_output=True, text=True, check=True)
     j = json.loads(out.stdout)
     rows = j.get("configs") or j.get("rows") or j
     row = next(r for r in rows if r.get("kv") == kv or r.get("config") == kv)
@@ -41,7 +42,7 @@ def plan(kv):
 def serve(kv, p):
     """(started and served, stderr tail, kv_allocated_bytes)"""
     cmd = [a.bin, "serve", "-m", a.model, "--port", "0", "-np", str(p), "-c", str(a.ctx), "-t", a.threads, "--kv", kv,
-           "--mem-budget", a.budget]
+           "--mem-budget", a.budget, "--window", a.window]
     s = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = s.stdout.readline()
     m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
@@ -94,6 +95,7 @@ for kv in a.kv.split(","):
         print("%-10s plan %3d  served %3d  allocated %8.1f MiB   next: %s" % (kv, pred, best, alloc / 1048576.0,
                                                                              refusal[:160]), flush=True)
 if a.json:
-    print(json.dumps({"model": a.model, "ctx": a.ctx, "budget": a.budget, "threads": a.threads, "rows": table},
+    print(json.dumps({"model": a.model, "ctx": a.ctx, "budget": a.budget, "threads": a.threads, "window": a.window,
+                      "rows": table},
                      indent=1))
 sys.exit(0 if all(r["served_sessions"] == r["plan_sessions"] for r in table) else 1)
