@@ -96,8 +96,7 @@ int srv_main(const srv_opts *o, const char *model_path, const char *kv_reason, s
     size_t per = S->kv_allocated_nbytes / o->parallel;
     sjkh_format_size(per, b_one, sizeof b_one);
     if (o->mem_budget) {
-        size_t budget = 0;
-        sjkh_parse_size(o->mem_budget, &budget);
+        size_t budget = o->mem_budget_nbytes;
         sjkh_format_size(budget, b_budget, sizeof b_budget);
         if (S->kv_allocated_nbytes > budget) {
             fprintf(stderr,

@@ -35,7 +35,8 @@ struct MHD_Connection;
 typedef struct srv_opts {
     const char *model;        /* name (gemma3-270m) or path */
     const char *kv;           /* "auto" or a configuration string */
-    const char *mem_budget;   /* KV budget for all sessions together, or NULL */
+    const char *mem_budget;   /* KV budget for all sessions together as given, or NULL */
+    size_t mem_budget_nbytes; /* the same in bytes (parsed by the command) */
     const char *kl_floor;     /* --kl-floor, or NULL */
     const char *alias;        /* the model id in /v1/models, or NULL: the file name */
     const char *host;         /* listen address (default 127.0.0.1) */

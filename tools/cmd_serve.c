@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_parse.h"
 #include "kv_auto.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
@@ -51,20 +52,6 @@ static void usage(FILE *f)
 }
 
 #ifdef SJK_HAVE_SERVER
-static int num(const char *flag, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || errno || end == v || *end || !(d >= lo && d <= hi)) {
-        fprintf(stderr, "sjkvarn serve: %s needs a number in [%g, %g]%s%s\n", flag, lo, hi, v ? ", got " : "",
-                v ? v : "");
-        return 0;
-    }
-    *out = d;
-    return 1;
-}
-
 static int flag_is(const char *a, const char *s1, const char *s2)
 {
     return !strcmp(a, s1) || (s2 && !strcmp(a, s2));
@@ -82,8 +69,10 @@ int sjk_cmd_serve(int argc, char **argv)
     return 3;
 #else
     srv_opts o = srv_opts_default();
-    const char *model = NULL;
-    double ctx = 0, par = 1, batch = 512, thr = 0, port = 8080, idle = 0, maxb = 1 << 20, maxt = 256;
+    const char *model = NULL, *P = "sjkvarn serve";
+    uint32_t ctx = 0, par = 1, batch = 512, thr = sjk_cli_threads_default(), port = 8080, maxt = 256;
+    uint64_t maxb = 1 << 20;
+    double idle = 0;
     sjk_kv_auto_opts ka = {NULL, NULL, NULL};
     for (int i = 1; i < argc; i += 2) { /* every flag but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -99,27 +88,22 @@ int sjk_cmd_serve(int argc, char **argv)
         int ok = 1, r;
 #define IS(s1, s2) flag_is(a, s1, s2)
         if (IS("-m", "--model")) model = v;
-        else if (IS("--kv", NULL)) o.kv = v;
-        else if ((r = sjk_kv_auto_flag(&ka, "sjkvarn serve", a, v)) != 0) ok = r > 0;
-        else if (IS("-c", "--ctx") || IS("--ctx-size", NULL)) ok = num(a, v, 1, 1 << 24, &ctx);
-        else if (IS("-np", "--parallel")) ok = num(a, v, 1, 256, &par);
-        else if (IS("-b", "--batch-size")) ok = num(a, v, 1, 65536, &batch);
-        else if (IS("-t", "--threads")) ok = num(a, v, 1, 256, &thr);
+        else if (IS("--kv", NULL)) ok = sjk_cli_check_kv(P, a, v, 1), o.kv = v;
+        else if ((r = sjk_kv_auto_flag(&ka, P, a, v)) != 0) ok = r > 0;
+        else if (IS("-c", "--ctx") || IS("--ctx-size", NULL)) ok = sjk_cli_flag_u32(P, a, v, 1, 1u << 24, &ctx);
+        else if (IS("-np", "--parallel")) ok = sjk_cli_flag_u32(P, a, v, 1, 256, &par);
+        else if (IS("-b", "--batch-size")) ok = sjk_cli_flag_u32(P, a, v, 1, 65536, &batch);
+        else if (IS("-t", "--threads")) ok = sjk_cli_flag_threads(P, a, v, &thr);
         else if (IS("--host", NULL)) o.host = v;
-        else if (IS("--port", NULL)) ok = num(a, v, 0, 65535, &port);
+        else if (IS("--port", NULL)) ok = sjk_cli_flag_u32(P, a, v, 0, 65535, &port);
         else if (IS("--api-key", NULL)) o.api_key = v;
-        else if (IS("--idle-seal", NULL)) ok = num(a, v, 0, 1e9, &idle);
+        else if (IS("--idle-seal", NULL)) ok = sjk_cli_flag_real(P, a, v, 0, 1e9, &idle);
         else if (IS("--slot-dir", NULL)) o.slot_dir = v;
         else if (IS("--alias", NULL)) o.alias = v;
-        else if (IS("--max-body", NULL)) ok = num(a, v, 64, 1 << 30, &maxb);
-        else if (IS("--max-tokens", NULL)) ok = num(a, v, 1, 1 << 24, &maxt);
-        else if (IS("--window", NULL)) {
-            char werr[128];
-            if (sjkh_window_type_parse(v, &o.window_type, werr, sizeof werr)) {
-                fprintf(stderr, "sjkvarn serve: --window: %s\n", werr);
-                ok = 0;
-            }
-        } else {
+        else if (IS("--max-body", NULL)) ok = sjk_cli_flag_u64(P, a, v, 64, 1u << 30, &maxb);
+        else if (IS("--max-tokens", NULL)) ok = sjk_cli_flag_u32(P, a, v, 1, 1u << 24, &maxt);
+        else if (IS("--window", NULL)) ok = sjk_cli_flag_window(P, a, v, &o.window_type);
+        else {
             fprintf(stderr, "sjkvarn serve: unknown flag %s\n", a);
             usage(stderr);
             return 2;
@@ -146,16 +130,16 @@ int sjk_cmd_serve(int argc, char **argv)
         return 1;
     }
     uint32_t n_ctx_train = pm->n_ctx_train;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    o.n_ctx = ctx > 0 ? (uint32_t)ctx : (n_ctx_train && n_ctx_train < 4096 ? n_ctx_train : 4096);
-    o.parallel = (uint32_t)par;
-    o.n_batch = (uint32_t)batch;
-    o.n_threads = thr > 0 ? (uint32_t)thr : (uint32_t)(ncpu > 0 ? ncpu : 1);
-    o.port = (uint32_t)port;
+    o.n_ctx = ctx > 0 ? ctx : (n_ctx_train && n_ctx_train < 4096 ? n_ctx_train : 4096);
+    o.parallel = par;
+    o.n_batch = batch;
+    o.n_threads = thr;
+    o.port = port;
     o.idle_seal_s = idle;
     o.max_body_nbytes = (size_t)maxb;
-    o.max_tokens_default = (uint32_t)maxt;
+    o.max_tokens_default = maxt;
     o.mem_budget = ka.budget;
+    if (ka.budget) sjk_cli_parse_size(ka.budget, &o.mem_budget_nbytes);
     if (o.n_batch < o.parallel) {
         fprintf(stderr, "sjkvarn serve: --batch-size %u is below --parallel %u (a decode step carries one row per "
                 "session)\n", o.n_batch, o.parallel);
