@@ -236,6 +236,27 @@ static MHD_RESULT route_slot_action(srv *S, struct MHD_Connection *c, const char
     return ok;
 }
 
+/* A non-streamed job: reply if it is finished, else suspend the connection until the
+ * engine resumes it (then the access handler runs again and comes here). */
+static MHD_RESULT completion_resumed(srv *S, struct MHD_Connection *c, req *rq)
+{
+    srv_job *j = rq->job;
+    pthread_mutex_lock(&j->mu);
+    int done = j->done;
+    if (!done) {
+        j->suspended = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (!done) return MHD_YES;
+    if (j->finish == SRV_FINISH_ERROR) return error_reply(S, c, j->err_status ? j->err_status : 500, j->err);
+    srv_buf b = {0};
+    srv_api_reply(S, j, &b);
+    MHD_RESULT ok = send_json(c, 200, &b);
+    srv_buf_free(&b);
+    return ok;
+}
+
 static MHD_RESULT route_completion(srv *S, struct MHD_Connection *c, req *rq, int chat)
 {
     srv_metrics_count(&S->metrics, chat ? SRV_M_CHAT : SRV_M_COMPLETIONS);
@@ -281,33 +302,7 @@ static MHD_RESULT route_completion(srv *S, struct MHD_Connection *c, req *rq, in
         return ok;
     }
     rq->job = j;
-    pthread_mutex_lock(&j->mu);
-    if (!j->done) {
-        j->suspended = 1;
-        MHD_suspend_connection(c);
-    }
-    pthread_mutex_unlock(&j->mu);
-    return MHD_YES;
-}
-
-/* A non-streamed job's connection was resumed: reply if it is finished. */
-static MHD_RESULT completion_resumed(srv *S, struct MHD_Connection *c, req *rq)
-{
-    srv_job *j = rq->job;
-    pthread_mutex_lock(&j->mu);
-    int done = j->done;
-    if (!done) {
-        j->suspended = 1;
-        MHD_suspend_connection(c);
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (!done) return MHD_YES;
-    if (j->finish == SRV_FINISH_ERROR) return error_reply(S, c, j->err_status ? j->err_status : 500, j->err);
-    srv_buf b = {0};
-    srv_api_reply(S, j, &b);
-    MHD_RESULT ok = send_json(c, 200, &b);
-    srv_buf_free(&b);
-    return ok;
+    return completion_resumed(S, c, rq); /* suspends until the engine finishes it */
 }
 
 static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
