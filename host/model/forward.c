@@ -611,6 +611,9 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
                              char *err, size_t err_cap)
 {
     if (!s || (!tokens && n)) return FAIL(SJK_ERR_PARAM, "feed: bad arguments");
+    if (s->failed)
+        return FAIL(s->failed, "feed: an earlier feed failed in the middle of a chunk (%s); reset the session",
+                    sjk_status_str(s->failed));
     if (!n) return SJK_OK;
     if (n > s->p.n_ctx - s->n_past)
         return FAIL(SJK_ERR_RANGE, "feed: %zu tokens after %u do not fit in the context of %u", n, s->n_past,
@@ -628,6 +631,13 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         else if (logits && last) lg = logits;
         s->bad_layer = -1;
         sjk_status st = forward(s, tokens + off, c, lg, all_logits, NULL);
+        if (st && !(st == SJK_ERR_CORRUPT && s->bad_layer >= 0 && (uint32_t)s->bad_layer == s->m->info.n_layers)) {
+            /* forward() stopped at a layer: the layers before it hold this chunk, the
+             * rest do not. No later feed could line the layers up again: refuse them
+             * until a reset or a load. (Non-finite logits from the output projection
+             * come after every layer took the chunk: the session stays consistent.) */
+            s->failed = st;
+        }
         if (st == SJK_ERR_CORRUPT && s->bad_layer >= 0) {
             if ((uint32_t)s->bad_layer == s->m->info.n_layers)
                 return FAIL(st, "feed: non-finite logits from the output projection (its weights or the final "
@@ -645,12 +655,17 @@ uint32_t sjkh_session_n_past(const sjkh_session *s) { return s->n_past; }
 sjk_status sjkh_session_reset(sjkh_session *s)
 {
     s->n_past = 0;
+    s->failed = SJK_OK;
     return sjkh_kv_reset(s->kv);
 }
 
 sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept)
 {
     if (!s || !kept) return SJK_ERR_PARAM;
+    if (s->failed) { /* the layers may disagree after a failed feed: start over */
+        *kept = 0;
+        return sjkh_session_reset(s);
+    }
     sjk_status st = sjkh_kv_truncate(s->kv, keep, kept);
     s->n_past = st ? 0 : *kept;
     if (st) sjkh_kv_reset(s->kv);
@@ -674,6 +689,8 @@ sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const in
             return FAIL(SJK_ERR_PARAM, "decode batch: session %zu is not of the same model, act_quant and threads", i);
         for (size_t j = 0; j < i; j++)
             if (ss[j] == r) return FAIL(SJK_ERR_PARAM, "decode batch: session %zu appears twice", i);
+        if (r->failed)
+            return FAIL(r->failed, "decode batch: session %zu failed in an earlier pass; reset it", i);
         if (r->n_past >= r->p.n_ctx)
             return FAIL(SJK_ERR_RANGE, "decode batch: session %zu is full (%u positions)", i, r->p.n_ctx);
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->info.n_vocab)
@@ -684,5 +701,7 @@ sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const in
     fwd_rows fr = {ss, status};
     sjk_status st = forward(s, tokens, n, logits, 1, &fr);
     if (st) return FAIL(st, "decode batch: %s", sjk_status_str(st));
+    for (size_t i = 0; i < n; i++)
+        if (status[i]) ss[i]->failed = status[i]; /* its layers may disagree: refused until a reset */
     return SJK_OK;
 }
