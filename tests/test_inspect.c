@@ -15,6 +15,8 @@
 #include "common/rng.h"
 #include "common/util.h"
 #include "harness.h"
+#include "support/gguf_writer.h"
+#include "support/json_lite.h"
 #include "sjkhost.h"
 #include "sjkvarn.h"
 
@@ -340,6 +342,75 @@ TEST(test_cli_inspect_hostile_files_exit_cleanly)
     sjk_cache_free(c);
 }
 
+/* Metadata-only GGUF files (no tensors): a plausible model the host cannot run, and
+ * hostile geometry. Both are valid GGUF, so inspect reports them (exit 0) and says why
+ * the host cannot run them; it must never crash on what the metadata claims. */
+static void gguf_meta_file(const char *path, const char *arch, uint32_t layers, uint32_t heads, uint32_t kv_heads)
+{
+    gw_buf w;
+    memset(&w, 0, sizeof w);
+    gw_u32(&w, 0x46554747u); /* "GGUF" */
+    gw_u32(&w, 3);
+    gw_u64(&w, 0); /* tensors */
+    gw_u64(&w, 0); /* kv count, patched below */
+    char key[96];
+    gw_kv_str(&w, "general.architecture", arch);
+    gw_kv_str(&w, "general.name", "test \"model\"\n");
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    gw_kv_u32(&w, key, layers);
+    snprintf(key, sizeof key, "%s.context_length", arch);
+    gw_kv_u32(&w, key, 32768);
+    snprintf(key, sizeof key, "%s.embedding_length", arch);
+    gw_kv_u32(&w, key, 2048);
+    snprintf(key, sizeof key, "%s.attention.head_count", arch);
+    gw_kv_u32(&w, key, heads);
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    gw_kv_u32(&w, key, kv_heads);
+    memcpy(w.p + 16, &w.n_kv, 8);
+    while (w.n % 32) gw_bytes(&w, "", 1);
+    write_file(path, w.p, w.n);
+    free(w.p);
+}
+
+TEST(test_cli_inspect_gguf_the_host_cannot_run)
+{
+    if (access(g_cli, X_OK)) SKIP("%s is not built", g_cli);
+    char path[512], cmd[4096], out[600];
+    snprintf(path, sizeof path, "%s/m.gguf", g_dir);
+    snprintf(out, sizeof out, "%s/out", g_dir);
+    gguf_meta_file(path, "qwen2", 48, 40, 8);
+    snprintf(cmd, sizeof cmd, "%s inspect %s >%s 2>&1", g_cli, path, out);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    FILE *f = fopen(out, "r");
+    char buf[8192] = "";
+    if (f) {
+        buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+        fclose(f);
+    }
+    CHECKF(strstr(buf, "48 layers") && strstr(buf, "40 query / 8 KV") && strstr(buf, "runs here: no"), "%s", buf);
+    /* --json escapes the name's quotes and newline and parses */
+    snprintf(cmd, sizeof cmd, "%s inspect --json %s >%s 2>/dev/null", g_cli, path, out);
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    buf[0] = 0;
+    if ((f = fopen(out, "r"))) {
+        buf[fread(buf, 1, sizeof buf - 1, f)] = 0;
+        fclose(f);
+    }
+    char jerr[200];
+    CHECKF(json_lite_check(buf, strlen(buf), "kind,architecture,n_layers,heads,runnable,why_not", NULL, jerr,
+                           sizeof jerr), "%s: %s", jerr, buf);
+    CHECK(strstr(buf, "test \\\"model\\\"?") != NULL); /* quotes escaped, control bytes as ? */
+    /* hostile geometry: more layers than any cache holds, no heads, zero layers */
+    const uint32_t bad[][3] = {{4000000000u, 8, 8}, {4, 0, 0}, {0, 8, 8}, {2, 8, 3}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        gguf_meta_file(path, k % 2 ? "llama" : "gemma3", bad[k][0], bad[k][1], bad[k][2]);
+        int rc = cli_inspect(path, 0), rcj = cli_inspect(path, 1);
+        CHECKF(rc == 0 && rcj == 0, "geometry %u/%u/%u: exit %d, --json %d", bad[k][0], bad[k][1], bad[k][2], rc, rcj);
+    }
+}
+
 int main(void)
 {
     const char *b = getenv("BUILD");
@@ -353,6 +424,7 @@ int main(void)
     RUN(test_cache_file_inspect_random_bytes);
     RUN(test_session_file_inspect_reads_the_container);
     RUN(test_cli_inspect_hostile_files_exit_cleanly);
+    RUN(test_cli_inspect_gguf_the_host_cannot_run);
     char rm[300];
     snprintf(rm, sizeof rm, "rm -rf '%s'", g_dir);
     if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
