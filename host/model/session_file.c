@@ -406,19 +406,19 @@ sjk_status sjkh_session_file_inspect(const void *data, size_t n, sjkh_session_fi
         serr(err, err_cap, "truncated header (%zu bytes)", n);
         return SJK_ERR_CORRUPT;
     }
-    info->version = sjk_rd_u32le(f + 8);
-    info->n_past = sjk_rd_u32le(f + 16);
-    info->n_layers = sjk_rd_u32le(f + 20);
-    info->n_ctx = sjk_rd_u32le(f + 24);
-    info->n_batch = sjk_rd_u32le(f + 28);
-    info->pending_token = (int32_t)sjk_rd_u32le(f + 32);
-    info->window_type = info->version == 1 ? SJKH_WINDOW_F16 : sjk_rd_u32le(f + 36);
-    info->host_nbytes = sjk_rd_u32le(f + 40) | (uint64_t)sjk_rd_u32le(f + 44) << 32;
-    info->cache_nbytes = sjk_rd_u32le(f + 48) | (uint64_t)sjk_rd_u32le(f + 52) << 32;
+    info->version = sjkh_rd_u32le(f + 8);
+    info->n_past = sjkh_rd_u32le(f + 16);
+    info->n_layers = sjkh_rd_u32le(f + 20);
+    info->n_ctx = sjkh_rd_u32le(f + 24);
+    info->n_batch = sjkh_rd_u32le(f + 28);
+    info->pending_token = (int32_t)sjkh_rd_u32le(f + 32);
+    info->window_type = info->version == 1 ? SJKH_WINDOW_F16 : sjkh_rd_u32le(f + 36);
+    info->host_nbytes = sjkh_rd_u32le(f + 40) | (uint64_t)sjkh_rd_u32le(f + 44) << 32;
+    info->cache_nbytes = sjkh_rd_u32le(f + 48) | (uint64_t)sjkh_rd_u32le(f + 52) << 32;
     memcpy(info->fingerprint, f + 56, SJK_FINGERPRINT_NBYTES);
     memcpy(info->kv, f + 88, sizeof info->kv - 1);
     info->kv[sizeof info->kv - 1] = 0;
-    info->header_ok = sjk_rd_u32le(f + 252) == sjk_crc32c(0, f, 252);
+    info->header_ok = sjkh_rd_u32le(f + 252) == sjk_crc32c(0, f, 252);
     if (!info->header_ok) {
         serr(err, err_cap, "header checksum mismatch");
         return SJK_ERR_CORRUPT;
@@ -439,7 +439,7 @@ sjk_status sjkh_session_file_inspect(const void *data, size_t n, sjkh_session_fi
     }
     info->cache_offset = SESS_HDR_NBYTES + info->host_nbytes;
     const uint8_t *hs = f + SESS_HDR_NBYTES;
-    info->host_ok = sjk_rd_u32le(hs + info->host_nbytes - 4) == sjk_crc32c(0, hs, (size_t)info->host_nbytes - 4);
+    info->host_ok = sjkh_rd_u32le(hs + info->host_nbytes - 4) == sjk_crc32c(0, hs, (size_t)info->host_nbytes - 4);
     if (!info->host_ok) {
         serr(err, err_cap, "host section checksum mismatch");
         return SJK_ERR_CORRUPT;
