@@ -771,6 +771,28 @@ TEST(test_interrupted_run_still_saves)
     unlink(f);
 }
 
+/* Found in round 2's own search: with stdout on a full disk (here /dev/full) `plan`,
+ * `eval --json` and `run` exited 0 with their output lost. A failed write to stdout is
+ * now said and the exit status is at least 1. */
+TEST(test_stdout_write_error_is_not_success)
+{
+    if (access("/dev/full", W_OK)) SKIP("no /dev/full here");
+    if (access(g_cli, X_OK)) SKIP("%s not built", g_cli);
+    static const char *const cmds[] = {"eval --synthetic --kv q8_0 --json", "version",
+                                       "plan -m smollm2-135m", "run -m smollm2-135m -p 'Hello there' -n 2 -c 64 -t 1"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        if (i >= 2 && access(model_path(SMOL), R_OK)) {
+            SKIP_PART("%s missing: `%s` > /dev/full not run", SMOL, cmds[i]);
+            continue;
+        }
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s %s >/dev/full 2>%s/err", g_cli, cmds[i], g_dir);
+        int r = system(cmd);
+        CHECKF(WIFEXITED(r) && WEXITSTATUS(r) != 0, "`%s` > /dev/full: exit %d", cmds[i], WEXITSTATUS(r));
+        CHECK(file_has("err", "standard output failed") || file_has("err", "writing results"));
+    }
+}
+
 /* Issue 21 item 1: with more CPUs than the cache's 64 threads, `run` failed by default.
  * The session runs -t threads and its cache min(-t, 64): -t 100 works end to end. */
 TEST(test_run_with_more_threads_than_the_cache_takes)
@@ -832,6 +854,7 @@ int main(void)
     RUN(test_save_and_prompt_errors_before_generation);
     RUN(test_run_with_more_threads_than_the_cache_takes);
     RUN(test_interrupted_run_still_saves);
+    RUN(test_stdout_write_error_is_not_success);
     RUN(test_bench_llama_path_is_not_a_shell_command);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
