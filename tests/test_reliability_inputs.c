@@ -793,6 +793,25 @@ TEST(test_stdout_write_error_is_not_success)
     }
 }
 
+/* Found in round 2's own search: past a file-size limit (ulimit -f) a save was killed by
+ * SIGXFSZ with no message and its temporary left behind. The CLI ignores SIGXFSZ: the
+ * write fails with EFBIG, the save says "File too large", removes its temporary and the
+ * previous file stays. */
+TEST(test_file_size_limit_is_a_clear_error)
+{
+    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    const char *f = in_dir("fsz.sjks");
+    CHECK(write_bytes(f, "previous", 8));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "ulimit -f 20 && %s run -m smollm2-135m -p 'The history of the river' -n 2 -c 64 -t 1 "
+             "--save %s >/dev/null 2>%s/err", g_cli, f, g_dir);
+    int r = system(cmd);
+    CHECKF(WIFEXITED(r) && WEXITSTATUS(r) == 1, "status %d", r);
+    CHECK(file_has("err", "File too large"));
+    CHECK(file_has("fsz.sjks", "previous") && n_temporaries() == 0);
+    unlink(f);
+}
+
 /* Issue 21 item 1: with more CPUs than the cache's 64 threads, `run` failed by default.
  * The session runs -t threads and its cache min(-t, 64): -t 100 works end to end. */
 TEST(test_run_with_more_threads_than_the_cache_takes)
@@ -855,6 +874,7 @@ int main(void)
     RUN(test_run_with_more_threads_than_the_cache_takes);
     RUN(test_interrupted_run_still_saves);
     RUN(test_stdout_write_error_is_not_success);
+    RUN(test_file_size_limit_is_a_clear_error);
     RUN(test_bench_llama_path_is_not_a_shell_command);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

@@ -1,5 +1,6 @@
 /* main.c — the CLI entry point: dispatches `sjkvarn <command> ...`. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +39,10 @@ static int finish_stdout(int rc)
 
 int main(int argc, char **argv)
 {
+    /* Past a file-size limit (ulimit -f) a write raises SIGXFSZ, which would kill the
+     * process mid-save with no message and a temporary left behind; ignored, the write
+     * fails with EFBIG and the save reports it and cleans up (docs/RELIABILITY.md). */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
