@@ -694,6 +694,9 @@ TEST(test_save_and_prompt_errors_before_generation)
     char *ok = sjk_cli_read_text("test", "/dev/null", &n);
     CHECK(ok && n == 0);
     free(ok);
+    /* an endless source is refused, not read until memory runs out: /dev/zero at its
+     * first byte (NUL), an endless pipe at 256 MiB */
+    CHECK(sjk_cli_read_text("test", "/dev/zero", &n) == NULL);
     if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     char args[2048];
     snprintf(args, sizeof args, "run -m smollm2-135m -f %s -n 2 -c 64 -t 1", in_dir("nul.txt"));
