@@ -85,7 +85,10 @@ static inline uint16_t sjkh_f32_to_bf16(float f)
     return (uint16_t)((u + (0x7FFFu + ((u >> 16) & 1u))) >> 16);
 }
 
-/* Writes a formatted message into err (if non-NULL) and returns st. */
+/* Writes a formatted message into err (if non-NULL) and returns st. Messages quote
+ * strings from files (architectures, tokenizer names, keys): a control byte in one (an
+ * ANSI escape sequence in a hostile GGUF) would reach the user's terminal, so every byte
+ * below 0x20 and 0x7f becomes '?'. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
@@ -96,6 +99,8 @@ static inline int sjkh_fail(int st, char *err, size_t cap, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err, cap, fmt, ap);
         va_end(ap);
+        for (char *p = err; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     }
     return st;
 }

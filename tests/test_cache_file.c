@@ -286,6 +286,52 @@ TEST(test_cache_file_forged_state_refused)
     sjk_cache_free(a);
 }
 
+/* Issue 21: the cache part refused non-finite sink values and record scales but took any
+ * bytes in uniform rows and staging rings. Every stored row is now decoded in the
+ * validating pass and must be finite: an Inf forged into an f16 row, or a NaN into a
+ * q8_0 block scale (checksums recomputed), is refused and the cache is unchanged. */
+TEST(test_cache_file_nonfinite_row_refused)
+{
+    static const char *const cfgs[] = {"f16", "q8_0", "sj:4/4:sink=0:tail=128"};
+    for (int ci = 0; ci < 3; ci++) {
+        sjk_cache_params p = sjk_cache_params_default();
+        p.n_layers = 1;
+        p.n_kv_heads = 1;
+        p.n_q_heads = 1;
+        p.head_dim = 128;
+        p.max_pos = 256;
+        p.max_q_rows = 4;
+        p.n_threads = 1;
+        CHECK(sjk_cache_config_parse(cfgs[ci], 1, &p.layer, NULL, 0) == SJK_OK);
+        sjk_cache *c = NULL;
+        CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+        if (!c) continue;
+        float row[128];
+        for (int i = 0; i < 5; i++) {
+            for (int d = 0; d < 128; d++) row[d] = (float)((d * 7 + i) % 13) / 13.0f - 0.5f;
+            CHECK(sjk_cache_append(c, 0, 0, row, row, 1) == SJK_OK);
+        }
+        size_t n;
+        uint8_t *f = save_mem(c, &n);
+        CHECK(sjk_cache_restore_memory(c, f, n, g_fp, NULL, 0) == SJK_OK); /* the control */
+        /* DATA of seq 0 layer 0: after the header, CONF and STAT sections */
+        size_t data = 128 + (16 + 32 + 4) + (16 + 8 + 4), pl = data + 16;
+        /* f16 rows: the first value; q8_0 rows: the first block's scale (fp16 d); sj: the
+         * first staged row (tq6_0 stage: its leading fp16 scale) */
+        f[pl] = 0x00, f[pl + 1] = ci == 0 ? 0x7C : 0x7E;
+        size_t payload = n - pl - 4;
+        uint32_t crc = sjk_crc32c(0, f + data, 16 + payload);
+        f[n - 4] = (uint8_t)crc, f[n - 3] = (uint8_t)(crc >> 8), f[n - 2] = (uint8_t)(crc >> 16), f[n - 1] = (uint8_t)(crc >> 24);
+        char err[256] = "";
+        sjk_status st = sjk_cache_restore_memory(c, f, n, g_fp, err, sizeof err);
+        CHECKF(st == SJK_ERR_CORRUPT && strstr(err, "non-finite"), "%s: %s (%s)", cfgs[ci], sjk_status_str(st), err);
+        uint32_t len = 0;
+        CHECK(sjk_cache_length(c, 0, 0, &len, NULL) == SJK_OK && len == 5);
+        free(f);
+        sjk_cache_free(c);
+    }
+}
+
 /* A writer killed at a random moment leaves the old file or the new one, never a mix. */
 TEST(test_cache_file_crash_mid_write_keeps_previous)
 {
@@ -427,6 +473,7 @@ int main(void)
     RUN(test_cache_file_1000_bit_flips_all_detected);
     RUN(test_cache_file_truncated_anywhere);
     RUN(test_cache_file_forged_state_refused);
+    RUN(test_cache_file_nonfinite_row_refused);
     RUN(test_cache_file_crash_mid_write_keeps_previous);
     RUN(test_cache_file_stale_temporaries_swept_after_kill);
     return test_summary();

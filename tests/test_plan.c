@@ -742,6 +742,30 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
     sjkh_quality_floor_free(fl);
 }
 
+/* Found in round 2's own search: `plan` printed a GGUF's general.name and architecture
+ * as they were, and messages quoted metadata strings raw, so a hostile file could send
+ * escape sequences to the user's terminal. Names are copied printable and every host
+ * message has its control bytes replaced. */
+TEST(test_metadata_strings_never_reach_the_terminal_raw)
+{
+    gw_buf w;
+    sjkh_plan_model m;
+    char err[512] = "";
+    w_begin(&w);
+    gw_kv_str(&w, "general.architecture", "ll\x1b[2Jama");
+    CHECK(read_model(&w, &m, err, sizeof err) != SJK_OK);
+    CHECKF(err[0] && !strchr(err, '\x1b'), "%s", err);
+    w_begin(&w);
+    gw_kv_str(&w, "general.architecture", "llama");
+    gw_kv_str(&w, "general.name", "evil\x1b]0;owned\x07name\n");
+    gw_kv_u32(&w, "llama.block_count", 2);
+    gw_kv_u32(&w, "llama.embedding_length", 256);
+    gw_kv_u32(&w, "llama.attention.head_count", 4);
+    gw_kv_u32(&w, "llama.attention.head_count_kv", 2);
+    CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
+    CHECKF(!strcmp(m.name, "evil?]0;owned?name?"), "'%s'", m.name);
+}
+
 /* ---- text formats ------------------------------------------------------------------- */
 
 TEST(test_parse_size_units)
@@ -908,6 +932,7 @@ int main(void)
     RUN(test_threads_beyond_cache_limit_plan_equals_allocation);
     RUN(test_auto_tier_unsupported_head_size_says_why);
     RUN(test_quality_floor_is_generated_from_committed_studies);
+    RUN(test_metadata_strings_never_reach_the_terminal_raw);
     RUN(test_quality_floor_table_format);
     RUN(test_plan_equals_allocation_gemma3_270m);
     RUN(test_plan_equals_allocation_smollm2_135m);

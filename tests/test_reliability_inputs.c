@@ -269,6 +269,66 @@ TEST(test_output_set_failure_keeps_previous_files)
     for (int i = 0; i < 3; i++) unlink(p[i]);
 }
 
+/* The same with a real full disk: a small tmpfs (root only; SKIP otherwise) holds a
+ * study's CSV set and a session file, is filled up, and `eval --csv` and `run --save`
+ * over them fail with "No space left on device", leaving both as they were. */
+TEST(test_full_disk_keeps_previous_outputs)
+{
+    const char *mnt = in_dir("smallfs");
+    mkdir(mnt, 0700);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=2m tmpfs %s 2>/dev/null", mnt);
+    if (system(cmd) != 0) {
+        rmdir(mnt);
+        SKIP("cannot mount a small tmpfs here (not root, or no mount): ENOSPC not exercised");
+    }
+    char args[2048], fill[1200], csv[1200], sess[1200];
+    snprintf(csv, sizeof csv, "%s/s.csv", mnt);
+    snprintf(sess, sizeof sess, "%s/s.sjks", mnt);
+    snprintf(fill, sizeof fill, "%s/filler", mnt);
+    snprintf(args, sizeof args, "eval --synthetic --kv q8_0 --csv %s", csv);
+    CHECK(cli(args) == 0);
+    size_t n_before = 0, n_after = 0;
+    char *before = slurp(csv, &n_before);
+    int have_model = access(model_path(SMOL), R_OK) == 0;
+    char *sbefore = NULL;
+    size_t ns_before = 0, ns_after = 0;
+    if (have_model) {
+        snprintf(args, sizeof args, "run -m smollm2-135m -p 'The history of' -n 2 -c 64 -t 1 --temp 0 --save %s", sess);
+        CHECK(cli(args) == 0);
+        sbefore = slurp(sess, &ns_before);
+    } else {
+        SKIP_PART("%s missing: run --save on a full disk not exercised", SMOL);
+    }
+    /* fill it: dd stops at ENOSPC */
+    snprintf(cmd, sizeof cmd, "dd if=/dev/zero of=%s bs=4k 2>/dev/null; true", fill);
+    CHECK(system(cmd) == 0);
+    snprintf(args, sizeof args, "eval --synthetic --kv q8_0,sj:4/4 --csv %s", csv);
+    CHECK(cli(args) == 1 && file_has("err", "No space left on device") && file_has("err", "nothing written"));
+    char *after = slurp(csv, &n_after);
+    CHECK(before && after && n_before == n_after && memcmp(before, after, n_before) == 0);
+    if (have_model) {
+        snprintf(args, sizeof args, "run -m smollm2-135m -p 'The history of the river and' -n 4 -c 64 -t 1 --temp 0 --save %s",
+                 sess);
+        CHECK(cli(args) == 1 && file_has("err", "No space left on device"));
+        char *safter = slurp(sess, &ns_after);
+        CHECK(sbefore && safter && ns_before == ns_after && memcmp(sbefore, safter, ns_before) == 0);
+        free(safter);
+    }
+    snprintf(cmd, sizeof cmd, "ls -a %s | grep -c '\\.tmp-' || true", mnt);
+    FILE *p = popen(cmd, "r");
+    int n_tmp = -1;
+    if (p) {
+        if (fscanf(p, "%d", &n_tmp) != 1) n_tmp = -1;
+        pclose(p);
+    }
+    CHECKF(n_tmp == 0, "%d temporaries left on the full disk", n_tmp);
+    free(before), free(after), free(sbefore);
+    snprintf(cmd, sizeof cmd, "umount %s", mnt);
+    CHECK(system(cmd) == 0);
+    rmdir(mnt);
+}
+
 /* ---- FIFOs where a file belongs ------------------------------------------------------ */
 
 static void on_alarm(int sig)
@@ -634,6 +694,9 @@ TEST(test_save_and_prompt_errors_before_generation)
     char *ok = sjk_cli_read_text("test", "/dev/null", &n);
     CHECK(ok && n == 0);
     free(ok);
+    /* an endless source is refused, not read until memory runs out: /dev/zero at its
+     * first byte (NUL), an endless pipe at 256 MiB */
+    CHECK(sjk_cli_read_text("test", "/dev/zero", &n) == NULL);
     if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     char args[2048];
     snprintf(args, sizeof args, "run -m smollm2-135m -f %s -n 2 -c 64 -t 1", in_dir("nul.txt"));
@@ -663,6 +726,93 @@ TEST(test_save_and_prompt_errors_before_generation)
              in_dir(name));
     CHECK(cli(args) == 0 && file_has("err", "saved"));
     unlink(in_dir(name));
+}
+
+/* Found in round 2's own search: `run --save F` whose reader went away (`| head`) died of
+ * SIGPIPE, and Ctrl-C killed it, both losing the session it was about to save. With
+ * --save, SIGINT / SIGTERM / EPIPE stop the generation at the next token and the session
+ * is saved (exit 128 + signal, or 1 for EPIPE); the saved file resumes. */
+TEST(test_interrupted_run_still_saves)
+{
+    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    const char *f = in_dir("int.sjks");
+    char cmd[4096];
+    unlink(f);
+    snprintf(cmd, sizeof cmd, "(%s run -m smollm2-135m -p 'The history of the river' -n 300 -c 512 -t 1 --temp 0 "
+             "--save %s 2>%s/err; echo $? > %s/rc) | head -c 30 > /dev/null", g_cli, f, g_dir, g_dir);
+    CHECK(system(cmd) == 0);
+    CHECK(file_has("rc", "1") && file_has("err", "stdout closed (EPIPE)") && file_has("err", "saved"));
+    char args[1200];
+    snprintf(args, sizeof args, "run -m smollm2-135m -n 2 -c 512 -t 1 --temp 0 --load %s", f);
+    CHECK(access(f, R_OK) == 0 && cli(args) == 0 && file_has("err", "resumed"));
+    /* SIGINT once the prompt is on stdout */
+    unlink(f);
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]), close(pfd[1]);
+        int e = open(in_dir("err"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (e >= 0) dup2(e, 2);
+        execl(g_cli, g_cli, "run", "-m", "smollm2-135m", "-p", "The history of the river", "-n", "400", "-c", "512",
+              "-t", "1", "--temp", "0", "--save", f, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char buf[64];
+    ssize_t got = read(pfd[0], buf, sizeof buf); /* the prompt: the run has started */
+    CHECK(got > 0);
+    kill(pid, SIGINT);
+    while (read(pfd[0], buf, sizeof buf) > 0) {}
+    close(pfd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT, "status %d", status);
+    CHECK(file_has("err", "interrupted (SIGINT)") && access(f, R_OK) == 0);
+    CHECK(cli(args) == 0 && file_has("err", "resumed"));
+    unlink(f);
+}
+
+/* Found in round 2's own search: with stdout on a full disk (here /dev/full) `plan`,
+ * `eval --json` and `run` exited 0 with their output lost. A failed write to stdout is
+ * now said and the exit status is at least 1. */
+TEST(test_stdout_write_error_is_not_success)
+{
+    if (access("/dev/full", W_OK)) SKIP("no /dev/full here");
+    if (access(g_cli, X_OK)) SKIP("%s not built", g_cli);
+    static const char *const cmds[] = {"eval --synthetic --kv q8_0 --json", "version",
+                                       "plan -m smollm2-135m", "run -m smollm2-135m -p 'Hello there' -n 2 -c 64 -t 1"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        if (i >= 2 && access(model_path(SMOL), R_OK)) {
+            SKIP_PART("%s missing: `%s` > /dev/full not run", SMOL, cmds[i]);
+            continue;
+        }
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s %s >/dev/full 2>%s/err", g_cli, cmds[i], g_dir);
+        int r = system(cmd);
+        CHECKF(WIFEXITED(r) && WEXITSTATUS(r) != 0, "`%s` > /dev/full: exit %d", cmds[i], WEXITSTATUS(r));
+        CHECK(file_has("err", "standard output failed") || file_has("err", "writing results"));
+    }
+}
+
+/* Found in round 2's own search: past a file-size limit (ulimit -f) a save was killed by
+ * SIGXFSZ with no message and its temporary left behind. The CLI ignores SIGXFSZ: the
+ * write fails with EFBIG, the save says "File too large", removes its temporary and the
+ * previous file stays. */
+TEST(test_file_size_limit_is_a_clear_error)
+{
+    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    const char *f = in_dir("fsz.sjks");
+    CHECK(write_bytes(f, "previous", 8));
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "ulimit -f 20 && %s run -m smollm2-135m -p 'The history of the river' -n 2 -c 64 -t 1 "
+             "--save %s >/dev/null 2>%s/err", g_cli, f, g_dir);
+    int r = system(cmd);
+    CHECKF(WIFEXITED(r) && WEXITSTATUS(r) == 1, "status %d", r);
+    CHECK(file_has("err", "File too large"));
+    CHECK(file_has("fsz.sjks", "previous") && n_temporaries() == 0);
+    unlink(f);
 }
 
 /* Issue 21 item 1: with more CPUs than the cache's 64 threads, `run` failed by default.
@@ -715,6 +865,7 @@ int main(void)
     RUN(test_save_refuses_device_node_fifo_socket_and_directory);
     RUN(test_save_long_file_name_succeeds_and_sweeps);
     RUN(test_output_set_failure_keeps_previous_files);
+    RUN(test_full_disk_keeps_previous_outputs);
     RUN(test_fifo_inputs_never_hang);
     RUN(test_load_refused_file_keeps_session);
     RUN(test_load_refuses_nonfinite_window_rows);
@@ -724,6 +875,9 @@ int main(void)
     RUN(test_commands_refuse_lax_values_alike);
     RUN(test_save_and_prompt_errors_before_generation);
     RUN(test_run_with_more_threads_than_the_cache_takes);
+    RUN(test_interrupted_run_still_saves);
+    RUN(test_stdout_write_error_is_not_success);
+    RUN(test_file_size_limit_is_a_clear_error);
     RUN(test_bench_llama_path_is_not_a_shell_command);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);

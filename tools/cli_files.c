@@ -14,6 +14,7 @@
 #include "sjkhost.h"
 
 #define SET_MAX 16
+#define SJK_CLI_TEXT_MAX (256 << 20) /* bytes: more than the largest context holds */
 
 static void fsync_dir_of(const char *path)
 {
@@ -123,13 +124,27 @@ char *sjk_cli_read_text(const char *prog, const char *path, size_t *n)
         fprintf(stderr, "%s: %s: is a directory\n", prog, path);
         return NULL;
     }
+    /* The NUL check runs as the text arrives, and the text has a size cap, so an endless
+     * source (-f /dev/zero, a pipe from `yes`) is refused, not read until memory runs out. */
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
+    const char *why = NULL;
+    size_t nul_at = 0;
     while (buf) {
         size_t r = fread(buf + len, 1, cap - len - 1, f);
+        const char *nul = memchr(buf + len, 0, r);
+        if (nul) {
+            nul_at = (size_t)(nul - buf);
+            why = "nul";
+            break;
+        }
         len += r;
         if (len + 1 < cap) break;
-        char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+        if (cap >= SJK_CLI_TEXT_MAX) {
+            why = "big";
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
         if (!nb) {
             free(buf);
             buf = NULL;
@@ -138,25 +153,22 @@ char *sjk_cli_read_text(const char *prog, const char *path, size_t *n)
         buf = nb;
         cap *= 2;
     }
-    int rerr = ferror(f);
+    int rerr = !why && ferror(f);
     fclose(f);
     if (!buf) {
         fprintf(stderr, "%s: out of memory reading %s\n", prog, path);
         return NULL;
     }
-    if (rerr) {
-        fprintf(stderr, "%s: %s: read error\n", prog, path);
+    if (why || rerr) {
+        if (rerr) fprintf(stderr, "%s: %s: read error\n", prog, path);
+        else if (why[0] == 'n')
+            fprintf(stderr, "%s: %s holds a NUL byte at offset %zu; a prompt is text (refusing rather than cutting it "
+                    "there)\n", prog, path, nul_at);
+        else fprintf(stderr, "%s: %s: more than %d MiB: not a prompt\n", prog, path, SJK_CLI_TEXT_MAX >> 20);
         free(buf);
         return NULL;
     }
     buf[len] = 0;
-    const char *nul = memchr(buf, 0, len);
-    if (nul) {
-        fprintf(stderr, "%s: %s holds a NUL byte at offset %zu; a prompt is text (refusing rather than cutting it "
-                "there)\n", prog, path, (size_t)(nul - buf));
-        free(buf);
-        return NULL;
-    }
     *n = len;
     return buf;
 }

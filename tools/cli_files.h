@@ -32,8 +32,9 @@ int sjk_cli_write_set(const char *prog, const sjk_cli_out *outs, size_t n);
 int sjk_cli_check_target(const char *prog, const char *flag, const char *path);
 
 /* Reads a whole file (a regular file or a pipe) into a NUL-terminated buffer; *n = its
- * length. A file holding a NUL byte is refused (the prompt would end there), as is a
- * path that is a directory. Prints why and returns NULL on failure. */
+ * length. A file holding a NUL byte is refused (the prompt would end there; checked as
+ * the bytes arrive, so -f /dev/zero is refused at once), as is one over 256 MiB (an
+ * endless pipe) and a directory. Prints why and returns NULL on failure. */
 char *sjk_cli_read_text(const char *prog, const char *path, size_t *n);
 
 /* The one way the commands tokenize (run, bench run): into a buffer that starts at the

@@ -3,6 +3,7 @@
  * The prompt and the generated text go to stdout as they are produced; everything else
  * (model summary, speeds, KV memory, errors) goes to stderr. Flags follow llama.cpp's. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,24 @@ static double cpu_s(void)
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* With --save, an interrupted run (Ctrl-C, SIGTERM, or stdout closed by the reader, as
+ * in `sjkvarn run ... --save s | head`) stops generating at the next token and saves the
+ * session it has, instead of dying with it. The signal number, or 0. (A process-wide
+ * flag: a signal handler can set nothing else; the CLI only, never the libraries.) */
+static volatile sig_atomic_t g_stop_signal;
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+static void stop_on_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout is then EPIPE, seen below */
 }
 
 /* 0 if a session save to path could start now, else prints why. */
@@ -261,8 +280,9 @@ int sjk_cmd_run(int argc, char **argv)
     fprintf(stderr, "sjkvarn run: context %u, batch %u, threads %u, kv %s, prompt %zu tokens\n", sp.n_ctx, sp.n_batch,
             sp.n_threads, kv, n_ids);
 
+    if (save_path) stop_on_signals();
     fwrite(text, 1, tlen, stdout);
-    fflush(stdout);
+    int out_closed = fflush(stdout) != 0 && errno == EPIPE;
     double t0 = now_s(), c0 = cpu_s();
     if ((st = sjkh_session_feed(s, ids, n_ids, logits, 0, err, sizeof err))) {
         fprintf(stderr, "\nsjkvarn run: %s\n", err);
@@ -275,7 +295,7 @@ int sjk_cmd_run(int argc, char **argv)
         fprintf(stderr, "sjkvarn run: generation limited to %zu tokens by the context\n", (size_t)(sp.n_ctx - n_past));
         want = sp.n_ctx - n_past;
     }
-    int stopped = 0;
+    int stopped = 0, interrupted = 0;
     while (n_gen < want) {
         int32_t id = sjkh_sampler_sample(smp, logits);
         n_gen++;
@@ -286,9 +306,10 @@ int sjk_cmd_run(int argc, char **argv)
         char piece[512];
         size_t pn = 0;
         if (sjkh_tokenizer_token_to_piece(tok, id, 0, piece, sizeof piece, &pn) == SJK_OK) fwrite(piece, 1, pn, stdout);
-        fflush(stdout);
-        if (n_gen == want) {
+        if (fflush(stdout) != 0 && errno == EPIPE) out_closed = 1;
+        if (n_gen == want || (save_path && (g_stop_signal || out_closed))) {
             pending = id; /* sampled, shown, not yet fed: what --save keeps for --load */
+            interrupted = n_gen < want;
             break;
         }
         if ((st = sjkh_session_feed(s, &id, 1, logits, 0, err, sizeof err))) {
@@ -312,6 +333,11 @@ int sjk_cmd_run(int argc, char **argv)
                 (double)r.total_nbytes / 1048576.0, (double)r.growing_nbytes / 1048576.0,
                 (double)r.window_nbytes / 1048576.0, sjkh_window_type_name(window_type),
                 (double)r.occupied_nbytes / 1048576.0, r.bits_per_value);
+    if (interrupted)
+        fprintf(stderr, "sjkvarn run: %s after %zu of %zu tokens: stopped generating, saving the session\n",
+                g_stop_signal == SIGINT ? "interrupted (SIGINT)" : g_stop_signal ? "terminated (SIGTERM)"
+                                                                                 : "stdout closed (EPIPE)",
+                n_gen, want);
     if (save_path) {
         if ((st = sjkh_session_save(s, save_path, pending, err, sizeof err))) {
             fprintf(stderr, "sjkvarn run: --save: %s (%s)\n", err, sjk_status_str(st));
@@ -319,7 +345,7 @@ int sjk_cmd_run(int argc, char **argv)
         }
         fprintf(stderr, "sjkvarn run: saved %u positions to %s\n", sjkh_session_n_past(s), save_path);
     }
-    rc = 0;
+    rc = interrupted ? (g_stop_signal ? 128 + g_stop_signal : 1) : 0;
 done:
     free(ids);
     free(logits);

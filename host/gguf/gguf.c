@@ -667,6 +667,10 @@ sjk_status sjkh_gguf_get_cstr(const sjkh_gguf *g, const char *key, char *buf, si
     size_t n = len < cap - 1 ? len : cap - 1;
     memcpy(buf, s, n);
     buf[n] = 0;
+    /* printable: a NUL or control byte (an escape sequence) in a file's string never
+     * reaches a terminal through a name this returns */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f) buf[i] = '?';
     return n == len ? SJK_OK : SJK_ERR_BUFFER;
 }
 

@@ -158,8 +158,10 @@ sjk_status sjkh_gguf_get_u32(const sjkh_gguf *g, const char *key, uint32_t *out)
 sjk_status sjkh_gguf_get_f32(const sjkh_gguf *g, const char *key, float *out);
 sjk_status sjkh_gguf_get_bool(const sjkh_gguf *g, const char *key, int *out);
 sjk_status sjkh_gguf_get_str(const sjkh_gguf *g, const char *key, const char **s, size_t *len);
-/* Copies a string value into buf as a NUL-terminated string; SJK_ERR_BUFFER if it does
- * not fit (buf then holds a truncated copy). */
+/* Copies a string value into buf as a NUL-terminated string, every control byte (below
+ * 0x20, 0x7f: a NUL, an escape sequence) replaced by '?', so the copy is safe to print;
+ * SJK_ERR_BUFFER if it does not fit (buf then holds a truncated copy). The raw bytes are
+ * sjkh_gguf_get_str's. */
 sjk_status sjkh_gguf_get_cstr(const sjkh_gguf *g, const char *key, char *buf, size_t cap);
 sjk_status sjkh_gguf_get_arr(const sjkh_gguf *g, const char *key, sjkh_gguf_arr *out);
 

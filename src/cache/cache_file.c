@@ -59,12 +59,16 @@ static void set_err(char *err, size_t cap, const char *fmt, ...)
 
 /* ---- what is saved ------------------------------------------------------------- */
 
-/* One contiguous run of bytes of a head block. check: 0 raw, 1 fp16 values that must be
- * finite (sink rows), 2 sealed records (scale fields must be finite). */
+/* One contiguous run of bytes of a head block. check: 1 fp16 values that must be
+ * finite (sink rows), 2 sealed records (scale fields must be finite), 3 rows of format
+ * fmt, row_nbytes each, that must decode to finite values (uniform rows, staging ring):
+ * every restored value is checked. */
 typedef struct span {
     uint8_t *ptr;
     size_t nbytes;
     int check;
+    uint8_t fmt;
+    size_t row_nbytes;
 } span;
 
 #define MAX_SPANS 7
@@ -76,23 +80,25 @@ static int head_spans(const sjk_cache *c, const sjk_cache_layer *L, uint32_t seq
     uint8_t *hb = sjk_cache_head(c, L, seq, head);
     int k = 0;
     if (!L->compressed) {
-        out[k++] = (span){hb + L->off_ring_k, (size_t)n * L->k_row_nbytes, 0};
-        out[k++] = (span){hb + L->off_ring_v, (size_t)n * L->v_row_nbytes, 0};
+        out[k++] = (span){hb + L->off_ring_k, (size_t)n * L->k_row_nbytes, 3, L->k_fmt, L->k_row_nbytes};
+        out[k++] = (span){hb + L->off_ring_v, (size_t)n * L->v_row_nbytes, 3, L->v_fmt, L->v_row_nbytes};
         return k;
     }
     const size_t D = c->D;
     uint32_t ns = SJK_MIN(n, L->sink);
-    out[k++] = (span){hb + L->off_sink_k, (size_t)ns * D * 2, 1};
-    out[k++] = (span){hb + L->off_sink_v, (size_t)ns * D * 2, 1};
-    out[k++] = (span){hb + L->off_body, (size_t)((b - L->sink) / SJK_GROUP) * L->rec_nbytes, 2};
+    out[k++] = (span){hb + L->off_sink_k, (size_t)ns * D * 2, 1, 0, 0};
+    out[k++] = (span){hb + L->off_sink_v, (size_t)ns * D * 2, 1, 0, 0};
+    out[k++] = (span){hb + L->off_body, (size_t)((b - L->sink) / SJK_GROUP) * L->rec_nbytes, 2, 0, 0};
     if (n > b) {
         /* positions b .. n-1 live in ring slots (p - sink) % ring_cap: at most two runs */
         uint32_t s0 = (b - L->sink) % L->ring_cap, cnt = n - b;
         uint32_t first = SJK_MIN(cnt, L->ring_cap - s0);
         for (int v = 0; v < 2; v++) {
             uint8_t *base = hb + (v ? L->off_ring_v : L->off_ring_k);
-            out[k++] = (span){base + (size_t)s0 * L->k_row_nbytes, (size_t)first * L->k_row_nbytes, 0};
-            if (cnt > first) out[k++] = (span){base, (size_t)(cnt - first) * L->k_row_nbytes, 0};
+            uint8_t fmt = v ? L->v_fmt : L->k_fmt;
+            out[k++] = (span){base + (size_t)s0 * L->k_row_nbytes, (size_t)first * L->k_row_nbytes, 3, fmt,
+                              L->k_row_nbytes};
+            if (cnt > first) out[k++] = (span){base, (size_t)(cnt - first) * L->k_row_nbytes, 3, fmt, L->k_row_nbytes};
         }
     }
     return k;
@@ -442,13 +448,14 @@ static sjk_status read_sec_crc(reader *r, const char *name, uint32_t index, char
 
 /* Streams one span of a DATA payload. dst == NULL: validate only (through r->buf),
  * applying the span's content check; else read straight into dst. */
-static sjk_status read_span(reader *r, const sjk_cache_layer *L, const span *sp, uint8_t *dst,
+static sjk_status read_span(reader *r, const sjk_cache_layer *L, const span *sp, uint8_t *dst, uint32_t D,
                             char *err, size_t err_cap)
 {
     size_t done = 0, rec_off = 0;
     while (done < sp->nbytes) {
         size_t k = SJK_MIN(sp->nbytes - done, sizeof r->buf);
         if (sp->check == 2) k = SJK_MIN(k, L->rec_nbytes - rec_off); /* stay inside one record */
+        if (sp->check == 3 && k > sp->row_nbytes) k -= k % sp->row_nbytes; /* whole rows */
         uint8_t *p = dst ? dst + done : r->buf;
         if (!src_read(r->src, r->off, p, k)) FAILF(SJK_ERR_CORRUPT, "DATA section: file truncated");
         r->crc = sjk_crc32c(r->crc, p, k);
@@ -459,6 +466,15 @@ static sjk_status read_span(reader *r, const sjk_cache_layer *L, const span *sp,
             for (size_t i = 0; i + 1 < k; i += 2)
                 if (rec_off + i >= L->rl.off_kscale && !fp16_finite(sjk_rd_u16le(p + i)))
                     FAILF(SJK_ERR_CORRUPT, "DATA section: non-finite record scale");
+        } else if (!dst && sp->check == 3 && sp->row_nbytes && k % sp->row_nbytes == 0) {
+            float row[512]; /* D <= 512: sjk_cache_params_validate */
+            for (size_t i = 0; i < k; i += sp->row_nbytes) {
+                if (sjk_format_decode_row((sjk_format)sp->fmt, row, D, p + i, sp->row_nbytes) != SJK_OK)
+                    FAILF(SJK_ERR_CORRUPT, "DATA section: a row does not decode");
+                float acc = 0.0f;
+                for (uint32_t d = 0; d < D; d++) acc += row[d] * 0.0f; /* NaN iff a value is NaN or Inf */
+                if (acc != acc) FAILF(SJK_ERR_CORRUPT, "DATA section: non-finite value in a stored row");
+            }
         }
         if (sp->check == 2) rec_off = (rec_off + k) % L->rec_nbytes;
         r->off += k;
@@ -578,7 +594,7 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
                 span sp[MAX_SPANS];
                 int k = head_spans(c, L, s, hd, n, b, sp);
                 for (int i = 0; i < k; i++)
-                    if ((st = read_span(&r, L, &sp[i], write ? sp[i].ptr : NULL, err, err_cap))) return st;
+                    if ((st = read_span(&r, L, &sp[i], write ? sp[i].ptr : NULL, c->D, err, err_cap))) return st;
             }
             if ((st = read_sec_crc(&r, "DATA", idx, err, err_cap))) return st;
             if (write) {
