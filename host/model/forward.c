@@ -559,6 +559,9 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
                              char *err, size_t err_cap)
 {
     if (!s || (!tokens && n)) return FAIL(SJK_ERR_PARAM, "feed: bad arguments");
+    if (s->failed)
+        return FAIL(s->failed, "feed: an earlier feed failed in the middle of a chunk (%s); reset the session",
+                    sjk_status_str(s->failed));
     if (!n) return SJK_OK;
     if (n > s->p.n_ctx - s->n_past)
         return FAIL(SJK_ERR_RANGE, "feed: %zu tokens after %u do not fit in the context of %u", n, s->n_past,
@@ -576,6 +579,13 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         else if (logits && last) lg = logits;
         s->bad_layer = -1;
         sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        if (st && !(st == SJK_ERR_CORRUPT && s->bad_layer >= 0 && (uint32_t)s->bad_layer == s->m->info.n_layers)) {
+            /* forward() stopped at a layer: the layers before it hold this chunk, the
+             * rest do not. No later feed could line the layers up again: refuse them
+             * until a reset or a load. (Non-finite logits from the output projection
+             * come after every layer took the chunk: the session stays consistent.) */
+            s->failed = st;
+        }
         if (st == SJK_ERR_CORRUPT && s->bad_layer >= 0) {
             if ((uint32_t)s->bad_layer == s->m->info.n_layers)
                 return FAIL(st, "feed: non-finite logits from the output projection (its weights or the final "
@@ -593,6 +603,7 @@ uint32_t sjkh_session_n_past(const sjkh_session *s) { return s->n_past; }
 sjk_status sjkh_session_reset(sjkh_session *s)
 {
     s->n_past = 0;
+    s->failed = SJK_OK;
     return sjkh_kv_reset(s->kv);
 }
 

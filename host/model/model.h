@@ -42,6 +42,9 @@ struct sjkh_session {
     sjkh_pool *pool;
     sjkh_kv *kv;
     uint32_t n_past;
+    sjk_status failed;            /* SJK_OK, or the status of a feed that failed in the middle
+                                     of a chunk: its layers then hold different lengths, so
+                                     feed and save refuse until reset or a successful load */
     uint32_t B;                   /* n_batch */
     /* activations for one chunk of B tokens */
     float *x;      /* [B][n_embd] residual stream */

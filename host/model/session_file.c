@@ -158,6 +158,10 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
 {
     if (err && err_cap) err[0] = 0;
     if (!s || !path) return SJK_ERR_PARAM;
+    if (s->failed) {
+        serr(err, err_cap, "the session's last feed failed in the middle of a chunk; reset it first");
+        return SJK_ERR_PARAM;
+    }
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
     uint8_t fp[SJK_FINGERPRINT_NBYTES];
     sjkh_model_fingerprint(s->m, fp);
@@ -365,6 +369,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         if (st) { /* only if the bytes changed under us: they are in our own buffer */
             sjkh_kv_reset(s->kv);
             s->n_past = 0;
+            s->failed = SJK_OK;
             LFAIL(st, "%s: %s (session reset)", path, cerr);
         }
     }
@@ -381,6 +386,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         at += 4 + 2 * live;
     }
     s->n_past = n_past;
+    s->failed = SJK_OK;
     if (pending_token) *pending_token = pend;
 out:
     free(f);
