@@ -16,6 +16,7 @@
 #   plan/include/sjkplan.h  plan/src                                      -> libsjkplan
 #   eval/include/sjkeval.h  eval/src                                      -> libsjkeval
 #   tools/*.c (main.c: the command table)                                 -> sjkvarn (CLI)
+#   server/*.c (sjkvarn serve; libmicrohttpd, jansson)                    -> linked into the CLI
 #   tests/test_*.c                                                        -> one binary each
 # Files named *_avx2.c / *_avx512.c sit beside the module they speed up, are compiled for
 # that instruction set only and are reached through run-time dispatch (src/common/cpu.h).
@@ -31,7 +32,15 @@ ALLOC_HOOK ?= 0
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
-CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -D_GNU_SOURCE
+# Include folders: each library sees only what it may depend on (the host: the public
+# header include/sjkvarn.h and its own headers, never src/); tools, tests and benches see
+# everything.
+INCS_LIB  := -Iinclude -Isrc
+INCS_HOST := -Iinclude -Ihost/include -Ihost
+INCS_PLAN := $(INCS_HOST) -Iplan/include
+INCS_EVAL := -Iinclude -Isrc -Ieval/include
+INCS      := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include
+CPPFLAGS_ALL = $(INCS) -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
 LDLIBS_ALL   := -lm -lpthread $(LDLIBS)
 
@@ -53,7 +62,22 @@ TEST_HELPER_SRC := $(sort $(wildcard tests/support/*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
+# `sjkvarn serve` (server/) links libmicrohttpd and jansson, the CLI's only dependencies
+# beyond libc/libm/pthreads (Debian: libmicrohttpd-dev libjansson-dev). Without them the
+# CLI is built without the server (`sjkvarn serve` then says what to install).
+SERVER_OK := $(shell printf '\043include <microhttpd.h>\n\043include <jansson.h>\nint main(void){return 0;}\n' | \
+  $(CC) -x c - -o /dev/null -lmicrohttpd -ljansson >/dev/null 2>&1 && echo 1)
+ifeq ($(SERVER_OK),1)
+SERVER_SRC  := $(sort $(wildcard server/*.c))
+SERVER_LIBS := -lmicrohttpd -ljansson
+else
+SERVER_SRC  :=
+SERVER_LIBS :=
+$(warning sjkvarn serve is not built: it needs libmicrohttpd and jansson (apt-get install libmicrohttpd-dev libjansson-dev))
+endif
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
 PLAN_OBJ := $(PLAN_SRC:%.c=$(BUILD)/obj/%.o)
 EVAL_OBJ := $(EVAL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -68,9 +92,12 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 # (src/common/alloc_hook.h; tests/test_alloc_fail.c). A plain `make` does not: the
 # libraries call malloc and pthread_create directly.
 ifeq ($(ALLOC_HOOK),1)
-HOOK_FLAGS := -DSJK_ALLOC_HOOK=1 -include common/alloc_hook.h
+HOOK_FLAGS := -DSJK_ALLOC_HOOK=1 -include src/common/alloc_hook.h
 endif
-$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ): CPPFLAGS_ALL += $(HOOK_FLAGS)
+$(LIB_OBJ):  INCS := $(INCS_LIB) $(HOOK_FLAGS)
+$(HOST_OBJ): INCS := $(INCS_HOST) $(HOOK_FLAGS)
+$(PLAN_OBJ): INCS := $(INCS_PLAN) $(HOOK_FLAGS)
+$(EVAL_OBJ): INCS := $(INCS_EVAL) $(HOOK_FLAGS)
 
 LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so
@@ -98,7 +125,10 @@ $(FLAGS_STAMP): FORCE
 .PHONY: FORCE
 FORCE:
 
-$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(TOOL_OBJ) $(SERVER_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+ifeq ($(SERVER_OK),1)
+$(TOOL_OBJ) $(SERVER_OBJ): CPPFLAGS_ALL += -Iserver -DSJK_HAVE_SERVER
+endif
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -138,8 +168,8 @@ $(EVAL_A): $(EVAL_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(CLI): $(TOOL_OBJ) $(ALL_A)
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(ALL_A) $(LDLIBS_ALL)
+$(CLI): $(TOOL_OBJ) $(SERVER_OBJ) $(ALL_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(SERVER_OBJ) $(ALL_A) $(LDLIBS_ALL) $(SERVER_LIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(CLI_A) $(ALL_A)
 	@mkdir -p $(dir $@)
@@ -177,6 +207,14 @@ else
 ggml-peer:
 	@echo "ggml-peer: no ggml found (GGML_INCLUDE=$(GGML_INCLUDE), GGML_LIBDIR=$(GGML_LIBDIR)); run tests/oracle/build-llama-cpp.sh; bench attn runs without its peer column"
 endif
+
+# The server's test (tests/server/): a launcher that the runner starts like the C tests;
+# it runs the Python client tests against the real server (scripts/server-venv).
+$(BUILD)/tests/test_server: tests/server/run.sh tests/server/test_server.py $(CLI)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh tests/server/run.sh "%s"\n' "$(abspath $(CLI))" > $@
+	@chmod +x $@
+TEST_BIN += $(BUILD)/tests/test_server
 
 tests: $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN) $(CLI)
 examples: $(EXAMPLE_BIN)

@@ -13,10 +13,13 @@
 #include "kv.h"
 #include "model.h"
 #include "kernels/ops.h"
-#include "pool.h"
 #include "kernels/quants.h"
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
+
+/* The session's pool (sjk_pool_create) polls this many pause instructions for the next
+ * job before sleeping: the next matmul usually follows within microseconds. */
+#define POOL_SPIN 2000
 
 /* ---- the gated feed-forward activation ------------------------------------------- */
 
@@ -86,7 +89,7 @@ typedef struct quant_job {
     size_t n_in, row_nbytes;
 } quant_job;
 
-static void quant_task(void *ctx, size_t t, int thread)
+static void quant_task(void *ctx, uint32_t t, uint32_t thread)
 {
     const quant_job *j = ctx;
     j->q(j->x + t * j->n_in, j->xq + t * j->row_nbytes, j->n_in);
@@ -134,7 +137,7 @@ static inline void prefetch_span(const uint8_t *p, size_t ahead, size_t n)
 /* Rows [r0, r1) of the output for every token, in 16 x 16 tiles so that the weight rows
  * and activation rows of a tile stay in L1 while they are combined. */
 #define MM_TILE 16
-static void mm_task(void *ctx, size_t task, int thread)
+static void mm_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const mm_job *j = ctx;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
@@ -227,7 +230,7 @@ static void mmx_mins_correct(const mmx_job *j, size_t rt, size_t nr, float *buf)
     }
 }
 
-static void mmx_task(void *ctx, size_t task, int thread)
+static void mmx_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const mmx_job *j = ctx;
     float *buf = j->wdq + (size_t)thread * j->wdq_per_thread;
@@ -262,13 +265,13 @@ static void mmx_task(void *ctx, size_t task, int thread)
 static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, const float *xd, size_t n, float *y)
 {
     size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
-    size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
+    size_t nt = (size_t)sjk_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)MM_EXACT_ROWS, SJKH_MIN((size_t)256, rpt));
     rpt = (rpt + SJKH_MM_PANEL - 1) / SJKH_MM_PANEL * SJKH_MM_PANEL;
     mmx_job j = {W->data, W->row_nbytes, W->type, x, xd, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
                  s->wdq, s->wdq_per_thread, sjkh_ops_get()};
-    sjkh_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
+    sjk_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
 }
 
 /* Quantizes x [n][n_in] to W's dot type into s->xq (and, with expand, back to f32 into
@@ -281,7 +284,7 @@ static size_t act_quantize(sjkh_session *s, const sjkh_qtraits *qt, const float 
     if (s->xq_src == x && s->xq_type == qt->dot_type && s->xq_n_in == n_in && (s->xq_expanded || !expand))
         return row;
     quant_job qj = {qt->quantize, qt->dot_type, x, s->xq, expand ? s->xr : NULL, s->xd, n_in, row};
-    if (n >= 8) sjkh_pool_run(s->pool, quant_task, &qj, n);
+    if (n >= 8) sjk_pool_run(s->pool, quant_task, &qj, n);
     else
         for (size_t t = 0; t < n; t++) quant_task(&qj, t, 0);
     s->xq_src = x;
@@ -325,11 +328,11 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
         xa_row = act_quantize(s, qt, x, n, n_in, 0);
         xa = s->xq;
     }
-    size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
+    size_t nt = (size_t)sjk_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)4, SJKH_MIN((size_t)256, rpt));
     mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot, qt->vec_dot4};
-    sjkh_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
+    sjk_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
 }
 
 /* The activation buffer changed: the quantized copy is stale. */
@@ -337,7 +340,34 @@ static void xq_invalidate(sjkh_session *s) { s->xq_src = NULL; }
 
 /* ---- the forward pass ------------------------------------------------------------- */
 
-static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+/* Rows of one forward pass that belong to different sessions (sjkh_session_decode_batch):
+ * row t is the next position of rows[t], attends that session's cache only, and a cache
+ * that refuses a row fails that row alone (status[t]); NULL rows: every row is the next
+ * position of the running session. */
+typedef struct fwd_rows {
+    sjkh_session *const *rows;
+    sjk_status *status;
+} fwd_rows;
+
+/* Appends row t's K/V to its own session's cache and attends it (batched decode). */
+static void attend_rows(sjkh_session *s, const fwd_rows *fr, uint32_t il, size_t n)
+{
+    const sjkh_model_info *in = &s->m->info;
+    const size_t qrow = (size_t)in->n_head * in->head_dim, kvrow = (size_t)in->n_head_kv * in->head_dim;
+    for (size_t t = 0; t < n; t++) {
+        sjkh_session *r = fr->rows[t];
+        if (fr->status[t]) continue;
+        sjk_status st = sjkh_kv_append(r->kv, il, s->k + t * kvrow, s->v + t * kvrow, 1);
+        if (!st) st = sjkh_kv_attend(r->kv, il, s->q + t * qrow, 1, s->m->attn_scale, s->att + t * qrow, s->pool);
+        if (st) {
+            fr->status[t] = st;
+            memset(s->att + t * qrow, 0, qrow * sizeof(float));
+        }
+    }
+}
+
+static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                          const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
     const sjkh_model_info *in = &m->info;
@@ -355,9 +385,9 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
     }
     /* rope_cos/sin [2][n][hd/2]: [0] local base, [1] global base */
     for (size_t t = 0; t < n; t++) {
-        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, p0 + (uint32_t)t, hd, in->rope_base_local);
-        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, p0 + (uint32_t)t, hd,
-                   in->rope_base);
+        const uint32_t pos = fr ? fr->rows[t]->n_past : p0 + (uint32_t)t;
+        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, pos, hd, in->rope_base_local);
+        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, pos, hd, in->rope_base);
     }
 
     for (uint32_t il = 0; il < in->n_layers; il++) {
@@ -379,9 +409,13 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             rope(s->q + t * H * hd, H, hd, cs, sn, m->rope_neox);
             rope(s->k + t * KV * hd, KV, hd, cs, sn, m->rope_neox);
         }
-        if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
-        /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
-        if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        if (fr) {
+            attend_rows(s, fr, il, n);
+        } else {
+            if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
+            /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
+            if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        }
         matmul(s, L->wo, s->att, n, s->xb2); /* xb2 [n][E] */
         if (L->post_attn_norm)
             for (size_t t = 0; t < n; t++)
@@ -403,6 +437,14 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
          * greedy sampling reads NaN as a valid maximum: stop at the first layer that
          * makes one, and say which. n * E additions per layer: nothing next to the
          * matmuls. The positions stay appended (the caller resets or truncates). */
+        if (fr) { /* batched rows: a row that makes one fails alone */
+            for (size_t t = 0; t < n; t++) {
+                float a = 0.0f;
+                for (size_t i = 0; i < E; i++) a += s->x[t * E + i] * 0.0f;
+                if (a != a && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+            }
+            continue;
+        }
         float acc = 0.0f;
         for (size_t i = 0; i < n * E; i++) acc += s->x[i] * 0.0f; /* NaN iff some x is NaN or Inf */
         if (acc != acc) {
@@ -411,7 +453,12 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             return SJK_ERR_CORRUPT;
         }
     }
-    s->n_past += (uint32_t)n;
+    if (fr) {
+        for (size_t t = 0; t < n; t++)
+            if (!fr->status[t]) fr->rows[t]->n_past++;
+    } else {
+        s->n_past += (uint32_t)n;
+    }
 
     /* logits [n or 1][V] = output · RMSNorm(x) */
     if (logits) {
@@ -420,6 +467,14 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             rmsnorm(s->xb + t * E, s->x + (first + t) * E, m->output_norm, E, in->rms_eps);
         xq_invalidate(s);
         matmul(s, m->output, s->xb, cnt, logits);
+        if (fr) {
+            for (size_t t = 0; t < cnt; t++) {
+                float a = 0.0f;
+                for (size_t i = 0; i < in->n_vocab; i++) a += logits[t * in->n_vocab + i] * 0.0f;
+                if (a != a && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+            }
+            return SJK_OK;
+        }
         float acc = 0.0f;
         for (size_t i = 0; i < cnt * in->n_vocab; i++) acc += logits[i] * 0.0f;
         if (acc != acc) {
@@ -442,7 +497,7 @@ void sjkh_session_free(sjkh_session *s)
 {
     if (!s) return;
     sjkh_kv_free(s->kv);
-    sjkh_pool_free(s->pool);
+    sjk_pool_free(s->pool);
     free(s->x);
     free(s->xb);
     free(s->xb2);
@@ -532,7 +587,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
         sjkh_session_free(s);
         return FAIL(SJK_ERR_NOMEM, "session: out of memory for activations (batch %u)", B);
     }
-    sjk_status st = sjkh_pool_create((int)p->n_threads, &s->pool);
+    sjk_status st = sjk_pool_create(p->n_threads, POOL_SPIN, &s->pool);
     if (st) {
         sjkh_session_free(s);
         return FAIL(st, "session: cannot start %u threads", p->n_threads);
@@ -578,7 +633,7 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
         s->bad_layer = -1;
-        sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        sjk_status st = forward(s, tokens + off, c, lg, all_logits, NULL);
         if (st && !(st == SJK_ERR_CORRUPT && s->bad_layer >= 0 && (uint32_t)s->bad_layer == s->m->info.n_layers)) {
             /* forward() stopped at a layer: the layers before it hold this chunk, the
              * rest do not. No later feed could line the layers up again: refuse them
@@ -607,4 +662,49 @@ sjk_status sjkh_session_reset(sjkh_session *s)
     return sjkh_kv_reset(s->kv);
 }
 
+sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept)
+{
+    if (!s || !kept) return SJK_ERR_PARAM;
+    if (s->failed) { /* the layers may disagree after a failed feed: start over */
+        *kept = 0;
+        return sjkh_session_reset(s);
+    }
+    sjk_status st = sjkh_kv_truncate(s->kv, keep, kept);
+    s->n_past = st ? 0 : *kept;
+    if (st) sjkh_kv_reset(s->kv);
+    return st;
+}
+
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }
+
+sjk_cache *sjkh_session_cache(sjkh_session *s) { return s ? sjkh_kv_cache(s->kv) : NULL; }
+
+sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
+                                     sjk_status *status, char *err, size_t err_cap)
+{
+    if (!ss || !tokens || !logits || !status || !n || !ss[0])
+        return FAIL(SJK_ERR_PARAM, "decode batch: bad arguments");
+    sjkh_session *s = ss[0];
+    if (n > s->B) return FAIL(SJK_ERR_PARAM, "decode batch: %zu sessions exceed the batch of %u", n, s->B);
+    for (size_t i = 0; i < n; i++) {
+        const sjkh_session *r = ss[i];
+        if (!r || r->m != s->m || r->p.act_quant != s->p.act_quant || r->p.n_threads != s->p.n_threads)
+            return FAIL(SJK_ERR_PARAM, "decode batch: session %zu is not of the same model, act_quant and threads", i);
+        for (size_t j = 0; j < i; j++)
+            if (ss[j] == r) return FAIL(SJK_ERR_PARAM, "decode batch: session %zu appears twice", i);
+        if (r->failed)
+            return FAIL(r->failed, "decode batch: session %zu failed in an earlier pass; reset it", i);
+        if (r->n_past >= r->p.n_ctx)
+            return FAIL(SJK_ERR_RANGE, "decode batch: session %zu is full (%u positions)", i, r->p.n_ctx);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->info.n_vocab)
+            return FAIL(SJK_ERR_RANGE, "decode batch: token id %d is outside the vocabulary (%u)", tokens[i],
+                        s->m->info.n_vocab);
+    }
+    for (size_t i = 0; i < n; i++) status[i] = SJK_OK;
+    fwd_rows fr = {ss, status};
+    sjk_status st = forward(s, tokens, n, logits, 1, &fr);
+    if (st) return FAIL(st, "decode batch: %s", sjk_status_str(st));
+    for (size_t i = 0; i < n; i++)
+        if (status[i]) ss[i]->failed = status[i]; /* its layers may disagree: refused until a reset */
+    return SJK_OK;
+}

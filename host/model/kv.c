@@ -291,7 +291,7 @@ static void slot_wsum(const sjkh_ops *ops, const host_layer *h, size_t slot, siz
 /* One (query row, KV head): the G query heads of the group read each K and V row once;
  * scores and the weighted sum of V rows run over all visible rows per call (ops.h
  * scores_f16_multi, wsum_f16_multi, or their q8_0 twins). */
-static void attend_task(void *ctx, size_t task, int thread)
+static void attend_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const attend_job *j = ctx;
     sjkh_kv *kv = j->kv;
@@ -352,7 +352,7 @@ typedef struct split_job {
     int phase;
 } split_job;
 
-static void split_task(void *ctx, size_t task, int thread)
+static void split_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const split_job *sj = ctx;
     const attend_job *j = sj->a;
@@ -404,13 +404,13 @@ static void split_task(void *ctx, size_t task, int thread)
 }
 
 sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_rows, float scale, float *out,
-                          sjkh_pool *pool)
+                          sjk_pool *pool)
 {
     if (layer >= kv->p.n_layers) return SJK_ERR_PARAM;
     if (!n_rows || n_rows > kv->len[layer] || n_rows > kv->p.max_rows) return SJK_ERR_RANGE;
     if (kv->cache_layer[layer] >= 0)
         return sjk_cache_attend(kv->cache, 0, (uint32_t)kv->cache_layer[layer], q, n_rows, scale, out);
-    if (sjkh_pool_n_threads(pool) > (int)kv->n_scratch) return SJK_ERR_PARAM;
+    if (sjk_pool_n_threads(pool) > kv->n_scratch) return SJK_ERR_PARAM;
     size_t nq = kv->p.n_q_heads, hd = kv->p.head_dim, nkv = kv->p.n_kv_heads;
     sjkh_ops_get()->round_f16(q, kv->qr, n_rows * nq * hd);
     const host_layer *h = &kv->host[layer];
@@ -420,8 +420,8 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
     j.n_vis = pos - j.lo + 1;
     j.split_len = SJKH_MAX(256u, (j.n_vis + SPLIT_MAX - 1) / SPLIT_MAX);
     j.n_split = (j.n_vis + j.split_len - 1) / j.split_len;
-    if (n_rows > 1 || j.n_split < 2 || sjkh_pool_n_threads(pool) < 2) {
-        sjkh_pool_run(pool, attend_task, &j, n_rows * nkv);
+    if (n_rows > 1 || j.n_split < 2 || sjk_pool_n_threads(pool) < 2) {
+        sjk_pool_run(pool, attend_task, &j, n_rows * nkv);
         return SJK_OK;
     }
     float gmax[64];
@@ -429,20 +429,20 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
     j.gmax = gmax;
     j.inv = inv;
     split_job sj = {&j, 0};
-    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    sjk_pool_run(pool, split_task, &sj, j.n_split * nkv);
     for (size_t hq = 0; hq < nq; hq++) {
         gmax[hq] = -INFINITY;
         for (uint32_t s = 0; s < j.n_split; s++) gmax[hq] = SJKH_MAX(gmax[hq], kv->smax[s * nq + hq]);
     }
     sj.phase = 1;
-    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    sjk_pool_run(pool, split_task, &sj, j.n_split * nkv);
     for (size_t hq = 0; hq < nq; hq++) {
         double sum = 0;
         for (uint32_t s = 0; s < j.n_split; s++) sum += kv->ssum[s * nq + hq];
         inv[hq] = 1.0 / sum;
     }
     sj.phase = 2;
-    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    sjk_pool_run(pool, split_task, &sj, j.n_split * nkv);
     memcpy(out, kv->po, nq * hd * sizeof *out);
     for (uint32_t s = 1; s < j.n_split; s++)
         for (size_t e = 0; e < nq * hd; e++) out[e] += kv->po[s * nq * hd + e];
@@ -457,6 +457,48 @@ sjk_status sjkh_kv_reset(sjkh_kv *kv)
         sjk_status st = sjk_cache_truncate(kv->cache, 0, 0, &resume);
         if (st) return st;
     }
+    return SJK_OK;
+}
+
+/* A window layer's ring holds the newest cap positions; the position after `keep` sees
+ * the window before it, so cutting back from len to keep is possible while those rows
+ * are still in the ring (or the ring holds the whole context). */
+static int window_can_cut(const sjkh_kv *kv, const host_layer *h, uint32_t len, uint32_t keep)
+{
+    return !h->window || h->cap >= kv->p.n_ctx || len - keep + h->window <= h->cap;
+}
+
+sjk_status sjkh_kv_truncate(sjkh_kv *kv, uint32_t keep, uint32_t *kept)
+{
+    uint32_t len = 0;
+    for (uint32_t l = 0; l < kv->p.n_layers; l++) len = SJKH_MAX(len, kv->len[l]);
+    if (keep >= len) {
+        *kept = len;
+        return SJK_OK;
+    }
+    uint32_t target = keep;
+    if (kv->cache) {
+        uint32_t resume = 0;
+        sjk_status st = sjk_cache_truncate(kv->cache, 0, keep, &resume);
+        if (st == SJK_OK || st == SJK_ERR_REPROCESS) target = SJKH_MIN(keep, resume);
+        else target = 0;
+    }
+    for (uint32_t l = 0; l < kv->p.n_layers && target; l++)
+        if (kv->cache_layer[l] < 0 && !window_can_cut(kv, &kv->host[l], kv->len[l], target)) target = 0;
+    if (target == 0) {
+        *kept = 0;
+        return sjkh_kv_reset(kv);
+    }
+    if (kv->cache && target < keep) { /* cut back to a record boundary: every layer to the same length */
+        uint32_t resume = 0;
+        sjk_status st = sjk_cache_truncate(kv->cache, 0, target, &resume);
+        if ((st != SJK_OK && st != SJK_ERR_REPROCESS) || resume != target) {
+            *kept = 0;
+            return sjkh_kv_reset(kv);
+        }
+    }
+    for (uint32_t l = 0; l < kv->p.n_layers; l++) kv->len[l] = SJKH_MIN(kv->len[l], target);
+    *kept = target;
     return SJK_OK;
 }
 
@@ -475,6 +517,8 @@ sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, ui
 }
 
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer) { return layer < kv->p.n_layers ? kv->len[layer] : 0; }
+
+sjk_cache *sjkh_kv_cache(sjkh_kv *kv) { return kv->cache; }
 
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r)
 {
