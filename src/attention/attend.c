@@ -15,7 +15,9 @@
  * Per chunk, two paths (attn_kernels.h), chosen per call by R = rows x GQA group:
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
- *                                     and trellis read in place) / chunk_tq6 / chunk_f32
+ *                                     and trellis read in place) / chunk_tq6 / chunk_qblk
+ *                                     (q8_0, q4_0 rows against int8 query pieces made once
+ *                                     per unit) / chunk_f32
  *   R >= SJK_ATTN_MANY_MIN (prefill)  the chunk as fp32 K, V [len][D] (fp16 converted,
  *                                     records and ring rows decoded; once per chunk, for
  *                                     all rows) -> chunk_f32_many
