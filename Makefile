@@ -185,6 +185,29 @@ $(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(ALL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(ALL_A) $(LDLIBS_ALL)
 
+# The peer of `sjkvarn bench attn`: ggml's CPU flash attention (bench/ggml/attn_peer.c),
+# built only where an installed ggml is found (the llama.cpp oracle venv of
+# tests/oracle/build-llama-cpp.sh, or GGML_INCLUDE / GGML_LIBDIR); nothing else links ggml.
+# `make benches` builds it when ggml is there and says so when it is not.
+GGML_VENV    ?= $(HOME)/.cache/sjkvarn/oracle-venv
+GGML_SITE    := $(firstword $(wildcard $(GGML_VENV)/lib/python3*/site-packages))
+GGML_INCLUDE ?= $(GGML_SITE)/include
+GGML_LIBDIR  ?= $(GGML_SITE)/llama_cpp/lib
+GGML_PEER    := $(BUILD)/bench/ggml_attn_peer
+HAVE_GGML    := $(and $(wildcard $(GGML_INCLUDE)/ggml.h),$(wildcard $(GGML_INCLUDE)/ggml-cpu.h),$(wildcard $(GGML_LIBDIR)/libggml-cpu.so))
+
+.PHONY: ggml-peer
+ifneq ($(HAVE_GGML),)
+ggml-peer: $(GGML_PEER)
+$(GGML_PEER): bench/ggml/attn_peer.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) -g -D_GNU_SOURCE -isystem $(GGML_INCLUDE) -o $@ $< \
+	  -L$(GGML_LIBDIR) -Wl,-rpath,$(GGML_LIBDIR) -lggml-cpu -lggml-base -lggml -lm -lpthread
+else
+ggml-peer:
+	@echo "ggml-peer: no ggml found (GGML_INCLUDE=$(GGML_INCLUDE), GGML_LIBDIR=$(GGML_LIBDIR)); run tests/oracle/build-llama-cpp.sh; bench attn runs without its peer column"
+endif
+
 # The server's test (tests/server/): a launcher that the runner starts like the C tests;
 # it runs the Python client tests against the real server (scripts/server-venv).
 $(BUILD)/tests/test_server: tests/server/run.sh tests/server/test_server.py $(CLI)
@@ -195,7 +218,7 @@ TEST_BIN += $(BUILD)/tests/test_server
 
 tests: $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN) $(CLI)
 examples: $(EXAMPLE_BIN)
-benches: $(BENCH_BIN)
+benches: $(BENCH_BIN) ggml-peer
 
 # The suite: every tests/test_* binary, run by tests/run_tests.sh, which ends with
 # "N passed, N failed".

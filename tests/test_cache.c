@@ -101,6 +101,20 @@ static float g_k[8192 * 2 * 512], g_v[8192 * 2 * 512]; /* decoded: [head][pos][D
 
 /* Oracle attention of n_rows rows; returns the relative error ||out − ref|| / ||ref||
  * (Euclidean norm over every output value of the call). */
+/* The tolerance of attention against the oracle: 1e-5, except where the keys are ggml
+ * block rows (q8_0, q4_0: uncompressed layers and q8_0 staging rings) read by integer dot
+ * products against int8 query pieces (decode rows, attn_kernels.h sjk_attn_qint): there
+ * the queries keep about 15 bits, and test_attention (test_qblk_rows_match_reference)
+ * bounds that path against the fp32 one at 2e-3 and 5 % of the format's own error.
+ * Measured here: at most ~1e-4. */
+static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
+{
+    const sjk_cache_layer *L = &c->layers[layer];
+    const int kq = L->k_fmt == SJK_FMT_Q8_0 || L->k_fmt == SJK_FMT_Q4_0;
+    const int vq = L->v_fmt == SJK_FMT_Q8_0 || L->v_fmt == SJK_FMT_Q4_0;
+    return kq && vq && c->kern->chunk_qblk && rows * c->gq < SJK_ATTN_MANY_MIN && c->D % 64 == 0 ? 5e-4 : 1e-5;
+}
+
 static double oracle_compare(const sjk_cache *c, uint32_t seq, uint32_t layer, const float *q,
                              size_t n_rows, float scale, const float *out)
 {
@@ -250,8 +264,12 @@ static void run_context_sweep(const char *cfg, uint32_t D, uint32_t H, uint32_t 
         double e2 = oracle_compare(c, 0, l, q, rows, scale, out2);
         worst = fmax(worst, e);
         worst_simd = fmax(worst_simd, e2);
-        CHECKF(e <= 1e-5, "%s D=%u n=%u rows=%zu: ref kernels rel err %.3g", cfg, D, n, rows, e);
-        CHECKF(e2 <= 1e-5, "%s D=%u n=%u rows=%zu: %s kernels rel err %.3g", cfg, D, n, rows, fast->name, e2);
+        c->kern = sjk_attn_kernels_ref();
+        const double tol = attn_tol(c, l, rows);
+        c->kern = fast;
+        const double tol2 = attn_tol(c, l, rows);
+        CHECKF(e <= tol, "%s D=%u n=%u rows=%zu: ref kernels rel err %.3g", cfg, D, n, rows, e);
+        CHECKF(e2 <= tol2, "%s D=%u n=%u rows=%zu: %s kernels rel err %.3g", cfg, D, n, rows, fast->name, e2);
         checks++;
     }
     uint32_t nn, bb;
@@ -437,7 +455,7 @@ TEST(test_sequences_are_independent)
         uint32_t rows = len[s] >= 2 ? 2 : 1;
         CHECK(sjk_cache_attend(c, (uint32_t)s, step % 2, q, rows, 0.125f, out) == SJK_OK);
         double e = oracle_compare(c, (uint32_t)s, step % 2, q, rows, 0.125f, out);
-        CHECKF(e <= 1e-5, "seq %d len %u: rel err %.3g", s, len[s], e);
+        CHECKF(e <= attn_tol(c, step % 2, rows), "seq %d len %u: rel err %.3g", s, len[s], e);
     }
     for (int s = 0; s < 3; s++) {
         uint32_t n;
@@ -480,7 +498,7 @@ TEST(test_truncate_reports_reprocess)
     float q[64], out[64];
     for (int i = 0; i < 64; i++) q[i] = (float)sin(i);
     CHECK(sjk_cache_attend(c, 0, 1, q, 1, 0.125f, out) == SJK_OK);
-    CHECK(oracle_compare(c, 0, 1, q, 1, 0.125f, out) <= 1e-5);
+    CHECK(oracle_compare(c, 0, 1, q, 1, 0.125f, out) <= attn_tol(c, 1, 1));
     /* At a group start: no reprocess. */
     CHECK(sjk_cache_truncate(c, 0, 384, &resume) == SJK_OK && resume == 384);
     /* Into the sink: the sink is mutable. */

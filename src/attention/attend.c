@@ -15,7 +15,9 @@
  * Per chunk, two paths (attn_kernels.h), chosen per call by R = rows x GQA group:
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
- *                                     and trellis read in place) / chunk_tq6 / chunk_f32
+ *                                     and trellis read in place) / chunk_tq6 / chunk_qblk
+ *                                     (q8_0, q4_0 rows against int8 query pieces made once
+ *                                     per unit) / chunk_f32
  *   R >= SJK_ATTN_MANY_MIN (prefill)  the chunk as fp32 K, V [len][D] (fp16 converted,
  *                                     records and ring rows decoded; once per chunk, for
  *                                     all rows) -> chunk_f32_many
@@ -104,6 +106,12 @@ static void record_to_f32(const sjk_cache_layer *L, float *kf, float *vf, const 
     for (size_t i = 0; i < (size_t)SJK_GROUP * D; i++) kf[i] = vf[i] = NAN;
 }
 
+/* Bits of a ggml block format that chunk_qblk reads in place (8: q8_0, 4: q4_0), or 0. */
+static unsigned qblk_bits(uint8_t fmt)
+{
+    return fmt == SJK_FMT_Q8_0 ? 8u : fmt == SJK_FMT_Q4_0 ? 4u : 0u;
+}
+
 static inline float *align_f(uint8_t **p, size_t n_floats)
 {
     uintptr_t a = ((uintptr_t)*p + SJK_ATTN_ALIGN - 1) & ~(uintptr_t)(SJK_ATTN_ALIGN - 1);
@@ -166,6 +174,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     uint8_t *kc = (uint8_t *)align_f(&scr, G * D / 4), *vc = (uint8_t *)align_f(&scr, G * D / 4);
     float *sc = align_f(&scr, 3 * D + 3 * G);
     float *work = align_f(&scr, SJK_ATTN_WORK_FLOATS(D));
+    void *qbuf = align_f(&scr, SJK_ATTN_QINT_NBYTES(SJK_ATTN_MANY_MIN, D) / sizeof(float) + 1);
     const uint8_t *hb = sjk_cache_head(c, L, j->seq, head);
     const uint32_t first_q = j->n - j->n_rows; /* position of query row 0 */
     /* Kernels that decode inside their loops (trellis records, tq6_0 ring rows) redo the
@@ -175,6 +184,12 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
      * pays off from SJK_ATTN_MANY_MIN rows: `sjkvarn bench attn`, docs/BENCHMARKS.md). */
     const int inplace = R <= 2 * SJK_ATTN_RB;
     const int many = k->chunk_f32_many && R >= SJK_ATTN_MANY_MIN;
+    /* ggml block rows (q8_0, q4_0) read in place by integer dot products against the
+     * queries as int8 pieces, made once for this unit on the first such chunk. */
+    const unsigned qkb = qblk_bits(L->k_fmt), qvb = qblk_bits(L->v_fmt);
+    const int qblk = k->chunk_qblk && qkb && qvb && !many && R < SJK_ATTN_MANY_MIN && D % 64 == 0;
+    sjk_attn_qint qi;
+    int qi_ready = 0;
 
     for (uint32_t ch = c0; ch < c1; ch++) {
         const uint32_t p0 = ch * (uint32_t)G;
@@ -182,7 +197,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         /* What this chunk is, decoded as little as possible. */
         const uint16_t *K16 = NULL, *V16 = NULL;
         const float *K32 = NULL, *V32 = NULL;
-        const uint8_t *KT6 = NULL, *VT6 = NULL;
+        const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL;
         sjk_attn_rec rec;
         int is_rec = 0;
         if (!L->compressed) {
@@ -191,6 +206,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
+            } else if (qblk) {
+                KQ = kr;
+                VQ = vr;
             } else {
                 sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
                 sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
@@ -279,6 +297,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace && !many) {
                 KT6 = kr; /* read in place: one pass decodes and multiplies */
                 VT6 = vr;
+            } else if (qblk) {
+                KQ = kr;
+                VQ = vr;
             } else {
                 sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
                 sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
@@ -309,6 +330,14 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
             else if (KT6) k->chunk_tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
+            else if (KQ) {
+                if (!qi_ready) {
+                    sjk_attn_qint_prep(&qi, qbuf, q, R, D);
+                    qi_ready = 1;
+                }
+                const sjk_attn_qint qr = sjk_attn_qint_rows(&qi, r0);
+                k->chunk_qblk(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work);
+            }
             else if (many) k->chunk_f32_many(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
         }

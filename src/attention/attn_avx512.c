@@ -965,6 +965,148 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
 #undef PREFETCH_NEXT
 #undef PRE
 
+/* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
+ * Scores by integer dot products against the int8 query pieces (attn_kernels.h,
+ * sjk_attn_qint): a pair of blocks (64 codes) is one zmm of unsigned bytes u (q8_0: the
+ * code + 128, by one xor; q4_0: the nibbles, lanes 0..15 and 32..47 the low ones, in
+ * element order), and per query row
+ *     a = corr8 (q8_0) or 0;  a = dpbusd(a, u, hi);  a <<= 7;  a = dpbusd(a, u, lo)
+ * leaves in each int32 lane the exact Σ code · (128 hi + lo) over 4 channels (corr8
+ * removes the +128 of q8_0's bytes); lanes 0..7 belong to the first block, 8..15 to the
+ * second, so one fp32 multiply-add by the blocks' scales (d_j in lanes 0..7, d_j+1 in
+ * 8..15) folds the pair into the row's 16 fp32 partials. q4_0's −8 offset is one more
+ * multiply-add per key (Σ_b d_b · 8 · bsum_b). One 4-row horizontal sum per key.
+ * Values: V_ACCUM with the codes dequantized as they are loaded (q8_0: sign-extend and
+ * convert; q4_0: the vpermps table of nib − 8), times the block's scale. The blocks'
+ * fp16 scales of the chunk are converted once per call, 16 at a time by one gather. */
+static void qblk_scales(float *dst, const uint8_t *base, size_t nblk, size_t bn)
+{
+    const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)bn));
+    for (size_t i = 0; i < nblk; i += 16) {
+        const __mmask16 k = nblk - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nblk - i)) - 1);
+        const __m512i idx = _mm512_add_epi32(step, _mm512_set1_epi32((int)(i * bn)));
+        const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, (const void *)base, 1);
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)));
+    }
+}
+
+/* Scores of keys [0, ntm) for the RB rows whose pieces are hi[r], lo[r], corr[r]. */
+static inline __attribute__((always_inline)) void qblk_scores(float *p, const uint8_t *K, size_t ntm, size_t D,
+                                                              const float *dkf, const int8_t *const hi[RB],
+                                                              const int8_t *const lo[RB], const int32_t *const corr[RB],
+                                                              const float bs[RB][16], const float sc[RB],
+                                                              const unsigned kbits)
+{
+    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
+    const __mmask16 mnb = (__mmask16)((1u << nb) - 1);
+    const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 bsv[RB];
+    for (size_t r = 0; r < RB; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
+    for (size_t t = 0; t < ntm; t++) {
+        const uint8_t *row = K + t * nb * bn;
+        const __m512 dkz = _mm512_maskz_loadu_ps(mnb, dkf + t * nb);
+        __m512 F[RB];
+        _Pragma("GCC unroll 4")
+        for (size_t r = 0; r < RB; r++) F[r] = _mm512_setzero_ps();
+        for (size_t j = 0; j < nb; j += 2) {
+            __m512i u;
+            const uint8_t *b0 = row + j * bn + 2;
+            if (kbits == 8) {
+                u = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)b0)),
+                                       _mm256_loadu_si256((const __m256i *)(const void *)(b0 + bn)), 1);
+                u = _mm512_xor_si512(u, _mm512_set1_epi8((char)0x80));
+            } else {
+                __m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)b0));
+                z = _mm512_mask_broadcast_i32x4(z, (__mmask16)0xFF00, _mm_loadu_si128((const __m128i *)(const void *)(b0 + bn)));
+                z = _mm512_mask_srli_epi16(z, (__mmask32)0xFF00FF00u, z, 4);
+                u = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+            }
+            const __m512 dk = _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32((int)j)), dkz);
+            _Pragma("GCC unroll 4")
+            for (size_t r = 0; r < RB; r++) {
+                __m512i a = kbits == 8 ? _mm512_loadu_si512((const void *)(corr[r] + j * 8)) : _mm512_setzero_si512();
+                a = _mm512_dpbusd_epi32(a, u, _mm512_loadu_si512((const void *)(hi[r] + j * 32)));
+                a = _mm512_slli_epi32(a, 7);
+                a = _mm512_dpbusd_epi32(a, u, _mm512_loadu_si512((const void *)(lo[r] + j * 32)));
+                F[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), dk, F[r]);
+            }
+        }
+        if (kbits == 4) {
+            _Pragma("GCC unroll 4")
+            for (size_t r = 0; r < RB; r++) F[r] = _mm512_fnmadd_ps(dkz, bsv[r], F[r]);
+        }
+        float sv[4];
+        _mm_storeu_ps(sv, hsum4x16(F[0], F[1], F[2], F[3]));
+        for (size_t r = 0; r < RB; r++) p[r * G + t] = sv[r] * sc[r];
+    }
+}
+
+#define LOADX2_Q8V(v0, v1, t, d0)                                                          \
+    do {                                                                                   \
+        const size_t bi_ = (t) * nb + (d0) / 32;                                           \
+        const uint8_t *b_ = V + bi_ * SJK_Q8_0_NBYTES + 2;                                 \
+        const __m512 dv_ = _mm512_set1_ps(dvf[bi_]);                                       \
+        (v0) = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)b_))), dv_); \
+        (v1) = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b_ + 16)))), dv_); \
+    } while (0)
+#define LOADX2_Q4V(v0, v1, t, d0)                                                          \
+    do {                                                                                   \
+        const size_t bi_ = (t) * nb + (d0) / 32;                                           \
+        const __m512i x_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(V + bi_ * SJK_Q4_0_NBYTES + 2))); \
+        const __m512 dv_ = _mm512_set1_ps(dvf[bi_]);                                       \
+        (v0) = _mm512_mul_ps(_mm512_permutexvar_ps(x_, lut_m8), dv_);                      \
+        (v1) = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(x_, 4), lut_m8), dv_); \
+    } while (0)
+
+#define POST POST_NONE
+#define PRE PRE_NONE
+static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                              unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                              float *m, float *l, float *acc, float *work)
+{
+    const size_t nb = D / 32;
+    float *p = work;                   /* [RB][G] scores, then probabilities */
+    float *dkf = p + RB * G;           /* [n * nb + 16] K block scales */
+    float *dvf = dkf + G * nb + 16;    /* [n * nb + 16] V block scales */
+    int8_t *zero8 = (int8_t *)(void *)(dvf + G * nb + 16); /* [2 D] zero bytes: pieces of absent rows */
+    const __m512 lut_m8 = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    memset(zero8, 0, 2 * D);
+    size_t nall = 0;
+    for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
+    if (!nall) return;
+    (void)n;
+    qblk_scales(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    for (size_t r0 = 0; r0 < R; r0 += RB) {
+        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
+        if (!ntm) continue;
+        const int8_t *hi[RB], *lo[RB];
+        const int32_t *corr[RB];
+        float bs[RB][16], sc[RB];
+        for (size_t r = 0; r < RB; r++) {
+            const int live = r < rb;
+            hi[r] = live ? qi->hi + (r0 + r) * D : zero8;
+            lo[r] = live ? qi->lo + (r0 + r) * D : zero8;
+            corr[r] = live ? qi->corr8 + (r0 + r) * (D / 4) : (const int32_t *)(const void *)(zero8 + D);
+            sc[r] = live ? qi->scale[r0 + r] : 0.0f;
+            for (size_t b = 0; b < 16; b++) bs[r][b] = live && b < nb ? qi->bsum[(r0 + r) * nb + b] : 0.0f;
+        }
+        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8);
+        else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4);
+        float fct[RB] = {1, 1, 1, 1};
+        for (size_t r = 0; r < RB; r++) {
+            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
+            else memset(p + r * G, 0, G * sizeof(float));
+        }
+        if (vbits == 8) { V_ACCUM(LOADX2_Q8V, TB) }
+        else { V_ACCUM(LOADX2_Q4V, TB) }
+    }
+}
+#undef POST
+#undef PRE
+
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
 
@@ -982,5 +1124,5 @@ static void f16_to_f32_avx512(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_avx512, chunk_f32_many_avx512, chunk_f16_avx512, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
-    f16_to_f32_avx512, 1,
+    f16_to_f32_avx512, 1, chunk_qblk_avx512,
 };

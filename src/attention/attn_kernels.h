@@ -56,6 +56,36 @@ typedef struct sjk_attn_rec {
     size_t pf_nbytes;        /* prefetch it while they work; results never depend on it) */
 } sjk_attn_rec;
 
+/* Query rows as int8 pieces, for integer dot products with ggml block keys (q8_0, q4_0
+ * rows: one fp16 scale d and 32 codes per block of 32 channels). Made once per unit of
+ * work (attend.c; sjk_attn_qint_prep) from the scaled, rotated fp32 rows:
+ *
+ *   q[r][i] ≈ scale[r] · (128 · hi[r][i] + lo[r][i]),   hi = round(q / (128 scale)),
+ *   lo = round(q / scale − 128 hi),   scale = max_i |q[r][i]| / (127 · 128),
+ *
+ * so |hi| <= 127, |lo| <= 64 and the error of a query value is at most scale / 2 =
+ * max|q[r]| / 32512 (about 15 bits; one int8 piece would give 8). A key's score is then
+ *   s = scale · Σ_b d_b · Σ_{i in b} code_i · (128 hi_i + lo_i)   (code: q8_0 qs, q4_0 nib − 8)
+ * with the inner sums exact in int32 (|.| < 2^24) and fp32 only for the d_b scaling.
+ * The SIMD kernels score with vpdpbusd (unsigned bytes × signed bytes): for q8_0 the key
+ * byte is offset by 128 (u = code + 128) and corr8 removes the offset exactly; for q4_0
+ * the nibble is the unsigned byte and 8 · bsum is subtracted per block in fp32. */
+typedef struct sjk_attn_qint {
+    const int8_t *hi, *lo;   /* [R][D] */
+    const int32_t *corr8;    /* [R][D/4]: −128 Σ hi − Σ lo over each group of 4 channels */
+    const float *bsum;       /* [R][D/32]: Σ (128 hi + lo) over each block of 32 channels */
+    const float *scale;      /* [R] */
+    size_t D;
+} sjk_attn_qint;
+
+/* Bytes of the buffer sjk_attn_qint_prep fills for R rows of D channels. */
+#define SJK_ATTN_QINT_NBYTES(R, D) ((size_t)(R) * (2 * (size_t)(D) + (size_t)(D) + 4 * ((size_t)(D) / 32) + 4) + 64)
+
+/* Quantizes R rows q[R][D] (D a multiple of 32) into buf and points *qi at them. */
+void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
+/* The view of rows r0.. of qi. */
+sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0);
+
 typedef struct sjk_attn_kernels {
     const char *name; /* "ref", "avx2", "avx512" */
     /* fp32 keys/values: K, V [n][D] */
@@ -88,6 +118,13 @@ typedef struct sjk_attn_kernels {
     /* 1 if chunk_rec reads trellis payloads in place (rec.kt / rec.vt); else the caller
      * decodes trellis records to fp32 and uses chunk_f32. */
     int trellis_inplace;
+    /* ggml block rows read in place (decode): K [n][D/32 blocks] in q8_0 (kbits 8) or
+     * q4_0 (kbits 4), V likewise (vbits), D a multiple of 64; queries as int8 pieces
+     * (sjk_attn_qint), scores by integer dot products, V dequantized inside the
+     * accumulation. NULL: the caller decodes the rows and uses chunk_f32. */
+    void (*chunk_qblk)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                       unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                       float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
 
 /* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.

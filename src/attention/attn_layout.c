@@ -8,7 +8,9 @@ size_t sjk_attn_scratch_nbytes(size_t D)
     size_t n = 2 * (size_t)SJK_GROUP * D * sizeof(float)   /* fp32 K, V chunk */
              + 2 * (size_t)SJK_GROUP * D                    /* K, V codes */
              + (3 * D + 3 * (size_t)SJK_GROUP) * sizeof(float) /* scales */
-             + SJK_ATTN_WORK_FLOATS(D) * sizeof(float) + 8 * SJK_ATTN_ALIGN;
+             + SJK_ATTN_WORK_FLOATS(D) * sizeof(float)
+             + SJK_ATTN_QINT_NBYTES(SJK_ATTN_MANY_MIN, D) /* int8 query pieces (decode) */
+             + 9 * SJK_ATTN_ALIGN;
     return n;
 }
 

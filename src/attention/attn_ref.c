@@ -8,6 +8,7 @@
 #include "codec/format.h"
 #include "codec/trellis.h"
 #include "common/fp16.h"
+#include "common/util.h"
 
 /* Online-softmax update of one row from scores s[0..nv): returns the factor that scales
  * the old state and leaves p[t] = exp(s[t] − m_new) in s. */
@@ -187,6 +188,108 @@ static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     }
 }
 
+/* ---- ggml block rows (q8_0, q4_0) against int8 query pieces ------------------------- */
+
+void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D)
+{
+    uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
+    float *scale = (float *)a, *bsum = scale + R;
+    int32_t *corr8 = (int32_t *)(void *)(bsum + R * (D / 32));
+    int8_t *hi = (int8_t *)(void *)(corr8 + R * (D / 4)), *lo = hi + R * D;
+    for (size_t r = 0; r < R; r++) {
+        const float *x = q + r * D;
+        float amax = 0;
+        for (size_t i = 0; i < D; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        /* a non-finite row scores NaN, as the fp32 kernels would make it */
+        const float s = isfinite(amax) ? amax / (127.0f * 128.0f) : NAN;
+        const float inv = s > 0 ? 1.0f / s : 0.0f;
+        scale[r] = s;
+        for (size_t i = 0; i < D; i++) {
+            const float y = isfinite(amax) ? x[i] * inv : 0.0f; /* |y| <= 16256 */
+            float h = nearbyintf(y / 128.0f);
+            h = h > 127 ? 127 : h < -127 ? -127 : h;
+            float lw = nearbyintf(y - 128.0f * h); /* |lw| <= 64 */
+            lw = lw > 127 ? 127 : lw < -127 ? -127 : lw;
+            hi[r * D + i] = (int8_t)h;
+            lo[r * D + i] = (int8_t)lw;
+        }
+        for (size_t g = 0; g < D / 4; g++) {
+            int32_t sh = 0, sl = 0;
+            for (size_t i = 4 * g; i < 4 * g + 4; i++) {
+                sh += hi[r * D + i];
+                sl += lo[r * D + i];
+            }
+            corr8[r * (D / 4) + g] = -128 * sh - sl;
+        }
+        for (size_t b = 0; b < D / 32; b++) {
+            int32_t sum = 0;
+            for (size_t i = 32 * b; i < 32 * b + 32; i++) sum += 128 * hi[r * D + i] + lo[r * D + i];
+            bsum[r * (D / 32) + b] = (float)sum;
+        }
+    }
+    qi->hi = hi;
+    qi->lo = lo;
+    qi->corr8 = corr8;
+    qi->bsum = bsum;
+    qi->scale = scale;
+    qi->D = D;
+}
+
+sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0)
+{
+    sjk_attn_qint v = *qi;
+    v.hi += r0 * qi->D;
+    v.lo += r0 * qi->D;
+    v.corr8 += r0 * (qi->D / 4);
+    v.bsum += r0 * (qi->D / 32);
+    v.scale += r0;
+    return v;
+}
+
+/* Code i (0..31) of a ggml block as a signed integer, and the block's scale. */
+static inline int qblk_code(const uint8_t *blk, unsigned bits, size_t i)
+{
+    if (bits == 8) return (int8_t)blk[2 + i];
+    return (int)((i < 16 ? blk[2 + i] : blk[2 + i - 16] >> 4) & 15) - 8;
+}
+
+static inline float qblk_scale(const uint8_t *blk) { return sjk_fp16_to_f32(sjk_rd_u16le(blk)); }
+
+static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                           unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                           float *m, float *l, float *acc, float *work)
+{
+    const size_t nb = D / SJK_QK;
+    const size_t kbn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vbn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
+    float *s = work;
+    (void)n;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const int8_t *hi = qi->hi + r * D, *lo = qi->lo + r * D;
+        for (size_t t = 0; t < nv; t++) {
+            float sum = 0;
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = K + (t * nb + b) * kbn;
+                int32_t dot = 0; /* exact: |dot| <= 32 * 128 * 16320 < 2^27 */
+                for (size_t i = 0; i < SJK_QK; i++)
+                    dot += qblk_code(blk, kbits, i) * (128 * hi[b * SJK_QK + i] + lo[b * SJK_QK + i]);
+                sum += qblk_scale(blk) * (float)dot;
+            }
+            s[t] = qi->scale[r] * sum;
+        }
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t t = 0; t < nv; t++)
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = V + (t * nb + b) * vbn;
+                const float w = s[t] * qblk_scale(blk);
+                for (size_t i = 0; i < SJK_QK; i++) a[b * SJK_QK + i] += w * (float)qblk_code(blk, vbits, i);
+            }
+    }
+}
+
 void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
 {
     for (size_t i = 0; i < n; i++) codes[i] = (uint8_t)sjk_payload_get(row, n, bits, i);
@@ -199,7 +302,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
-    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1,
+    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
