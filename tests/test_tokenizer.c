@@ -287,6 +287,44 @@ TEST(test_smollm2_vectors_and_chat_template)
     sjkh_tokenizer_free(t);
 }
 
+/* Qwen2's pre-tokenizer and ChatML template (the 0.5B file; the 1.5B has the same
+ * vocabulary, merges and template). */
+#define QWEN05 "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+TEST(test_qwen2_vectors_and_chat_template)
+{
+    sjkh_tokenizer *t = load_model_tokenizer(QWEN05, NULL);
+    if (!t) SKIP("%s missing (run scripts/fetch-model qwen2.5-0.5b)", model_path(QWEN05));
+    CHECK(sjkh_tokenizer_kind_of(t) == SJKH_TOKENIZER_BPE);
+    CHECK(!sjkh_tokenizer_add_bos(t)); /* tokenizer.ggml.add_bos_token = false */
+    /* llama.cpp's vector for the qwen2 pattern: digits one by one, "\n\n" grouped, the
+     * space before " x" left alone. */
+    static const int32_t want[] = {9707, 1879, 220, 16, 17, 18, 19, 20, 271, 220, 856};
+    static const char text[] = "Hello world 12345\n\n  x";
+    size_t n_ids;
+    int32_t *ids = encode(t, text, sizeof text - 1, SJKH_TOKENIZE_ADD_SPECIAL, &n_ids);
+    CHECK(ids && ids_equal(ids, n_ids, want, SJKH_ARRAY_LEN_T(want)));
+    if (ids && !ids_equal(ids, n_ids, want, SJKH_ARRAY_LEN_T(want))) print_ids("ours", t, ids, n_ids, 0, n_ids);
+    char back[128];
+    size_t bn;
+    CHECK(ids && sjkh_tokenizer_decode(t, ids, n_ids, 0, back, sizeof back, &bn) == SJK_OK && !strcmp(back, text));
+    free(ids);
+    /* The template's default system text is inside a Jinja string, with "\n" escaped. */
+    CHECK(sjkh_tokenizer_chat_style(t) == SJKH_CHAT_CHATML);
+    sjkh_chat_message msgs[] = {{"user", "What is the capital of France?"}};
+    char chat[512];
+    size_t n = 0;
+    CHECK(sjkh_tokenizer_chat_render(t, msgs, 1, 1, chat, sizeof chat, &n) == SJK_OK);
+    CHECK(!strcmp(chat, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                        "assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                        "<|im_start|>assistant\n"));
+    ids = encode(t, chat, n, SJKH_TOKENIZE_ADD_SPECIAL | SJKH_TOKENIZE_PARSE_SPECIAL, &n_ids);
+    /* <|im_start|> ... <|im_start|> "assistant" "\n": specials parsed, no BOS */
+    CHECK(ids && n_ids > 4 && ids[0] == 151644 && ids[n_ids - 3] == 151644 && ids[n_ids - 1] == 198);
+    free(ids);
+    CHECK(sjkh_tokenizer_is_eog(t, 151645) && sjkh_tokenizer_is_eog(t, 151643)); /* <|im_end|>, <|endoftext|> */
+    sjkh_tokenizer_free(t);
+}
+
 /* Text -> ids -> text is exact for Gemma on valid UTF-8 (byte fallback covers every
  * character). Not on invalid UTF-8 (like llama.cpp, the splitter turns ' ' into "▁" before
  * cutting characters, so a truncated lead byte swallows part of an escaped space), and not
@@ -680,8 +718,13 @@ TEST(test_tokenizer_from_gguf_rejects_unknown_metadata)
     CHECK(tokenizer_from_meta("gpt2", "smollm", 0, err, sizeof err, &t) == SJK_OK && t);
     EXPECT_IDS(t, "ab", SJKH_TOKENIZE_ADD_SPECIAL, 3);
     sjkh_tokenizer_free(t);
+    CHECK(tokenizer_from_meta("gpt2", "qwen2", 0, err, sizeof err, &t) == SJK_OK && t);
+    sjkh_tokenizer_free(t);
+    CHECK(tokenizer_from_meta("gpt2", "deepseek-r1-qwen", 0, err, sizeof err, &t) == SJK_OK && t);
+    sjkh_tokenizer_free(t);
+    /* an unknown pre-tokenizer names the key and the value */
     CHECK(tokenizer_from_meta("gpt2", "llama-bpe", 0, err, sizeof err, &t) == SJK_ERR_UNSUPPORTED &&
-          strstr(err, "llama-bpe") && !t);
+          strstr(err, "llama-bpe") && strstr(err, "tokenizer.ggml.pre") && !t);
     CHECK(tokenizer_from_meta("gpt2", NULL, 0, err, sizeof err, &t) == SJK_ERR_UNSUPPORTED && !t);
     CHECK(tokenizer_from_meta("t5", NULL, 0, err, sizeof err, &t) == SJK_ERR_UNSUPPORTED && strstr(err, "t5"));
     CHECK(tokenizer_from_meta("llama", NULL, 5, err, sizeof err, &t) == SJK_ERR_FORMAT &&
@@ -699,6 +742,7 @@ int main(void)
     RUN(test_tokenizer_from_gguf_rejects_unknown_metadata);
     RUN(test_gemma_chat_template_and_bos);
     RUN(test_smollm2_vectors_and_chat_template);
+    RUN(test_qwen2_vectors_and_chat_template);
     RUN(test_gemma_roundtrip_random_utf8);
     RUN(test_gemma_matches_llama_cpp_on_corpus);
     RUN(test_smollm2_matches_llama_cpp_on_corpus);
