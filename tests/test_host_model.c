@@ -10,7 +10,8 @@
  * id are refused with a status and a message naming the tensor or key.
  *
  * Real models (${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}, scripts/fetch-model): the
- * top token after "The capital of France is" is llama.cpp's (" Paris" for SmolLM2), and
+ * top token after "The capital of France is" is llama.cpp's (" Paris" for SmolLM2 and
+ * Qwen2.5), and
  * prefill equals token-by-token decode. Missing files SKIP loudly. (The comparison with
  * llama.cpp's logits over many prompts is tests/test_model_golden.c.) */
 #include <stdint.h>
@@ -592,6 +593,13 @@ TEST(test_real_gemma3)
     check_real("gemma-3-270m-q4_k_m.gguf", "gemma3 'The capital of France is'", p, 6, 506);
 }
 
+TEST(test_real_qwen2_5_0_5b)
+{
+    /* "The capital of France is" (no BOS) -> " Paris", as llama.cpp gives it */
+    const int32_t p[] = {785, 6722, 315, 9625, 374};
+    check_real("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-0.5b 'The capital of France is'", p, 5, 12095);
+}
+
 int main(void)
 {
     RUN(test_llama_forward_matches_reference);
@@ -603,5 +611,6 @@ int main(void)
     RUN(test_sampler);
     RUN(test_real_smollm2);
     RUN(test_real_gemma3);
+    RUN(test_real_qwen2_5_0_5b);
     return test_summary();
 }
