@@ -240,7 +240,7 @@ static void check_model(const char *file, const char *golden_name, const char *f
                file, n_prompts, n_pos, 100.0 * rate, n_top1, n_pos, mean_kl, kl_max, g.k,
                tail_sum / (double)n_pos);
         double floor_kl = 0, floor_top1 = 1;
-        char desc[512];
+        char desc[512] = "";
         int n_var = read_floor(test_data_path(floor_name), &floor_kl, &floor_top1, desc, sizeof desc);
         CHECKF(n_var > 0, "no llama.cpp noise floor in %s", test_data_path(floor_name));
         /* Two binomial standard errors at our position count: top-1 agreement over a few
