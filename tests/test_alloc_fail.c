@@ -25,7 +25,7 @@
 #define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h"
 #include "harness.h"
-#include "pool.h" /* host/src: sjkh_pool_create */
+#include "model/pool.h" /* host/model: sjkh_pool_create */
 #include "sjkhost.h"
 #include "sjkvarn.h"
 

@@ -1,7 +1,7 @@
 /* cmd_eval.c — `sjkvarn eval`: the KL study (SPEC §4). Parses the command line, loads the
  * documents, opens the backend (the host, or the synthetic stand-in), runs every document
  * through the lockstep driver and writes the table / JSON / CSV / SVG outputs. All the
- * measuring is in host/src/eval_*.c; this file is plumbing and error messages. */
+ * measuring is in eval/src/eval_*.c; this file is plumbing and error messages. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,7 +465,7 @@ static void free_docs(doc *docs, size_t nd)
     free(docs);
 }
 
-/* --merge: one study from the CSV outputs of several runs (host/src/eval_merge.c). Every
+/* --merge: one study from the CSV outputs of several runs (eval/src/eval_merge.c). Every
  * input is read and checked before anything is written. */
 static int run_merge(const eval_args *a)
 {

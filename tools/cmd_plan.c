@@ -2,7 +2,7 @@
  * configuration, KiB per token, % of f16, the largest context resident in a budget and
  * the sessions that fit at a context; and what `--kv auto` would choose. Metadata only:
  * no weights are read, so any GGUF works, however large. All numbers come from the size
- * model (host/include/sjkplan.h), which prices caches with sjk_cache_estimate. */
+ * model (plan/include/sjkplan.h), which prices caches with sjk_cache_estimate. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

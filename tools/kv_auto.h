@@ -1,4 +1,4 @@
-/* kv_auto.h — `--kv auto --mem-budget SIZE` (the automatic cache tier of host/include/sjkplan.h).
+/* kv_auto.h — `--kv auto --mem-budget SIZE` (the automatic cache tier of plan/include/sjkplan.h).
  *
  * Wiring into a command is two calls:
  *   in the flag loop:   else if ((r = sjk_kv_auto_flag(&ka, prog, flag, value)) != 0) ...
