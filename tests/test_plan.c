@@ -372,6 +372,16 @@ TEST(test_plan_bad_metadata_is_refused)
     gw_kv_u32(&w, "llama.attention.key_length", 64);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT); /* 8 % 3 */
 
+    /* 14 heads do not split an embedding of 900 (no key_length): named, not rounded down */
+    w_begin(&w);
+    gw_kv_str(&w, "general.architecture", "qwen2");
+    gw_kv_u32(&w, "qwen2.block_count", 4);
+    gw_kv_u32(&w, "qwen2.embedding_length", 900);
+    gw_kv_u32(&w, "qwen2.attention.head_count", 14);
+    gw_kv_u32(&w, "qwen2.attention.head_count_kv", 2);
+    CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT && strstr(err, "qwen2.embedding_length") &&
+          strstr(err, "qwen2.attention.head_count"));
+
     w_begin(&w);
     gw_kv_str(&w, "general.architecture", "deepseek2");
     gw_kv_u32(&w, "deepseek2.block_count", 4);
