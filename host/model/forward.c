@@ -451,20 +451,20 @@ static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n
     const sjkh_model *m = s->m;
     const size_t F = m->info.n_ff;
     sjk_status st;
-    embed(s, tokens, n, 1.0f);
+    embed(s, tokens, n, 1.0f); /* x [n][E] */
     rope_tables(s, n);
     for (uint32_t il = 0; il < m->info.n_layers; il++) {
         const sjkh_layer_w *L = &m->layers[il];
-        norm_rows(s, s->xb, s->x, L->attn_norm, n);
-        project_qkv(s, L, n);
+        norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
+        project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
         rope_qk(s, n, 1, 0);
-        if ((st = attend(s, il, L, n))) return st;
+        if ((st = attend(s, il, L, n))) return st;       /* xb2 [n][E] */
         residual(s, s->xb2, n);
 
         norm_rows(s, s->xb, s->x, L->ffn_norm, n);
-        ffn_gate_up(s, L, n);
+        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
         swiglu(s->hb, s->hb2, n * F);
-        matmul(s, L->w_down, s->hb, n, s->xb2);
+        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         residual(s, s->xb2, n);
     }
     finish(s, n, logits, all_logits);
@@ -477,23 +477,23 @@ static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n
     const sjkh_model *m = s->m;
     const size_t H = m->info.n_head, KV = m->info.n_head_kv, hd = m->info.head_dim, F = m->info.n_ff;
     sjk_status st;
-    embed(s, tokens, n, 1.0f);
+    embed(s, tokens, n, 1.0f); /* x [n][E] */
     rope_tables(s, n);
     for (uint32_t il = 0; il < m->info.n_layers; il++) {
         const sjkh_layer_w *L = &m->layers[il];
-        norm_rows(s, s->xb, s->x, L->attn_norm, n);
-        project_qkv(s, L, n);
+        norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
+        project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
         add_bias(s->q, L->bq, n, H * hd);
         add_bias(s->k, L->bk, n, KV * hd);
         add_bias(s->v, L->bv, n, KV * hd);
         rope_qk(s, n, 1, 1);
-        if ((st = attend(s, il, L, n))) return st;
+        if ((st = attend(s, il, L, n))) return st;       /* xb2 [n][E] */
         residual(s, s->xb2, n);
 
         norm_rows(s, s->xb, s->x, L->ffn_norm, n);
-        ffn_gate_up(s, L, n);
+        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
         swiglu(s->hb, s->hb2, n * F);
-        matmul(s, L->w_down, s->hb, n, s->xb2);
+        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         residual(s, s->xb2, n);
     }
     finish(s, n, logits, all_logits);
@@ -509,23 +509,23 @@ static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t 
     const sjkh_model_info *in = &m->info;
     const size_t H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, F = in->n_ff;
     sjk_status st;
-    embed(s, tokens, n, sqrtf((float)in->n_embd));
+    embed(s, tokens, n, sqrtf((float)in->n_embd)); /* x [n][E] */
     rope_tables(s, n);
     for (uint32_t il = 0; il < in->n_layers; il++) {
         const sjkh_layer_w *L = &m->layers[il];
-        norm_rows(s, s->xb, s->x, L->attn_norm, n);
-        project_qkv(s, L, n);
+        norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
+        project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
         for (size_t i = 0; i < n * H; i++) rmsnorm(s->q + i * hd, s->q + i * hd, L->q_norm, hd, in->rms_eps);
         for (size_t i = 0; i < n * KV; i++) rmsnorm(s->k + i * hd, s->k + i * hd, L->k_norm, hd, in->rms_eps);
         rope_qk(s, n, L->global, 1);
-        if ((st = attend(s, il, L, n))) return st;
+        if ((st = attend(s, il, L, n))) return st;       /* xb2 [n][E] */
         norm_rows(s, s->xb2, s->xb2, L->post_attn_norm, n);
         residual(s, s->xb2, n);
 
         norm_rows(s, s->xb, s->x, L->ffn_norm, n);
-        ffn_gate_up(s, L, n);
+        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
         geglu(s->hb, s->hb2, n * F, !s->p.act_quant);
-        matmul(s, L->w_down, s->hb, n, s->xb2);
+        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         norm_rows(s, s->xb2, s->xb2, L->post_ffw_norm, n);
         residual(s, s->xb2, n);
     }
