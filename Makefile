@@ -26,6 +26,7 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 SAN     ?=
 WERROR  ?=
+ALLOC_HOOK ?= 0
 
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
@@ -62,9 +63,14 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-# Every library allocation goes through the test-only failure-injection hook
-# (src/common/alloc_hook.h; tests/test_alloc_fail.c).
-$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ): CPPFLAGS_ALL += -include common/alloc_hook.h
+# ALLOC_HOOK=1 (what `make test` and the sanitizer and valgrind runs build with) routes
+# every library allocation and thread creation through the failure-injection hook
+# (src/common/alloc_hook.h; tests/test_alloc_fail.c). A plain `make` does not: the
+# libraries call malloc and pthread_create directly.
+ifeq ($(ALLOC_HOOK),1)
+HOOK_FLAGS := -DSJK_ALLOC_HOOK=1 -include common/alloc_hook.h
+endif
+$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ): CPPFLAGS_ALL += $(HOOK_FLAGS)
 
 LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so
@@ -80,9 +86,9 @@ all: $(LIB_A) $(LIB_SO) $(ALL_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
 # Objects depend on a stamp of the compiler and flags, so a build directory rebuilds what
-# a change of CC, OPT, SAN, WERROR or CFLAGS affects instead of linking stale objects.
+# a change of CC, OPT, SAN, WERROR, ALLOC_HOOK or CFLAGS affects instead of linking stale objects.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS)
+FLAGS_NOW   := $(CC) $(CPPFLAGS_ALL) $(HOOK_FLAGS) $(CFLAGS_ALL) $(LDFLAGS)
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
@@ -150,7 +156,7 @@ benches: $(BENCH_BIN)
 # "N passed, N failed".
 test: export WERROR := -Werror
 test:
-	@$(MAKE) --no-print-directory WERROR=-Werror all tests
+	@$(MAKE) --no-print-directory WERROR=-Werror ALLOC_HOOK=1 all tests
 	@BUILD=$(BUILD) SJK_TEST_WRAP="$(SJK_TEST_WRAP)" sh tests/run_tests.sh
 check: test
 
