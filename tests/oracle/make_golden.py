@@ -269,11 +269,11 @@ def make_logits(llama_cpp, models):
               % (key, len(prompts), n_pos, len(blob)))
 
 
-def run_prompts(llama_cpp, key, **kw):
+def run_prompts(llama_cpp, key, n_threads=2, **kw):
     """Full logits [n_tokens][n_vocab] of every prompt, with the given llama.cpp options."""
     import numpy as np
 
-    m = llama_cpp.Llama(model_path(key), n_ctx=512, n_threads=2, logits_all=True, type_k=1,
+    m = llama_cpp.Llama(model_path(key), n_ctx=512, n_threads=n_threads, logits_all=True, type_k=1,
                         type_v=1, seed=0, verbose=False, **kw)
     out = []
     for _name, text, special in PROMPTS_COMMON + PROMPTS_CHAT[key]:
@@ -284,7 +284,7 @@ def run_prompts(llama_cpp, key, **kw):
     return out
 
 
-def make_floor(llama_cpp, variants, models):
+def make_floor(llama_cpp, variants, models, n_threads=2):
     """llama.cpp against itself: the golden settings (batched, no flash attention) versus
     other equally valid llama.cpp execution paths with the same fp16 cache. How far these
     move the logits is the noise level any other engine is measured against."""
@@ -296,15 +296,16 @@ def make_floor(llama_cpp, variants, models):
         "n_batch_1": dict(n_batch=1, flash_attn=False),
     }
     for key in models:
-        base = run_prompts(llama_cpp, key, n_batch=512, flash_attn=False)
+        base = run_prompts(llama_cpp, key, n_threads, n_batch=512, flash_attn=False)
         lines = ["# llama.cpp (llama-cpp-python %s) against itself, model %s: KL(golden path ||"
                  " variant) over the prompts of logits-%s.txt" % (llama_cpp.__version__, MODELS[key], key),
-                 "# golden path: n_batch 512, flash_attn off; every variant keeps the f16 K/V cache",
+                 "# golden path: n_batch 512, flash_attn off; every variant keeps the f16 K/V cache;"
+                 " n_threads %d" % n_threads,
                  "# mean_kl = full vocabulary; mean_kl_top%d = top-%d + tail bucket, as the C test"
                  " computes it; top1 = same argmax" % (TOP_K, TOP_K),
                  "# regenerate: tests/oracle/make_golden.py --floor"]
         for name in variants:
-            other = run_prompts(llama_cpp, key, **all_variants[name])
+            other = run_prompts(llama_cpp, key, n_threads, **all_variants[name])
             kl_full, kl_top, same, n = [], [], 0, 0
             for a, b in zip(base, other):
                 la = a - a.max(1, keepdims=True)
@@ -339,6 +340,9 @@ def main():
                     help="write floor-<model>.txt (llama.cpp against itself; slow: token by token)")
     ap.add_argument("--floor-variants", default="flash_attn,n_batch_1",
                     help="comma-separated: flash_attn, n_batch_1")
+    ap.add_argument("--floor-threads", type=int, default=2,
+                    help="threads of the --floor runs (ggml splits rows, not sums, across threads; 1 is"
+                    " far faster token by token on a busy machine)")
     ap.add_argument("--models", default=",".join(MODELS),
                     help="comma-separated keys of MODELS (default: all of them)")
     a = ap.parse_args()
@@ -358,7 +362,7 @@ def main():
         if a.logits:
             make_logits(llama_cpp, models)
         if a.floor:
-            make_floor(llama_cpp, a.floor_variants.split(","), models)
+            make_floor(llama_cpp, a.floor_variants.split(","), models, a.floor_threads)
 
 
 if __name__ == "__main__":
