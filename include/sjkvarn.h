@@ -298,6 +298,10 @@ typedef struct sjk_layer_config {
 /* The default layer: SJ 4/4, scalar body, tq6_0 staging, sink 128, tail 4096/8192. */
 sjk_layer_config sjk_layer_config_default(void);
 
+/* The most threads one cache runs (sjk_cache_params.n_threads). A host with more CPUs
+ * gives the cache this many (the host's own pool may be larger). */
+#define SJK_CACHE_MAX_THREADS 64
+
 typedef struct sjk_cache_params {
     uint32_t n_layers;      /* attention layers held by this cache, >= 1 */
     uint32_t n_kv_heads;    /* KV heads per layer, >= 1 */
@@ -306,7 +310,8 @@ typedef struct sjk_cache_params {
     uint32_t max_pos;       /* positions per sequence, >= 1 */
     uint32_t n_seqs;        /* independent sequences, >= 1 */
     uint32_t max_q_rows;    /* most query rows per attend call (prefill chunk), >= 1 */
-    uint32_t n_threads;     /* threads for seal and attention incl. the caller, 1..64 */
+    uint32_t n_threads;     /* threads for seal and attention incl. the caller,
+                               1..SJK_CACHE_MAX_THREADS */
     const sjk_layer_config *layers; /* [n_layers] per-layer configurations, or NULL:
                                        every layer uses `layer`. Copied by create. */
     sjk_layer_config layer;
@@ -465,6 +470,13 @@ sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fing
                              char *err, size_t err_cap);
 sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nbytes,
                                     const uint8_t *fingerprint, char *err, size_t err_cap);
+/* Every check sjk_cache_restore_memory makes, and nothing else: the cache is only read.
+ * SJK_OK means a restore of the same bytes into c would succeed. lengths (may be NULL)
+ * receives the positions the file holds, [n_seqs][n_layers], so a caller that restores
+ * more than the cache (a host session) can check the whole before changing anything. */
+sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
+                                  const uint8_t *fingerprint, uint32_t *lengths, char *err,
+                                  size_t err_cap);
 
 #ifdef __cplusplus
 }

@@ -305,7 +305,7 @@ TEST(test_simd_dots_match_ref)
     };
     check_simd_dots(avx2, SJKH_ARRAY_LEN(avx2), "avx2");
     if (!(sjk_cpu_features() & SJK_CPU_AVX512)) {
-        fprintf(stderr, "  NOTE: no AVX-512 VNNI here: the avx512 kernels were not run\n");
+        SKIP_PART("no AVX-512 VNNI here (or SJK_CPU_DISABLE): the avx512 kernels were not run");
         return;
     }
     const kpair avx512[] = {

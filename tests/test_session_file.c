@@ -42,7 +42,10 @@ static sjkh_session *mk(const sjkh_model *m, const char *kv)
 static void one_model(const char *file, const char *const *kvs, int n_kvs, int *ran, int np_light)
 {
     const char *path = model_path(file);
-    if (access(path, R_OK)) return;
+    if (access(path, R_OK)) {
+        SKIP_PART("%s missing (scripts/fetch-model): its caches not saved or resumed", file);
+        return;
+    }
     (*ran)++;
     sjkh_model *m = NULL;
     char err[512];

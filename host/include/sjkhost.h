@@ -379,16 +379,20 @@ typedef enum sjkh_window_type {
                              8.5 bits, 0.53x the bytes); needs head_dim % 32 == 0 */
 } sjkh_window_type;
 
-/* "f16" or "q8_0" -> *out. SJK_ERR_PARAM for anything else, with err saying what is
- * accepted (err may be NULL). */
-sjk_status sjkh_window_type_parse(const char *s, uint32_t *out, char *err, size_t err_cap);
-/* "f16", "q8_0", or NULL for an unknown value. */
+/* "f16", "q8_0", or NULL for an unknown value (the CLI's --window parses these names:
+ * tools/cli_parse.h). */
 const char *sjkh_window_type_name(uint32_t t);
+
+/* The most threads one session runs (its own pool), and the longest KV configuration
+ * string it keeps (session files store it in 128 bytes). */
+#define SJKH_SESSION_MAX_THREADS 256
+#define SJKH_KV_STR_MAX 127
 
 typedef struct sjkh_session_params {
     uint32_t n_ctx;        /* positions this session can hold (<= n_ctx_train) */
     uint32_t n_batch;      /* most tokens per forward pass (prefill chunk), >= 1 */
-    uint32_t n_threads;    /* threads including the caller, >= 1 */
+    uint32_t n_threads;    /* threads including the caller, 1..SJKH_SESSION_MAX_THREADS; its
+                              libsjkvarn cache runs min(n_threads, SJK_CACHE_MAX_THREADS) */
     const char *kv;        /* cache configuration for the growing layers: "host-f16" (the
                               host's own fp16 cache) or any libsjkvarn configuration
                               string ("f16", "q8_0/q4_0", "sj:4/4", ...) */
@@ -433,12 +437,20 @@ sjk_status sjkh_session_reset(sjkh_session *s);
  * Load validates everything before it changes anything: SJK_ERR_FORMAT (not a session
  * file, another version), SJK_ERR_CORRUPT (checksum, truncation, bounds),
  * SJK_ERR_MISMATCH (another model or session shape), SJK_ERR_IO, SJK_ERR_NOMEM; err says
- * what. Save allocates one buffer the size of the cache part; load one the size of the
- * file. */
+ * what. Every restored value is checked: a non-finite fp16 value or q8_0 block scale in
+ * any layer is SJK_ERR_CORRUPT. Save refuses a path that exists and is not a regular file
+ * (SJK_ERR_PARAM: a device node or FIFO is never replaced); load refuses to open one (a
+ * FIFO never blocks it). Save allocates one buffer the size of the cache part; load one
+ * the size of the file. */
 sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_token, char *err,
                              size_t err_cap);
 sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending_token, char *err,
                              size_t err_cap);
+/* Checks, before a long generation, that sjkh_session_save(path) could write: path is
+ * missing or a regular file (SJK_ERR_PARAM, err says why), its name fits, and a temporary
+ * file can be created beside it (SJK_ERR_IO with errno: a read-only or missing
+ * directory). Creates and removes one temporary file; changes nothing else. */
+sjk_status sjkh_session_save_check(const char *path, char *err, size_t err_cap);
 /* 32 bytes identifying a model file (CRC-32C of its hyper-parameters, tensor table, size
  * and sampled tensor data; not cryptographic). */
 void sjkh_model_fingerprint(const sjkh_model *m, uint8_t out[SJK_FINGERPRINT_NBYTES]);

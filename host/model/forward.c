@@ -429,17 +429,42 @@ static void ffn_gate_up(sjkh_session *s, const sjkh_layer_w *L, size_t n)
     matmul(s, L->w_up, s->xb, n, s->hb2);
 }
 
+/* A NaN or Inf in a weight (or an input) would otherwise reach the logits, where greedy
+ * sampling reads NaN as a valid maximum: after each layer, stop at the first one that
+ * makes one and say which (bad_layer; n_layers = the output projection). n * E additions
+ * per layer: nothing next to the matmuls. The positions stay appended (the caller resets
+ * or truncates). */
+static int all_finite(const float *v, size_t n)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++) acc += v[i] * 0.0f; /* NaN iff some v is NaN or Inf */
+    return acc == acc;
+}
+
+/* After layer il: SJK_OK, or SJK_ERR_CORRUPT (bad_layer = il, n_past advanced) when the
+ * residual stream holds a non-finite value. */
+static sjk_status layer_done(sjkh_session *s, uint32_t il, size_t n)
+{
+    if (all_finite(s->x, n * s->m->info.n_embd)) return SJK_OK;
+    s->bad_layer = (int32_t)il;
+    s->n_past += (uint32_t)n;
+    return SJK_ERR_CORRUPT;
+}
+
 /* logits [n or 1][V] = output · RMSNorm(x); advances n_past. */
-static void finish(sjkh_session *s, size_t n, float *logits, int all_logits)
+static sjk_status finish(sjkh_session *s, size_t n, float *logits, int all_logits)
 {
     const sjkh_model *m = s->m;
     const size_t E = m->info.n_embd;
     s->n_past += (uint32_t)n;
-    if (!logits) return;
+    if (!logits) return SJK_OK;
     size_t first = all_logits ? 0 : n - 1, cnt = n - first;
     norm_rows(s, s->xb, s->x + first * E, m->output_norm, cnt);
     xq_invalidate(s);
     matmul(s, m->output, s->xb, cnt, logits);
+    if (all_finite(logits, cnt * m->info.n_vocab)) return SJK_OK;
+    s->bad_layer = (int32_t)m->info.n_layers; /* the output projection */
+    return SJK_ERR_CORRUPT;
 }
 
 /* ---- the forward passes, one per architecture family -------------------------------
@@ -466,9 +491,9 @@ static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n
         swiglu(s->hb, s->hb2, n * F);
         matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         residual(s, s->xb2, n);
+        if ((st = layer_done(s, il, n))) return st;
     }
-    finish(s, n, logits, all_logits);
-    return SJK_OK;
+    return finish(s, n, logits, all_logits);
 }
 
 /* qwen2 (Qwen2.5): llama's block with biases on Q, K, V and NeoX RoPE pairs (i, i + hd/2). */
@@ -495,9 +520,9 @@ static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n
         swiglu(s->hb, s->hb2, n * F);
         matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         residual(s, s->xb2, n);
+        if ((st = layer_done(s, il, n))) return st;
     }
-    finish(s, n, logits, all_logits);
-    return SJK_OK;
+    return finish(s, n, logits, all_logits);
 }
 
 /* gemma3: embedding × sqrt(E); per-head RMSNorm of q and k; NeoX RoPE with a local base on
@@ -528,9 +553,9 @@ static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t 
         matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         norm_rows(s, s->xb2, s->xb2, L->post_ffw_norm, n);
         residual(s, s->xb2, n);
+        if ((st = layer_done(s, il, n))) return st;
     }
-    finish(s, n, logits, all_logits);
-    return SJK_OK;
+    return finish(s, n, logits, all_logits);
 }
 
 static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
@@ -596,8 +621,12 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
         return FAIL(SJK_ERR_PARAM, "session: context %u is outside 1..%u (the model's context length)", p->n_ctx,
                     in->n_ctx_train);
     if (!p->n_batch || p->n_batch > 65536) return FAIL(SJK_ERR_PARAM, "session: n_batch %u is outside 1..65536", p->n_batch);
-    if (!p->n_threads || p->n_threads > 256)
-        return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..256", p->n_threads);
+    if (!p->n_threads || p->n_threads > SJKH_SESSION_MAX_THREADS)
+        return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..%u", p->n_threads,
+                    (unsigned)SJKH_SESSION_MAX_THREADS);
+    if (p->kv && strlen(p->kv) > SJKH_KV_STR_MAX)
+        return FAIL(SJK_ERR_PARAM, "session: kv configuration longer than %u characters",
+                    (unsigned)SJKH_KV_STR_MAX);
     if (p->act_quant > 1) return FAIL(SJK_ERR_PARAM, "session: act_quant %u is not 0 or 1", p->act_quant);
     if (!sjkh_window_type_name(p->window_type))
         return FAIL(SJK_ERR_PARAM, "session: window_type %u is not f16 (0) or q8_0 (1)", p->window_type);
@@ -683,7 +712,15 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         float *lg = NULL;
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
+        s->bad_layer = -1;
         sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        if (st == SJK_ERR_CORRUPT && s->bad_layer >= 0) {
+            if ((uint32_t)s->bad_layer == s->m->info.n_layers)
+                return FAIL(st, "feed: non-finite logits from the output projection (its weights or the final "
+                                "norm hold NaN or Inf)");
+            return FAIL(st, "feed: non-finite activations after layer %d (the model's weights hold NaN or Inf)",
+                        (int)s->bad_layer);
+        }
         if (st) return FAIL(st, "feed: the KV cache refused the positions (%s)", sjk_status_str(st));
     }
     return SJK_OK;

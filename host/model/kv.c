@@ -106,16 +106,6 @@ size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global)
     return nb;
 }
 
-sjk_status sjkh_window_type_parse(const char *s, uint32_t *out, char *err, size_t err_cap)
-{
-    for (uint32_t t = 0; s && sjkh_window_type_name(t); t++)
-        if (!strcmp(s, sjkh_window_type_name(t))) {
-            *out = t;
-            return SJK_OK;
-        }
-    return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "window type '%s' is not f16 or q8_0", s ? s : "(null)");
-}
-
 const char *sjkh_window_type_name(uint32_t t)
 {
     return t == SJKH_WINDOW_F16 ? "f16" : t == SJKH_WINDOW_Q8_0 ? "q8_0" : NULL;
@@ -193,7 +183,7 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         cp.max_pos = p->n_ctx;
         cp.n_seqs = 1;
         cp.max_q_rows = p->max_rows;
-        cp.n_threads = p->n_threads ? p->n_threads : 1;
+        cp.n_threads = sjkh_kv_cache_threads(p->n_threads);
         char perr[256] = "";
         sjk_status st = sjk_cache_config_parse(p->config, 1, &cp.layer, perr, sizeof perr);
         if (st) {

@@ -36,6 +36,7 @@ struct sjkh_session {
     const sjkh_model *m;
     sjkh_session_params p;
     char kv_str[128];
+    int32_t bad_layer; /* feed: the layer whose output held NaN/Inf (n_layers: output), or -1 */
     sjkh_pool *pool;
     sjkh_kv *kv;
     uint32_t n_past;

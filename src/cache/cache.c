@@ -111,7 +111,7 @@ sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad
     else if (p->max_pos == 0 || p->max_pos > (1u << 30)) bad = "max_pos";
     else if (p->n_seqs == 0 || p->n_seqs > 65536) bad = "n_seqs";
     else if (p->max_q_rows == 0 || p->max_q_rows > 65536) bad = "max_q_rows";
-    else if (p->n_threads == 0 || p->n_threads > 64) bad = "n_threads";
+    else if (p->n_threads == 0 || p->n_threads > SJK_CACHE_MAX_THREADS) bad = "n_threads";
     else {
         for (uint32_t l = 0; l < p->n_layers && !bad; l++) {
             const char *lb = validate_layer(layer_cfg(p, l), p->head_dim);
