@@ -73,6 +73,29 @@ enum {
 unsigned sjk_cpu_features(void);
 
 /* ------------------------------------------------------------------------------------
+ * Thread pool
+ *
+ * The worker pool a cache runs its seals and attention on, for a host's own parallel
+ * loops (libsjkhost's matmuls and attention use it). sjk_pool_run calls fn(arg, item,
+ * worker) once for every item in [0, n_items), spread over the n_threads − 1 workers and
+ * the caller's thread (worker 0; worker < n_threads), and returns when all are done;
+ * items are claimed one at a time, so uneven items balance. One run at a time per pool.
+ * spin: after a job, each worker polls for the next one (and the caller, for the end of
+ * its job) this many pause instructions before sleeping; 0 sleeps at once, about 2000
+ * suits jobs that follow each other within microseconds. A NULL pool runs everything on
+ * the caller's thread. sjk_pool_create: SJK_ERR_PARAM unless 1 <= n_threads <=
+ * SJK_POOL_MAX_THREADS; SJK_ERR_NOMEM if memory or a thread cannot be had (the threads
+ * already started are joined). sjk_pool_run never allocates.
+ * ---------------------------------------------------------------------------------- */
+#define SJK_POOL_MAX_THREADS 256
+typedef struct sjk_pool sjk_pool;
+typedef void (*sjk_pool_fn)(void *arg, uint32_t item, uint32_t worker);
+sjk_status sjk_pool_create(uint32_t n_threads, uint32_t spin, sjk_pool **out);
+void sjk_pool_free(sjk_pool *p);
+uint32_t sjk_pool_n_threads(const sjk_pool *p); /* 1 for NULL */
+void sjk_pool_run(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items);
+
+/* ------------------------------------------------------------------------------------
  * Rotation: orthonormal Walsh–Hadamard transform
  *
  * Sylvester order, scaled by 1/sqrt(block), no random signs: H = H^T = H^-1.
@@ -186,7 +209,7 @@ typedef enum sjk_body {
     SJK_BODY_TRELLIS,      /* 64-state bitshift trellis, same record size; sequences run
                               along the token axis (128 tokens of one channel) */
     SJK_BODY_TRELLIS_CHANNEL /* the same trellis with sequences along the channel axis (D
-                              channels of one token; the seed's earlier default) */
+                              channels of one token; the SJ-KVaRN note's earlier default) */
 } sjk_body;
 
 typedef struct sjk_record_params {
@@ -241,7 +264,7 @@ sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
  *     fp16, rotated     one record per 128-token group      rotated rows in the
  *     (default 128)     (immutable once sealed)             staging format
  *
- * Policy (SPEC §2.5): the tail N − B grows until it reaches tail_max; then every full
+ * Policy (docs/DESIGN.md §2.5): the tail N − B grows until it reaches tail_max; then every full
  * group older than the newest tail_min positions is sealed in one batch (inside the
  * append that reached tail_max). tail_max = 0 is a fixed tail: a group is sealed as soon
  * as it is older than the newest tail_min positions. sjk_cache_seal_idle seals back to
@@ -321,9 +344,17 @@ typedef struct sjk_cache_params {
  * max_q_rows 512, 1 thread, layers NULL, layer = sjk_layer_config_default(). */
 sjk_cache_params sjk_cache_params_default(void);
 
-/* SJK_OK, or SJK_ERR_PARAM with *bad_field (if non-NULL) naming the field (static
- * string, e.g. "head_dim", "layers[3].tail_max"). */
+/* SJK_OK, or SJK_ERR_PARAM with *bad_field (if non-NULL) naming the first bad field as a
+ * static string: "head_dim", "n_q_heads", ...; for a layer's field "layers[].tail_max"
+ * when p->layers is set and "tail_max" for p->layer. The static name cannot say which
+ * layer; sjk_cache_params_check does. */
 sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad_field);
+
+/* The same check, naming the first bad field in why[0..why_cap) as a NUL-terminated
+ * string with the layer's index: "head_dim", "layers[3].tail_max" (a field of
+ * p->layers[3]) or "layer.tail_max" (of p->layer); "" when p is valid. Truncates to fit;
+ * why may be NULL (then why_cap is ignored). Does not allocate; thread-safe. */
+sjk_status sjk_cache_params_check(const sjk_cache_params *p, char *why, size_t why_cap);
 
 /* Parses one configuration string into out[0..n_layers) (see README, "KV configuration
  * strings"): `f16`, `q8_0`, `q8_0/q4_0`, `q4_0:rot`, `sj`, `sj:4/4`, `sj:3/3t`,
@@ -351,8 +382,16 @@ void sjk_cache_free(sjk_cache *c);
 /* Appends n_pos positions to layer `layer` of sequence `seq`.
  *   k, v: [n_pos][n_kv_heads][head_dim] fp32, the model's post-RoPE rows, NOT rotated.
  * Positions are numbered per (seq, layer) from 0; each layer is appended separately, in
- * any interleaving. May seal (policy above). SJK_ERR_RANGE past max_pos (nothing is
- * appended then). Non-finite values are stored as the formats define. Never allocates. */
+ * any interleaving. May seal (policy above). SJK_ERR_PARAM, or SJK_ERR_RANGE past
+ * max_pos: checked first, nothing is appended. Non-finite values are stored as the
+ * formats define. Never allocates.
+ * After a failure in the middle of the call (a seal that fails: an internal error, not
+ * expected with parameters that passed validation) the positions before the failing
+ * one, and the one that triggered the seal, are stored and readable
+ * (sjk_cache_length says how many); the call's later positions are not; the body is as
+ * before the seal, its rows still in the ring, and the next append or sjk_cache_seal
+ * retries it. No stored row is ever overwritten: should the ring fill up because seals
+ * keep failing, append returns SJK_ERR_RANGE without storing the position. */
 sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer,
                             const float *k, const float *v, size_t n_pos);
 
@@ -477,6 +516,30 @@ sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nb
 sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
                                   const uint8_t *fingerprint, uint32_t *lengths, char *err,
                                   size_t err_cap);
+
+/* What cache files are made with, for a host whose own files are made the same way
+ * (libsjkhost's models and session files). Thread-safe; none of them allocates.
+ *  sjk_crc32c: the CRC-32C (Castagnoli) of the file sections, incremental
+ *    (crc = sjk_crc32c(crc, next, n), starting from 0).
+ *  sjk_tmp_create: creates and flocks the temporary file `path.tmp-XXXXXX` of an atomic
+ *    save, its name into tmp (tmp_cap bytes); returns the descriptor (O_CLOEXEC, mode
+ *    0600), or -1 with errno set; keep it open until after the rename.
+ *  sjk_tmp_probe: 0 if a save of path could start now (a temporary is created and removed
+ *    at once), else -1 with errno.
+ *  sjk_tmp_sweep: removes the `path.tmp-XXXXXX` files whose writer is gone, as
+ *    sjk_cache_save does after each save; returns how many.
+ *  sjk_file_open_regular: opens path read-only (O_CLOEXEC) if it is a regular file, never
+ *    blocking on a FIFO; *nbytes (may be NULL) receives its size. The descriptor, -1 with
+ *    errno when the OS refuses, or -2 (errno EINVAL) when path is not a regular file.
+ *  sjk_file_target_problem: NULL if path may be the target of an atomic save (absent, or
+ *    a regular file), else why not, as a phrase for "PATH: <phrase>".
+ * src/common/tmpfile.h and src/common/file.h say how they work. */
+uint32_t sjk_crc32c(uint32_t crc, const void *data, size_t n);
+int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap);
+int sjk_tmp_probe(const char *path);
+int sjk_tmp_sweep(const char *path);
+int sjk_file_open_regular(const char *path, uint64_t *nbytes);
+const char *sjk_file_target_problem(const char *path);
 
 #ifdef __cplusplus
 }

@@ -442,7 +442,7 @@ TEST(test_config_strings_parse)
     CHECK(sjk_cache_config_parse("sj:3/3t:edge=4/4", 6, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].bits_k == 4 && c[0].body == SJK_BODY_SCALAR && c[5].bits_k == 4 && c[1].bits_k == 3 &&
           c[1].body == SJK_BODY_TRELLIS && c[4].body == SJK_BODY_TRELLIS);
-    /* Default bodies (SPEC §2.4): trellis at 3/3, 3/2, 2/2; scalar at 4/4; "s" / "t" force. */
+    /* Default bodies (docs/DESIGN.md §2.4): trellis at 3/3, 3/2, 2/2; scalar at 4/4; "s" / "t" force. */
     const struct { const char *s; uint8_t body; const char *canon; } bodies[] = {
         {"sj:3/3", SJK_BODY_TRELLIS, "sj:3/3t"}, {"sj:3/2", SJK_BODY_TRELLIS, "sj:3/2t"},
         {"sj:2/2", SJK_BODY_TRELLIS, "sj:2/2t"}, {"sj:4/4", SJK_BODY_SCALAR, "sj:4/4"},

@@ -330,7 +330,7 @@ TEST(test_estimate_equals_allocation)
 TEST(test_memory_bits_per_value)
 {
     /* One layer, D = 256, sj 4/4 with the default tail, 32K positions: after 32K appends
-     * and an idle seal the occupied figure follows SPEC §2.5's formula. */
+     * and an idle seal the occupied figure follows docs/DESIGN.md §2.5's formula. */
     sjk_cache_params p = sjk_cache_params_default();
     p.max_pos = 16384;
     p.max_q_rows = 1;
@@ -533,6 +533,37 @@ TEST(test_params_validate_names_field)
     CHECK(sjk_cache_create(&p, &c) == SJK_ERR_PARAM && c == NULL);
 }
 
+/* The validator's message says which layer is bad: "layers[3].tail_max", not the
+ * "layers[].tail_max" that the static name of sjk_cache_params_validate gives. */
+TEST(test_params_check_names_the_layer_index)
+{
+    sjk_layer_config layers[5];
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = 5;
+    for (int i = 0; i < 5; i++) layers[i] = sjk_layer_config_default();
+    p.layers = layers;
+    char why[64] = "x";
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_OK && why[0] == 0);
+    layers[3].tail_max = layers[3].tail_min + 5;
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM);
+    CHECKF(!strcmp(why, "layers[3].tail_max"), "why = '%s'", why);
+    const char *bad = NULL;
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && bad && !strcmp(bad, "layers[].tail_max"));
+    layers[1].bits_v = 7; /* the first bad layer is named */
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "layers[1].bits_v"));
+    char small[8];
+    CHECK(sjk_cache_params_check(&p, small, sizeof small) == SJK_ERR_PARAM && !strcmp(small, "layers["));
+    CHECK(sjk_cache_params_check(&p, NULL, 0) == SJK_ERR_PARAM);
+    p.head_dim = 96; /* a global field has no index */
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "head_dim"));
+    p = sjk_cache_params_default(); /* one configuration for every layer: p->layer */
+    p.n_layers = 4;
+    p.layer.sink = 100;
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "layer.sink"));
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "sink"));
+    CHECK(sjk_cache_params_check(NULL, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "params"));
+}
+
 /* A NaN or Inf activation must not poison every later softmax: sink, ring, records and
  * uniform rows all store finite values, and attention stays finite. */
 TEST(test_nonfinite_rows_do_not_poison)
@@ -577,6 +608,7 @@ int main(void)
     RUN(test_truncate_reports_reprocess);
     RUN(test_append_past_max_pos_is_range_error);
     RUN(test_params_validate_names_field);
+    RUN(test_params_check_names_the_layer_index);
     RUN(test_nonfinite_rows_do_not_poison);
     return test_summary();
 }

@@ -3,7 +3,7 @@
  *
  * Synthetic: tiny `llama`, `qwen2` and `gemma3` models with f32 weights; the host's logits must
  * match a plain f32 reference forward written out below (a second implementation of
- * reference/engine.md §3.3 and §4.2), for batched prefill and token-by-token decode,
+ * docs/BACKGROUND.md, "Engine facts"), for batched prefill and token-by-token decode,
  * across the sliding-window ring's wrap-around. Bad input: unknown architecture, missing
  * tensor, unsupported tensor type, a qwen2 bias missing or of the wrong shape, a head
  * count that does not divide the embedding, a context overflow and an out-of-vocabulary

@@ -1,7 +1,7 @@
 /* test_plan.c — the size model and the automatic tier (plan/include/sjkplan.h).
  *
  * Models far larger than this machine are described by synthetic GGUF files holding only
- * metadata (no tensors): the seed study's 48-layer, 8-KV-head, D = 128 full-attention
+ * metadata (no tensors): the serving study's (docs/BACKGROUND.md) 48-layer, 8-KV-head, D = 128 full-attention
  * model at 1M context (192 KiB/token at f16), a Gemma-style model with interleaved
  * sliding-window layers, and hybrids whose few attention layers alone grow. For small
  * geometries the estimate is checked against real allocations (sjk_cache_create and the
@@ -64,7 +64,7 @@ static sjk_status read_model(gw_buf *w, sjkh_plan_model *m, char *err, size_t ca
     return st;
 }
 
-/* The seed study's vehicle: Qwen2.5-14B-Instruct-1M (48 layers, 40 query / 8 KV heads,
+/* The serving study's vehicle (docs/BACKGROUND.md): Qwen2.5-14B-Instruct-1M (48 layers, 40 query / 8 KV heads,
  * head 128, native 1M context). */
 static sjk_status qwen14b_1m(sjkh_plan_model *m)
 {
@@ -98,7 +98,7 @@ TEST(test_plan_reads_full_attention_geometry)
     CHECK(m.n_kv_heads[47] == 8 && m.n_q_heads[0] == 40);
 }
 
-/* The seed's §1 table: 192 KiB/token at f16, 102 at q8_0, 78 at q8_0/q4_0, 54 at q4_0. */
+/* The serving study's size table (docs/BACKGROUND.md): 192 KiB/token at f16, 102 at q8_0, 78 at q8_0/q4_0, 54 at q4_0. */
 TEST(test_plan_seed_table_per_token)
 {
     static sjkh_plan_model m;
@@ -118,7 +118,7 @@ TEST(test_plan_seed_table_per_token)
         /* 1M positions of f16: 192 GiB plus the fixed scratch */
         if (i == 0) CHECK(s.total_nbytes >= 192 * GiB && s.total_nbytes < 193 * GiB);
     }
-    /* the seed's "max resident ctx @ 8 GiB" column: 43.7k at f16, 82k q8_0, 107k q8/q4 */
+    /* its "max resident ctx @ 8 GiB" column: 43.7k at f16, 82k q8_0, 107k q8/q4 */
     uint32_t ctx = 0;
     CHECK(sjkh_plan_max_ctx(&m, "f16", &p, 8 * GiB, 0, &ctx) == SJK_OK);
     CHECKF(ctx > 43000 && ctx <= 43690, "f16 @8GiB: %u", ctx);
@@ -318,7 +318,7 @@ TEST(test_plan_hybrid_only_attention_layers_grow)
     CHECK(sjkh_plan_estimate(&m, "f16", &p, &a, NULL, 0) == SJK_OK);
     p.n_ctx = 131072;
     CHECK(sjkh_plan_estimate(&m, "f16", &p, &b, NULL, 0) == SJK_OK);
-    CHECK(b.token_nbytes == 12.0 * 2 * 2 * 256 * 2); /* 24 KiB/token: ~the seed's 20 */
+    CHECK(b.token_nbytes == 12.0 * 2 * 2 * 256 * 2); /* 24 KiB/token: ~the serving study's 20 */
     CHECK(a.recurrent_nbytes == 36 * state && b.recurrent_nbytes == a.recurrent_nbytes);
     CHECK(b.session_nbytes - a.session_nbytes == (size_t)(b.token_nbytes * 65536));
 
@@ -526,7 +526,7 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
         r.budget_nbytes = need[i]; /* exactly enough is enough */
         CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, ladder[i]));
     }
-    /* the seed's headline: 1M context in an 80 GiB card budget -> q8_0/q4_0 (78 GiB) */
+    /* the serving study's headline: 1M context in an 80 GiB card budget -> q8_0/q4_0 (78 GiB) */
     r.budget_nbytes = 80 * GiB;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     /* nothing fits: refuse, naming a shorter context and the budget this one needs */

@@ -1,4 +1,4 @@
-/* cmd_eval.c — `sjkvarn eval`: the KL study (SPEC §4). Parses the command line, loads the
+/* cmd_eval.c — `sjkvarn eval`: the KL study (docs/DESIGN.md §4). Parses the command line, loads the
  * documents, opens the backend (the host, or the synthetic stand-in), runs every document
  * through the lockstep driver and writes the table / JSON / CSV / SVG outputs. All the
  * measuring is in eval/src/eval_*.c; this file is plumbing and error messages. */

@@ -1,4 +1,4 @@
-/* cmd_plan.c — `sjkvarn plan`: the capacity table of a model (seed 003 §1): per cache
+/* cmd_plan.c — `sjkvarn plan`: the capacity table of a model (docs/DESIGN.md §5): per cache
  * configuration, KiB per token, % of f16, the largest context resident in a budget and
  * the sessions that fit at a context; and what `--kv auto` would choose. Metadata only:
  * no weights are read, so any GGUF works, however large. All numbers come from the size

@@ -186,7 +186,7 @@ const sjkh_tensor *sjkh_gguf_find_tensor(const sjkh_gguf *g, const char *name);
  *       into words (every \p{N} digit alone, then the GPT-2 pattern), each word's bytes are
  *       mapped to printable code points, and pairs merge by rank from the merges list.
  *
- * Both first cut the text at special tokens (reference/engine.md §5.1): USER_DEFINED
+ * Both first cut the text at special tokens (docs/BACKGROUND.md, "Engine facts"): USER_DEFINED
  * tokens always, CONTROL and UNKNOWN ones only with SJKH_TOKENIZE_PARSE_SPECIAL; longest
  * first (ties: lower id first), leftmost occurrences. A tokenizer is immutable after
  * create and may be used from many threads at once; it owns copies of every string, so
@@ -420,8 +420,18 @@ void sjkh_session_free(sjkh_session *s);
 
 /* Runs n tokens at positions n_past … n_past + n − 1 (split into n_batch chunks) and
  * advances n_past. logits: NULL, [n_vocab] (the last token's) when all_logits is 0, or
- * [n][n_vocab] when it is 1. SJK_ERR_RANGE (with err) if the context would overflow or a
- * token id is outside the vocabulary; nothing is appended then. */
+ * [n][n_vocab] when it is 1. SJK_ERR_PARAM or SJK_ERR_RANGE (with err) if the arguments
+ * are bad, the context would overflow or a token id is outside the vocabulary: checked
+ * first, nothing is appended then.
+ * A failure in the middle of a chunk — SJK_ERR_CORRUPT when a layer's output turns
+ * non-finite (the model's weights hold NaN or Inf; err names the layer), or the KV cache
+ * refusing positions it was sized for (an internal error, not expected after the checks
+ * above) — leaves the chunks before it fed, and the failing chunk in some layers and not
+ * in others (n_past says nothing reliable about that chunk; logits hold nothing useful).
+ * The session then refuses every feed and sjkh_session_save with an error until
+ * sjkh_session_reset, or a successful sjkh_session_load, starts it over. Non-finite
+ * logits from the output projection (SJK_ERR_CORRUPT, err says so) come after every layer
+ * took the chunk: n_past counts it and the session stays usable. */
 sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, float *logits,
                              int all_logits, char *err, size_t err_cap);
 uint32_t sjkh_session_n_past(const sjkh_session *s);

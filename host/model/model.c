@@ -2,7 +2,7 @@
  * every weight looked up by name and checked for shape and type before a session may
  * touch it. Weights stay in the mapping; only the small norm vectors are copied to f32.
  *
- * Facts per architecture (reference/engine.md §3-§4):
+ * Facts per architecture (docs/BACKGROUND.md, "Engine facts"):
  *   llama : RoPE on adjacent pairs (the converter permuted Wq/Wk), SwiGLU, no embedding
  *           scale, every layer global.
  *   qwen2 : llama's block with f32 biases on Q, K and V and RoPE on (i, i + hd/2) pairs

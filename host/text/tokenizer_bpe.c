@@ -18,7 +18,7 @@
  *   "Hello world 12345\n\n  x" -> "Hello" " world" " " "1" "2" "3" "4" "5" "\n\n" " " " x"
  *
  * The pattern is matched by hand with the code point classes of unicode_data.c (letter,
- * number, White_Space, other), following the rules of engine.md §5.3.
+ * number, White_Space, other), following the rules in docs/BACKGROUND.md, "Engine facts".
  */
 #include <stdlib.h>
 #include <string.h>

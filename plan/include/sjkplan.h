@@ -1,6 +1,6 @@
 /* sjkplan.h — capacity planning for libsjkhost: how much KV memory a model needs at a
  * context, for any cache configuration, and which configuration to use under a memory
- * budget (SPEC §5; the seed study 003, §1 and §5 P1).
+ * budget (docs/DESIGN.md §5; docs/BACKGROUND.md, "The serving study").
  *
  * Two parts:
  *

@@ -276,10 +276,10 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
             cp.n_threads = sjkh_kv_cache_threads(p->n_threads);
             cp.layers = lc;
             cp.layer = lc[0];
-            const char *bad = NULL;
-            if (sjk_cache_params_validate(&cp, &bad))
+            char bad[64] = "";
+            if (sjk_cache_params_check(&cp, bad, sizeof bad))
                 return FAIL(SJK_ERR_UNSUPPORTED, "plan: '%s' cannot hold %u KV head(s) of D = %u (%s)", kv, nkv,
-                            m->head_dim, bad ? bad : "invalid");
+                            m->head_dim, bad[0] ? bad : "invalid");
             sjk_status st = sjk_cache_estimate(&cp, &nb);
             if (st) return FAIL(st, "plan: '%s': %s", kv, sjk_status_str(st));
         }

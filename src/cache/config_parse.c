@@ -51,7 +51,7 @@ sjk_layer_config sjk_layer_config_default(void)
     return c;
 }
 
-/* SPEC §2.4: trellis bodies by default at 3/3, 3/2, 2/2 (every width but 4/4). */
+/* docs/DESIGN.md §2.4: trellis bodies by default at 3/3, 3/2, 2/2 (every width but 4/4). */
 static uint8_t default_body(uint8_t bk, uint8_t bv)
 {
     return bk == 4 && bv == 4 ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS;
@@ -92,7 +92,7 @@ static int parse_u32(const char *s, uint32_t *out)
 
 /* "4/4", "3/3", "3/3s", "3/3t", "3/3tc" -> bits and body. Suffix: s = scalar body,
  * t = trellis with sequences along the token axis, tc = trellis along the channel axis.
- * Without a suffix an sj layer gets the default body of SPEC §2.4 (scalar at 4/4, trellis
+ * Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4 (scalar at 4/4, trellis
  * at every other width, default_body); kvarn is always scalar. */
 static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_t *body)
 {
