@@ -145,6 +145,10 @@ static const measured g_measured[] = {
     {"SmolLM2-135M-Instruct.Q4_1.gguf", "avx2", 0.00253, 587, 604},
     {"gemma-3-270m-q4_k_m.gguf", "avx512", 0.00631, 461, 474},
     {"gemma-3-270m-q4_k_m.gguf", "avx2", 0.00520, 458, 474},
+    {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "avx512", 0.000888, 502, 505},
+    {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "avx2", 0.000787, 500, 505},
+    {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "avx512", 0.00163, 497, 505},
+    {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "avx2", 0.00190, 495, 505},
 };
 
 static const char *dispatch_path(void)
@@ -285,7 +289,10 @@ static void check_model(const char *file, const char *golden_name, const char *f
             if (!strcmp(g_measured[i].file, file) && !strcmp(g_measured[i].path, dispatch_path()) &&
                 g_measured[i].n_pos == n_pos && !getenv("SJK_GOLDEN_KV"))
                 me = &g_measured[i];
-        const char *shortname = strstr(file, "gemma") ? "gemma3" : "smollm2";
+        const char *shortname = strstr(file, "gemma")        ? "gemma3"
+                                : strstr(file, "qwen2.5-coder-0.5b") ? "qwen2.5-0.5b"
+                                : strstr(file, "qwen2.5-coder-1.5b") ? "qwen2.5-1.5b"
+                                                                     : "smollm2";
         if (n_prompts < g.n_prompts) {
             printf("  %s: instrumented build or SJK_TEST_LIGHT, %u of %u prompts: bounds not enforced\n", file,
                    n_prompts, g.n_prompts);
