@@ -342,6 +342,32 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
 /* The activation buffer changed: the quantized copy is stale. */
 static void xq_invalidate(sjkh_session *s) { s->xq_src = NULL; }
 
+/* Rows of one forward pass that belong to different sessions (sjkh_session_decode_batch):
+ * row t is the next position of rows[t], attends that session's cache only, and a cache
+ * that refuses a row fails that row alone (status[t]); NULL rows: every row is the next
+ * position of the running session. */
+typedef struct fwd_rows {
+    sjkh_session *const *rows;
+    sjk_status *status;
+} fwd_rows;
+
+/* Appends row t's K/V to its own session's cache and attends it (batched decode). */
+static void attend_rows(sjkh_session *s, const fwd_rows *fr, uint32_t il, size_t n)
+{
+    const sjkh_model_info *in = &s->m->info;
+    const size_t qrow = (size_t)in->n_head * in->head_dim, kvrow = (size_t)in->n_head_kv * in->head_dim;
+    for (size_t t = 0; t < n; t++) {
+        sjkh_session *r = fr->rows[t];
+        if (fr->status[t]) continue;
+        sjk_status st = sjkh_kv_append(r->kv, il, s->k + t * kvrow, s->v + t * kvrow, 1);
+        if (!st) st = sjkh_kv_attend(r->kv, il, s->q + t * qrow, 1, s->m->attn_scale, s->att + t * qrow, s->pool);
+        if (st) {
+            fr->status[t] = st;
+            memset(s->att + t * qrow, 0, qrow * sizeof(float));
+        }
+    }
+}
+
 /* ---- steps of the forward passes --------------------------------------------------
  * Each works on the chunk of n tokens in the session's activation buffers. */
 
@@ -357,13 +383,14 @@ static void embed(sjkh_session *s, const int32_t *tokens, size_t n, float scale)
     }
 }
 
-/* rope_cos/sin [2][n][hd/2] for positions n_past ..: [0] local base, [1] global base. */
-static void rope_tables(sjkh_session *s, size_t n)
+/* rope_cos/sin [2][n][hd/2] for positions n_past .. (batched rows: each row's session's
+ * next position): [0] local base, [1] global base. */
+static void rope_tables(sjkh_session *s, size_t n, const fwd_rows *fr)
 {
     const sjkh_model_info *in = &s->m->info;
     const size_t hd = in->head_dim, half = hd / 2;
     for (size_t t = 0; t < n; t++) {
-        uint32_t p = s->n_past + (uint32_t)t;
+        uint32_t p = fr ? fr->rows[t]->n_past : s->n_past + (uint32_t)t;
         rope_table(s->rope_cos + t * half, s->rope_sin + t * half, p, hd, in->rope_base_local);
         rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, p, hd, in->rope_base);
     }
@@ -415,11 +442,15 @@ static void rope_qk(sjkh_session *s, size_t n, int global, int neox)
 /* Appends the chunk's k, v to layer il's cache, then att [n][H][hd] = softmax(scale q k^T) v
  * over each row's visible past, and xb2 [n][E] = att Wo. Grouped heads (H > KV) share
  * their KV head inside the cache's attention. */
-static sjk_status attend(sjkh_session *s, uint32_t il, const sjkh_layer_w *L, size_t n)
+static sjk_status attend(sjkh_session *s, uint32_t il, const sjkh_layer_w *L, size_t n, const fwd_rows *fr)
 {
     sjk_status st;
-    if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
-    if ((st = sjkh_kv_attend(s->kv, il, s->q, n, s->m->attn_scale, s->att, s->pool))) return st;
+    if (fr) {
+        attend_rows(s, fr, il, n);
+    } else {
+        if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
+        if ((st = sjkh_kv_attend(s->kv, il, s->q, n, s->m->attn_scale, s->att, s->pool))) return st;
+    }
     matmul(s, L->wo, s->att, n, s->xb2);
     return SJK_OK;
 }
@@ -445,26 +476,43 @@ static int all_finite(const float *v, size_t n)
 }
 
 /* After layer il: SJK_OK, or SJK_ERR_CORRUPT (bad_layer = il, n_past advanced) when the
- * residual stream holds a non-finite value. */
-static sjk_status layer_done(sjkh_session *s, uint32_t il, size_t n)
+ * residual stream holds a non-finite value (batched rows: that row's status). */
+static sjk_status layer_done(sjkh_session *s, uint32_t il, size_t n, const fwd_rows *fr)
 {
-    if (all_finite(s->x, n * s->m->info.n_embd)) return SJK_OK;
+    const size_t E = s->m->info.n_embd;
+    if (fr) { /* batched rows: a row that makes one fails alone */
+        for (size_t t = 0; t < n; t++)
+            if (!all_finite(s->x + t * E, E) && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+        return SJK_OK;
+    }
+    if (all_finite(s->x, n * E)) return SJK_OK;
     s->bad_layer = (int32_t)il;
     s->n_past += (uint32_t)n;
     return SJK_ERR_CORRUPT;
 }
 
-/* logits [n or 1][V] = output · RMSNorm(x); advances n_past. */
-static sjk_status finish(sjkh_session *s, size_t n, float *logits, int all_logits)
+/* logits [n or 1][V] = output · RMSNorm(x); advances n_past (batched rows: each good
+ * row's session's). */
+static sjk_status finish(sjkh_session *s, size_t n, float *logits, int all_logits, const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
-    const size_t E = m->info.n_embd;
-    s->n_past += (uint32_t)n;
+    const size_t E = m->info.n_embd, V = m->info.n_vocab;
+    if (fr) {
+        for (size_t t = 0; t < n; t++)
+            if (!fr->status[t]) fr->rows[t]->n_past++;
+    } else {
+        s->n_past += (uint32_t)n;
+    }
     if (!logits) return SJK_OK;
     size_t first = all_logits ? 0 : n - 1, cnt = n - first;
     norm_rows(s, s->xb, s->x + first * E, m->output_norm, cnt);
     xq_invalidate(s);
     matmul(s, m->output, s->xb, cnt, logits);
+    if (fr) {
+        for (size_t t = 0; t < cnt; t++)
+            if (!all_finite(logits + t * V, V) && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+        return SJK_OK;
+    }
     if (all_finite(logits, cnt * m->info.n_vocab)) return SJK_OK;
     s->bad_layer = (int32_t)m->info.n_layers; /* the output projection */
     return SJK_ERR_CORRUPT;
@@ -474,19 +522,20 @@ static sjk_status finish(sjkh_session *s, size_t n, float *logits, int all_logit
  * One call runs a chunk of n <= B tokens at positions n_past .. n_past + n - 1. */
 
 /* llama (SmolLM2): pre-norm blocks, RoPE on adjacent pairs, SwiGLU, every layer global. */
-static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                                 const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
     const size_t F = m->info.n_ff;
     sjk_status st;
     embed(s, tokens, n, 1.0f); /* x [n][E] */
-    rope_tables(s, n);
+    rope_tables(s, n, fr);
     for (uint32_t il = 0; il < m->info.n_layers; il++) {
         const sjkh_layer_w *L = &m->layers[il];
         norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
         project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
         rope_qk(s, n, 1, 0);
-        if ((st = attend(s, il, L, n))) return st;       /* xb2 [n][E] */
+        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
         residual(s, s->xb2, n);
 
         norm_rows(s, s->xb, s->x, L->ffn_norm, n);
@@ -494,19 +543,20 @@ static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n
         swiglu(s->hb, s->hb2, n * F);
         matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         residual(s, s->xb2, n);
-        if ((st = layer_done(s, il, n))) return st;
+        if ((st = layer_done(s, il, n, fr))) return st;
     }
-    return finish(s, n, logits, all_logits);
+    return finish(s, n, logits, all_logits, fr);
 }
 
 /* qwen2 (Qwen2.5): llama's block with biases on Q, K, V and NeoX RoPE pairs (i, i + hd/2). */
-static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                                 const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
     const size_t H = m->info.n_head, KV = m->info.n_head_kv, hd = m->info.head_dim, F = m->info.n_ff;
     sjk_status st;
     embed(s, tokens, n, 1.0f); /* x [n][E] */
-    rope_tables(s, n);
+    rope_tables(s, n, fr);
     for (uint32_t il = 0; il < m->info.n_layers; il++) {
         const sjkh_layer_w *L = &m->layers[il];
         norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
@@ -515,7 +565,7 @@ static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n
         add_bias(s->k, L->bk, n, KV * hd);
         add_bias(s->v, L->bv, n, KV * hd);
         rope_qk(s, n, 1, 1);
-        if ((st = attend(s, il, L, n))) return st;       /* xb2 [n][E] */
+        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
         residual(s, s->xb2, n);
 
         norm_rows(s, s->xb, s->x, L->ffn_norm, n);
@@ -523,22 +573,23 @@ static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n
         swiglu(s->hb, s->hb2, n * F);
         matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         residual(s, s->xb2, n);
-        if ((st = layer_done(s, il, n))) return st;
+        if ((st = layer_done(s, il, n, fr))) return st;
     }
-    return finish(s, n, logits, all_logits);
+    return finish(s, n, logits, all_logits, fr);
 }
 
 /* gemma3: embedding × sqrt(E); per-head RMSNorm of q and k; NeoX RoPE with a local base on
  * sliding-window layers and the file's base on global ones; post-attention and post-FFN
  * norms; GELU-tanh gate. */
-static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                                 const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
     const sjkh_model_info *in = &m->info;
     const size_t H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, F = in->n_ff;
     sjk_status st;
     embed(s, tokens, n, sqrtf((float)in->n_embd)); /* x [n][E] */
-    rope_tables(s, n);
+    rope_tables(s, n, fr);
     for (uint32_t il = 0; il < in->n_layers; il++) {
         const sjkh_layer_w *L = &m->layers[il];
         norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
@@ -546,7 +597,7 @@ static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t 
         for (size_t i = 0; i < n * H; i++) rmsnorm(s->q + i * hd, s->q + i * hd, L->q_norm, hd, in->rms_eps);
         for (size_t i = 0; i < n * KV; i++) rmsnorm(s->k + i * hd, s->k + i * hd, L->k_norm, hd, in->rms_eps);
         rope_qk(s, n, L->global, 1);
-        if ((st = attend(s, il, L, n))) return st;       /* xb2 [n][E] */
+        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
         norm_rows(s, s->xb2, s->xb2, L->post_attn_norm, n);
         residual(s, s->xb2, n);
 
@@ -556,19 +607,21 @@ static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t 
         matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
         norm_rows(s, s->xb2, s->xb2, L->post_ffw_norm, n);
         residual(s, s->xb2, n);
-        if ((st = layer_done(s, il, n))) return st;
+        if ((st = layer_done(s, il, n, fr))) return st;
     }
-    return finish(s, n, logits, all_logits);
+    return finish(s, n, logits, all_logits, fr);
 }
 
-static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+/* fr: NULL (one session's chunk), or rows of several sessions (sjkh_session_decode_batch). */
+static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                          const fwd_rows *fr)
 {
     switch (s->m->info.arch) {
-    case SJKH_ARCH_QWEN2: return forward_qwen2(s, tokens, n, logits, all_logits);
-    case SJKH_ARCH_GEMMA3: return forward_gemma3(s, tokens, n, logits, all_logits);
+    case SJKH_ARCH_QWEN2: return forward_qwen2(s, tokens, n, logits, all_logits, fr);
+    case SJKH_ARCH_GEMMA3: return forward_gemma3(s, tokens, n, logits, all_logits, fr);
     case SJKH_ARCH_LLAMA: break;
     }
-    return forward_llama(s, tokens, n, logits, all_logits);
+    return forward_llama(s, tokens, n, logits, all_logits, fr);
 }
 
 /* ---- sessions ---------------------------------------------------------------------- */
@@ -719,7 +772,7 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
         s->bad_layer = -1;
-        sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        sjk_status st = forward(s, tokens + off, c, lg, all_logits, NULL);
         if (st && !(st == SJK_ERR_CORRUPT && s->bad_layer >= 0 && (uint32_t)s->bad_layer == s->m->info.n_layers)) {
             /* forward() stopped at a layer: the layers before it hold this chunk, the
              * rest do not. No later feed could line the layers up again: refuse them
@@ -748,4 +801,49 @@ sjk_status sjkh_session_reset(sjkh_session *s)
     return sjkh_kv_reset(s->kv);
 }
 
+sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept)
+{
+    if (!s || !kept) return SJK_ERR_PARAM;
+    if (s->failed) { /* the layers may disagree after a failed feed: start over */
+        *kept = 0;
+        return sjkh_session_reset(s);
+    }
+    sjk_status st = sjkh_kv_truncate(s->kv, keep, kept);
+    s->n_past = st ? 0 : *kept;
+    if (st) sjkh_kv_reset(s->kv);
+    return st;
+}
+
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }
+
+sjk_cache *sjkh_session_cache(sjkh_session *s) { return s ? sjkh_kv_cache(s->kv) : NULL; }
+
+sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
+                                     sjk_status *status, char *err, size_t err_cap)
+{
+    if (!ss || !tokens || !logits || !status || !n || !ss[0])
+        return FAIL(SJK_ERR_PARAM, "decode batch: bad arguments");
+    sjkh_session *s = ss[0];
+    if (n > s->B) return FAIL(SJK_ERR_PARAM, "decode batch: %zu sessions exceed the batch of %u", n, s->B);
+    for (size_t i = 0; i < n; i++) {
+        const sjkh_session *r = ss[i];
+        if (!r || r->m != s->m || r->p.act_quant != s->p.act_quant || r->p.n_threads != s->p.n_threads)
+            return FAIL(SJK_ERR_PARAM, "decode batch: session %zu is not of the same model, act_quant and threads", i);
+        for (size_t j = 0; j < i; j++)
+            if (ss[j] == r) return FAIL(SJK_ERR_PARAM, "decode batch: session %zu appears twice", i);
+        if (r->failed)
+            return FAIL(r->failed, "decode batch: session %zu failed in an earlier pass; reset it", i);
+        if (r->n_past >= r->p.n_ctx)
+            return FAIL(SJK_ERR_RANGE, "decode batch: session %zu is full (%u positions)", i, r->p.n_ctx);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->info.n_vocab)
+            return FAIL(SJK_ERR_RANGE, "decode batch: token id %d is outside the vocabulary (%u)", tokens[i],
+                        s->m->info.n_vocab);
+    }
+    for (size_t i = 0; i < n; i++) status[i] = SJK_OK;
+    fwd_rows fr = {ss, status};
+    sjk_status st = forward(s, tokens, n, logits, 1, &fr);
+    if (st) return FAIL(st, "decode batch: %s", sjk_status_str(st));
+    for (size_t i = 0; i < n; i++)
+        if (status[i]) ss[i]->failed = status[i]; /* its layers may disagree: refused until a reset */
+    return SJK_OK;
+}
