@@ -133,6 +133,15 @@ static inline int test_light(void)
     return e && *e && strcmp(e, "0") != 0;
 }
 
+/* 1 under SJK_TEST_BIG (unset or "0" otherwise): the real-model tests also run on the
+ * models beyond `scripts/fetch-model all`, which CI does not fetch (Qwen2.5-Coder-1.5B:
+ * `scripts/fetch-model every`). Without it those tests are not run and not counted. */
+static inline int test_big(void)
+{
+    const char *e = getenv("SJK_TEST_BIG");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* Path of a file under tests/data, resolved against SJK_TEST_DATA or the source tree. */
 static inline const char *test_data_path(const char *name)
 {

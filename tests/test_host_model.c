@@ -1,15 +1,17 @@
 /* test_host_model.c — the forward passes, on synthetic models written as GGUF files (so
  * they run everywhere) and on the real models when the fetch cache has them.
  *
- * Synthetic: tiny `llama` and `gemma3` models with f32 weights; the host's logits must
+ * Synthetic: tiny `llama`, `qwen2` and `gemma3` models with f32 weights; the host's logits must
  * match a plain f32 reference forward written out below (a second implementation of
  * docs/BACKGROUND.md, "Engine facts"), for batched prefill and token-by-token decode,
  * across the sliding-window ring's wrap-around. Bad input: unknown architecture, missing
- * tensor, unsupported tensor type, a context overflow and an out-of-vocabulary id are
- * refused with a status and a message.
+ * tensor, unsupported tensor type, a qwen2 bias missing or of the wrong shape, a head
+ * count that does not divide the embedding, a context overflow and an out-of-vocabulary
+ * id are refused with a status and a message naming the tensor or key.
  *
  * Real models (${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}, scripts/fetch-model): the
- * top token after "The capital of France is" is llama.cpp's (" Paris" for SmolLM2), and
+ * top token after "The capital of France is" is llama.cpp's (" Paris" for SmolLM2 and
+ * Qwen2.5), and
  * prefill equals token-by-token decode. Missing files SKIP loudly. (The comparison with
  * llama.cpp's logits over many prompts is tests/test_model_golden.c.) */
 #include <stdint.h>
@@ -27,8 +29,9 @@ typedef struct tdesc {
     float *data; /* f32 values */
 } tdesc;
 
+enum { SYN_LLAMA, SYN_GEMMA3, SYN_QWEN2 };
 typedef struct synth {
-    int gemma;
+    int kind, gemma, qwen;
     uint32_t n_layers, n_embd, n_head, n_kv, hd, n_ff, n_vocab, window, n_ctx;
     float eps, base;
     tdesc t[MAX_T];
@@ -46,6 +49,7 @@ static float frand(void)
 
 static float *add_tensor(synth *s, const char *name, uint64_t ne0, uint64_t ne1, float scale, float offset)
 {
+    if (s->n_t == MAX_T) abort();
     tdesc *t = &s->t[s->n_t++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->n_dims = ne1 > 1 ? 2 : 1;
@@ -64,21 +68,28 @@ static tdesc *find_t(synth *s, const char *name)
     return NULL;
 }
 
-static void synth_init(synth *s, int gemma)
+static const char *kind_name(int kind) { return kind == SYN_GEMMA3 ? "gemma3" : kind == SYN_QWEN2 ? "qwen2" : "llama"; }
+
+static void synth_init(synth *s, int kind)
 {
+    int gemma = kind == SYN_GEMMA3;
     memset(s, 0, sizeof *s);
+    s->kind = kind;
     s->gemma = gemma;
+    s->qwen = kind == SYN_QWEN2;
     s->n_layers = gemma ? 6 : 2;
-    s->n_embd = gemma ? 64 : 128; /* head sizes of 64: what libsjkvarn caches accept */
-    s->n_head = 2;
-    s->n_kv = 1;
+    /* head sizes of 64: what libsjkvarn caches accept; qwen2: 4 query heads on 2 KV heads,
+     * head_dim from n_embd / n_head (the file has no key_length) */
+    s->n_embd = gemma ? 64 : s->qwen ? 256 : 128;
+    s->n_head = s->qwen ? 4 : 2;
+    s->n_kv = s->qwen ? 2 : 1;
     s->hd = 64;
     s->n_ff = 96;
     s->n_vocab = 40;
     s->window = gemma ? 4 : 0;
     s->n_ctx = 1024;
     s->eps = 1e-6f;
-    s->base = gemma ? 1000000.0f : 10000.0f;
+    s->base = gemma || s->qwen ? 1000000.0f : 10000.0f;
     uint32_t E = s->n_embd, q = s->n_head * s->hd, kv = s->n_kv * s->hd;
     add_tensor(s, "token_embd.weight", E, s->n_vocab, 0.5f, 0);
     add_tensor(s, "output_norm.weight", E, 1, 0.2f, 1.0f);
@@ -96,6 +107,14 @@ static void synth_init(synth *s, int gemma)
         T("ffn_gate", E, s->n_ff, 0.25f, 0)
         T("ffn_up", E, s->n_ff, 0.25f, 0)
         T("ffn_down", s->n_ff, E, 0.2f, 0)
+        if (s->qwen) {
+            snprintf(nm, sizeof nm, "blk.%u.attn_q.bias", l);
+            add_tensor(s, nm, q, 1, 0.5f, 0);
+            snprintf(nm, sizeof nm, "blk.%u.attn_k.bias", l);
+            add_tensor(s, nm, kv, 1, 0.5f, 0.5f); /* an offset, as Qwen2.5's key biases have */
+            snprintf(nm, sizeof nm, "blk.%u.attn_v.bias", l);
+            add_tensor(s, nm, kv, 1, 0.5f, 0);
+        }
         if (gemma) {
             T("attn_q_norm", s->hd, 1, 0.2f, 1.0f)
             T("attn_k_norm", s->hd, 1, 0.2f, 1.0f)
@@ -115,7 +134,8 @@ static void synth_free(synth *s)
  * check of issue 21: more tokens than embedding rows). */
 static uint32_t g_synth_tokens;
 
-/* Writes the model; skip_tensor (or NULL) is left out, bad_type_tensor gets type q2_K. */
+/* Writes the model; skip_tensor (or NULL) is left out, bad_type_tensor gets type q2_K.
+ * (s->n_head is written as is: a test may set one that does not divide n_embd.) */
 static void synth_write(const synth *s, const char *path, const char *arch, const char *skip_tensor,
                         const char *bad_type_tensor)
 {
@@ -126,7 +146,7 @@ static void synth_write(const synth *s, const char *path, const char *arch, cons
     gw_u32(&w, 3);
     gw_u64(&w, (uint64_t)n_t);
     gw_u64(&w, (s->gemma ? 11 : 9) + (g_synth_tokens ? 1 : 0));
-    const char *a = arch ? arch : (s->gemma ? "gemma3" : "llama");
+    const char *a = arch ? arch : kind_name(s->kind);
     if (g_synth_tokens) { /* an array (9) of strings (8) */
         gw_str(&w, "tokenizer.ggml.tokens");
         gw_u32(&w, 9);
@@ -231,13 +251,20 @@ static void ref_forward(synth *s, const int32_t *tok, uint32_t n, float *logits)
             ref_matvec(q, W("attn_q"), xb);
             ref_matvec(k, W("attn_k"), xb);
             ref_matvec(v, W("attn_v"), xb);
+            if (s->qwen) {
+#define B(suffix) (snprintf(nm, sizeof nm, "blk.%u.%s.bias", l, suffix), find_t(s, nm)->data)
+                for (uint32_t i = 0; i < H * hd; i++) q[i] += B("attn_q")[i];
+                for (uint32_t i = 0; i < KV * hd; i++) k[i] += B("attn_k")[i], v[i] += B("attn_v")[i];
+#undef B
+            }
+            int neox = s->gemma || s->qwen;
             for (uint32_t h = 0; h < H; h++) {
                 if (s->gemma) ref_rmsnorm(q + h * hd, q + h * hd, W("attn_q_norm")->data, hd, s->eps);
-                ref_rope(q + h * hd, hd, p, base, s->gemma);
+                ref_rope(q + h * hd, hd, p, base, neox);
             }
             for (uint32_t h = 0; h < KV; h++) {
                 if (s->gemma) ref_rmsnorm(k + h * hd, k + h * hd, W("attn_k_norm")->data, hd, s->eps);
-                ref_rope(k + h * hd, hd, p, base, s->gemma);
+                ref_rope(k + h * hd, hd, p, base, neox);
             }
             uint32_t lo = (!global && s->window && p + 1 > s->window) ? p + 1 - s->window : 0;
             for (uint32_t h = 0; h < H; h++) {
@@ -290,10 +317,11 @@ static double max_rel_diff(const float *a, const float *b, size_t n)
     return mx / scale;
 }
 
-static void check_synthetic(int gemma, const char *kv)
+static void check_synthetic(int kind, const char *kv)
 {
     synth s;
-    synth_init(&s, gemma);
+    int gemma = kind == SYN_GEMMA3;
+    synth_init(&s, kind);
     char path[] = "/tmp/sjk_test_model_XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0) {
@@ -329,13 +357,13 @@ static void check_synthetic(int gemma, const char *kv)
         if (!st) {
             CHECK(sjkh_session_feed(ss, tok, n, got, 1, err, sizeof err) == SJK_OK);
             double d = max_rel_diff(ref, got, (size_t)n * s.n_vocab);
-            CHECKF(d < 2e-2, "%s kv=%s prefill: max relative logit difference %g", gemma ? "gemma3" : "llama", kv, d);
+            CHECKF(d < 2e-2, "%s kv=%s prefill: max relative logit difference %g", kind_name(kind), kv, d);
             /* decode one token at a time gives the same logits */
             CHECK(sjkh_session_reset(ss) == SJK_OK && sjkh_session_n_past(ss) == 0);
             for (uint32_t i = 0; i < n; i++)
                 CHECK(sjkh_session_feed(ss, tok + i, 1, dec + (size_t)i * s.n_vocab, 0, err, sizeof err) == SJK_OK);
             d = max_rel_diff(got, dec, (size_t)n * s.n_vocab);
-            CHECKF(d < 1e-3, "%s kv=%s decode vs prefill: %g", gemma ? "gemma3" : "llama", kv, d);
+            CHECKF(d < 1e-3, "%s kv=%s decode vs prefill: %g", kind_name(kind), kv, d);
             /* context overflow and bad ids are refused without changing anything */
             int32_t many[13] = {0};
             err[0] = 0;
@@ -362,7 +390,7 @@ static void check_synthetic(int gemma, const char *kv)
             CHECK(sjkh_session_feed(ss, lt, nl - 1, NULL, 0, err, sizeof err) == SJK_OK);
             CHECK(sjkh_session_feed(ss, lt + nl - 1, 1, last, 0, err, sizeof err) == SJK_OK);
             double d = max_rel_diff(lref + (size_t)(nl - 1) * s.n_vocab, last, s.n_vocab);
-            CHECKF(d < 2e-2, "%s kv=%s long decode: max relative logit difference %g", gemma ? "gemma3" : "llama", kv, d);
+            CHECKF(d < 2e-2, "%s kv=%s long decode: max relative logit difference %g", kind_name(kind), kv, d);
             sjkh_session_free(ss);
         }
         free(lt), free(lref), free(last);
@@ -373,12 +401,18 @@ static void check_synthetic(int gemma, const char *kv)
     synth_free(&s);
 }
 
-TEST(test_llama_forward_matches_reference) { check_synthetic(0, "host-f16"); }
-TEST(test_gemma3_forward_matches_reference_across_window_wrap) { check_synthetic(1, "host-f16"); }
+TEST(test_llama_forward_matches_reference) { check_synthetic(SYN_LLAMA, "host-f16"); }
+TEST(test_gemma3_forward_matches_reference_across_window_wrap) { check_synthetic(SYN_GEMMA3, "host-f16"); }
+/* biases and NeoX pairs; 4 query heads on 2 KV heads through both caches */
+TEST(test_qwen2_forward_matches_reference_grouped_heads)
+{
+    check_synthetic(SYN_QWEN2, "host-f16");
+    check_synthetic(SYN_QWEN2, "f16");
+}
 TEST(test_forward_through_libsjkvarn_f16_cache)
 {
-    check_synthetic(0, "f16");
-    check_synthetic(1, "f16");
+    check_synthetic(SYN_LLAMA, "f16");
+    check_synthetic(SYN_GEMMA3, "f16");
 }
 
 TEST(test_model_bad_inputs)
@@ -420,6 +454,70 @@ TEST(test_model_bad_inputs)
         CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) != SJK_OK && !ss);
         sjkh_model_free(m);
     }
+    unlink(path);
+    synth_free(&s);
+}
+
+/* Writes s with tensor `name` replaced by one of n values (n == 0: left out). */
+static void write_with_vector(synth *s, const char *path, const char *name, uint64_t n)
+{
+    tdesc *t = find_t(s, name), saved = *t;
+    if (n) {
+        t->ne[0] = n;
+        t->ne[1] = 1;
+        t->n_dims = 1;
+        t->data = calloc(n, sizeof(float));
+        synth_write(s, path, NULL, NULL, NULL);
+        free(t->data);
+    } else {
+        synth_write(s, path, NULL, name, NULL);
+    }
+    *t = saved;
+}
+
+TEST(test_qwen2_bad_inputs_name_the_tensor_or_key)
+{
+    synth s;
+    synth_init(&s, SYN_QWEN2);
+    char path[] = "/tmp/sjk_test_badqwen_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        CHECK(fd >= 0);
+        synth_free(&s);
+        return;
+    }
+    close(fd);
+    sjkh_model *m = NULL;
+    char err[512] = "";
+    static const char *const biases[] = {"blk.0.attn_q.bias", "blk.1.attn_k.bias", "blk.1.attn_v.bias"};
+    for (size_t i = 0; i < 3; i++) {
+        write_with_vector(&s, path, biases[i], 0); /* missing */
+        CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && !m && strstr(err, biases[i]) &&
+                   strstr(err, "missing"),
+               "%s", err);
+        write_with_vector(&s, path, biases[i], 96); /* wrong shape */
+        CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && !m && strstr(err, biases[i]) &&
+                   strstr(err, "96"),
+               "%s", err);
+    }
+    /* 3 heads do not divide n_embd 256 (and there is no key_length) */
+    s.n_head = 3;
+    s.n_kv = 1;
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && !m &&
+               strstr(err, "qwen2.embedding_length") && strstr(err, "qwen2.attention.head_count"),
+           "%s", err);
+    /* KV heads that do not divide the query heads */
+    s.n_head = 4;
+    s.n_kv = 3;
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && !m &&
+               strstr(err, "qwen2.attention.head_count_kv"),
+           "%s", err);
+    s.n_kv = 2;
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK && m, "%s", err);
+    sjkh_model_free(m);
     unlink(path);
     synth_free(&s);
 }
@@ -643,11 +741,20 @@ TEST(test_real_gemma3)
     check_real("gemma-3-270m-q4_k_m.gguf", "gemma3 'The capital of France is'", p, 6, 506);
 }
 
+TEST(test_real_qwen2_5_0_5b)
+{
+    /* "The capital of France is" (no BOS) -> " Paris", as llama.cpp gives it */
+    const int32_t p[] = {785, 6722, 315, 9625, 374};
+    check_real("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-0.5b 'The capital of France is'", p, 5, 12095);
+}
+
 int main(void)
 {
     RUN(test_llama_forward_matches_reference);
     RUN(test_gemma3_forward_matches_reference_across_window_wrap);
+    RUN(test_qwen2_forward_matches_reference_grouped_heads);
     RUN(test_forward_through_libsjkvarn_f16_cache);
+    RUN(test_qwen2_bad_inputs_name_the_tensor_or_key);
     RUN(test_model_bad_inputs);
     RUN(test_nonfinite_weight_is_an_error_naming_the_layer);
     RUN(test_decode_batch_bad_row_fails_alone);
@@ -655,5 +762,6 @@ int main(void)
     RUN(test_sampler);
     RUN(test_real_smollm2);
     RUN(test_real_gemma3);
+    RUN(test_real_qwen2_5_0_5b);
     return test_summary();
 }

@@ -33,7 +33,8 @@
  * the noise bound and says so.
  *
  * The model files come from scripts/fetch-model; without them the tests SKIP (CI counts a
- * skip as a failure). Under AddressSanitizer or valgrind only the first 3 prompts run, and
+ * skip as a failure). Qwen2.5-Coder-1.5B runs only under SJK_TEST_BIG=1 (CI does not fetch
+ * it; `scripts/fetch-model every` does). Under AddressSanitizer or valgrind only the first 3 prompts run, and
  * the bounds (statistics over all 17) are printed but not enforced; with SJK_TEST_LIGHT
  * (`make valgrind`) only the first 16 positions of the first prompt.
  * SJK_GOLDEN_VERBOSE=1 prints every position; SJK_GOLDEN_KV picks another cache. */
@@ -144,6 +145,10 @@ static const measured g_measured[] = {
     {"SmolLM2-135M-Instruct.Q4_1.gguf", "avx2", 0.00253, 587, 604},
     {"gemma-3-270m-q4_k_m.gguf", "avx512", 0.00631, 461, 474},
     {"gemma-3-270m-q4_k_m.gguf", "avx2", 0.00520, 458, 474},
+    {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "avx512", 0.000888, 502, 505},
+    {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "avx2", 0.000787, 500, 505},
+    {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "avx512", 0.00163, 497, 505},
+    {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "avx2", 0.00190, 495, 505},
 };
 
 static const char *dispatch_path(void)
@@ -266,7 +271,7 @@ static void check_model(const char *file, const char *golden_name, const char *f
                file, n_prompts, n_pos, 100.0 * rate, n_top1, n_pos, mean_kl, kl_max, g.k,
                tail_sum / (double)n_pos);
         double floor_kl = 0, floor_top1 = 1;
-        char desc[512];
+        char desc[512] = "";
         int n_var = read_floor(test_data_path(floor_name), &floor_kl, &floor_top1, desc, sizeof desc);
         CHECKF(n_var > 0, "no llama.cpp noise floor in %s", test_data_path(floor_name));
         /* Two binomial standard errors at our position count: top-1 agreement over a few
@@ -284,7 +289,10 @@ static void check_model(const char *file, const char *golden_name, const char *f
             if (!strcmp(g_measured[i].file, file) && !strcmp(g_measured[i].path, dispatch_path()) &&
                 g_measured[i].n_pos == n_pos && !getenv("SJK_GOLDEN_KV"))
                 me = &g_measured[i];
-        const char *shortname = strstr(file, "gemma") ? "gemma3" : "smollm2";
+        const char *shortname = strstr(file, "gemma")        ? "gemma3"
+                                : strstr(file, "qwen2.5-coder-0.5b") ? "qwen2.5-0.5b"
+                                : strstr(file, "qwen2.5-coder-1.5b") ? "qwen2.5-1.5b"
+                                                                     : "smollm2";
         if (n_prompts < g.n_prompts) {
             printf("  %s: instrumented build or SJK_TEST_LIGHT, %u of %u prompts: bounds not enforced\n", file,
                    n_prompts, g.n_prompts);
@@ -327,9 +335,23 @@ TEST(test_smollm2_logits_match_llama_cpp)
                 "golden/floor-smollm2-135m.txt");
 }
 
+TEST(test_qwen2_5_0_5b_logits_match_llama_cpp)
+{
+    check_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "golden/logits-qwen2.5-0.5b.bin",
+                "golden/floor-qwen2.5-0.5b.txt");
+}
+
+TEST(test_qwen2_5_1_5b_logits_match_llama_cpp)
+{
+    check_model("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "golden/logits-qwen2.5-1.5b.bin",
+                "golden/floor-qwen2.5-1.5b.txt");
+}
+
 int main(void)
 {
     RUN(test_smollm2_logits_match_llama_cpp);
     RUN(test_gemma3_logits_match_llama_cpp);
+    RUN(test_qwen2_5_0_5b_logits_match_llama_cpp);
+    if (test_big()) RUN(test_qwen2_5_1_5b_logits_match_llama_cpp);
     return test_summary();
 }

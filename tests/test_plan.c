@@ -373,6 +373,16 @@ TEST(test_plan_bad_metadata_is_refused)
     gw_kv_u32(&w, "llama.attention.key_length", 64);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT); /* 8 % 3 */
 
+    /* 14 heads do not split an embedding of 900 (no key_length): named, not rounded down */
+    w_begin(&w);
+    gw_kv_str(&w, "general.architecture", "qwen2");
+    gw_kv_u32(&w, "qwen2.block_count", 4);
+    gw_kv_u32(&w, "qwen2.embedding_length", 900);
+    gw_kv_u32(&w, "qwen2.attention.head_count", 14);
+    gw_kv_u32(&w, "qwen2.attention.head_count_kv", 2);
+    CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT && strstr(err, "qwen2.embedding_length") &&
+          strstr(err, "qwen2.attention.head_count"));
+
     w_begin(&w);
     gw_kv_str(&w, "general.architecture", "deepseek2");
     gw_kv_u32(&w, "deepseek2.block_count", 4);
@@ -912,6 +922,15 @@ static void check_real_model(const char *file, uint32_t n_global_want, uint32_t 
 
 TEST(test_plan_equals_allocation_gemma3_270m) { check_real_model("gemma-3-270m-q4_k_m.gguf", 3, 32768); }
 TEST(test_plan_equals_allocation_smollm2_135m) { check_real_model("SmolLM2-135M-Instruct.Q4_1.gguf", 30, 8192); }
+/* grouped KV heads (14 / 2, D = 64; 12 / 2, D = 128 for the 1.5B), every layer growing */
+TEST(test_plan_equals_allocation_qwen2_5_0_5b)
+{
+    check_real_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 24, 32768);
+}
+TEST(test_plan_equals_allocation_qwen2_5_1_5b)
+{
+    check_real_model("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 28, 32768);
+}
 
 int main(void)
 {
@@ -936,5 +955,7 @@ int main(void)
     RUN(test_quality_floor_table_format);
     RUN(test_plan_equals_allocation_gemma3_270m);
     RUN(test_plan_equals_allocation_smollm2_135m);
+    RUN(test_plan_equals_allocation_qwen2_5_0_5b);
+    if (test_big()) RUN(test_plan_equals_allocation_qwen2_5_1_5b);
     return test_summary();
 }

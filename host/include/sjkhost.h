@@ -216,7 +216,10 @@ typedef enum sjkh_token_type {
 /* BPE pre-tokenizers (tokenizer.ggml.pre). */
 typedef enum sjkh_bpe_pre {
     SJKH_BPE_PRE_SMOLLM = 0, /* "smollm": every \p{N} alone, then the GPT-2 pattern */
-    SJKH_BPE_PRE_GPT2 = 1    /* the GPT-2 pattern alone (digit runs stay together) */
+    SJKH_BPE_PRE_GPT2 = 1,   /* the GPT-2 pattern alone (digit runs stay together) */
+    SJKH_BPE_PRE_QWEN2 = 2   /* "qwen2", "deepseek-r1-qwen": Qwen2's pattern (case-insensitive
+                                contractions, one non-letter before a letter run, digits
+                                one by one, newline runs grouped) */
 } sjkh_bpe_pre;
 
 /* A vocabulary given as plain arrays (what the GGUF keys tokenizer.ggml.* hold). Strings
@@ -346,11 +349,11 @@ sjk_status sjkh_tokenizer_chat_render(const sjkh_tokenizer *t, const sjkh_chat_m
 typedef struct sjkh_model sjkh_model;
 typedef struct sjkh_session sjkh_session;
 
-typedef enum sjkh_arch { SJKH_ARCH_LLAMA = 1, SJKH_ARCH_GEMMA3 = 2 } sjkh_arch;
+typedef enum sjkh_arch { SJKH_ARCH_LLAMA = 1, SJKH_ARCH_GEMMA3 = 2, SJKH_ARCH_QWEN2 = 3 } sjkh_arch;
 
 typedef struct sjkh_model_info {
     sjkh_arch arch;
-    const char *arch_name;     /* "llama", "gemma3" */
+    const char *arch_name;     /* "llama", "gemma3", "qwen2" */
     uint32_t n_layers, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab;
     uint32_t n_ctx_train;      /* the model's context length */
     uint32_t sliding_window;   /* gemma3 local layers; 0 = none */

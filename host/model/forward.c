@@ -1,4 +1,6 @@
-/* forward.c — sessions and the forward pass of `llama` and `gemma3`, top to bottom.
+/* forward.c — sessions and the forward passes of `llama`, `qwen2` and `gemma3`, each one
+ * function that reads top to bottom (forward_llama, forward_qwen2, forward_gemma3), built
+ * from the shared steps above them.
  *
  * One call of forward() runs a chunk of n <= B tokens at positions p0 … p0 + n − 1
  * through every layer: each matmul multiplies all n rows at once (the weight row is read
@@ -23,17 +25,19 @@
 
 /* ---- the gated feed-forward activation ------------------------------------------- */
 
-/* hb[i] = act(hb[i]) * hb2[i] over n values. GELU as ggml's CPU backend computes it,
- * through an f16 table (ops.h gelu_table_mul); exact: in f32 (continuous, ops.h gelu_mul). */
-static void glu(const sjkh_model *m, float *hb, const float *hb2, size_t n, int exact)
+/* hb[i] = silu(hb[i]) * hb2[i] over n values (llama, qwen2). */
+static void swiglu(float *hb, const float *hb2, size_t n)
 {
-    if (m->gelu && exact) {
-        sjkh_ops_get()->gelu_mul(hb, hb2, n);
-    } else if (m->gelu) {
-        sjkh_ops_get()->gelu_table_mul(hb, hb2, n);
-    } else {
-        for (size_t i = 0; i < n; i++) hb[i] = hb[i] / (1.0f + expf(-hb[i])) * hb2[i];
-    }
+    for (size_t i = 0; i < n; i++) hb[i] = hb[i] / (1.0f + expf(-hb[i])) * hb2[i];
+}
+
+/* hb[i] = gelu_tanh(hb[i]) * hb2[i] over n values (gemma3): as ggml's CPU backend computes
+ * it, through an f16 table (ops.h gelu_table_mul); exact: in f32 (continuous, ops.h
+ * gelu_mul). */
+static void geglu(float *hb, const float *hb2, size_t n, int exact)
+{
+    if (exact) sjkh_ops_get()->gelu_mul(hb, hb2, n);
+    else sjkh_ops_get()->gelu_table_mul(hb, hb2, n);
 }
 
 /* ---- small row operations --------------------------------------------------------- */
@@ -338,8 +342,6 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
 /* The activation buffer changed: the quantized copy is stale. */
 static void xq_invalidate(sjkh_session *s) { s->xq_src = NULL; }
 
-/* ---- the forward pass ------------------------------------------------------------- */
-
 /* Rows of one forward pass that belong to different sessions (sjkh_session_decode_batch):
  * row t is the next position of rows[t], attends that session's cache only, and a cache
  * that refuses a row fails that row alone (status[t]); NULL rows: every row is the next
@@ -366,123 +368,260 @@ static void attend_rows(sjkh_session *s, const fwd_rows *fr, uint32_t il, size_t
     }
 }
 
-static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
-                          const fwd_rows *fr)
+/* ---- steps of the forward passes --------------------------------------------------
+ * Each works on the chunk of n tokens in the session's activation buffers. */
+
+/* x [n][E] = embedding rows of tokens, times scale. */
+static void embed(sjkh_session *s, const int32_t *tokens, size_t n, float scale)
+{
+    const sjkh_tensor *te = s->m->tok_embd;
+    const size_t E = s->m->info.n_embd;
+    for (size_t t = 0; t < n; t++) {
+        sjkh_dequant_row(te->type, (const uint8_t *)te->data + (size_t)tokens[t] * te->row_nbytes, s->x + t * E, E);
+        if (scale != 1.0f)
+            for (size_t i = 0; i < E; i++) s->x[t * E + i] *= scale;
+    }
+}
+
+/* rope_cos/sin [2][n][hd/2] for positions n_past .. (batched rows: each row's session's
+ * next position): [0] local base, [1] global base. */
+static void rope_tables(sjkh_session *s, size_t n, const fwd_rows *fr)
+{
+    const sjkh_model_info *in = &s->m->info;
+    const size_t hd = in->head_dim, half = hd / 2;
+    for (size_t t = 0; t < n; t++) {
+        uint32_t p = fr ? fr->rows[t]->n_past : s->n_past + (uint32_t)t;
+        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, p, hd, in->rope_base_local);
+        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, p, hd, in->rope_base);
+    }
+}
+
+/* dst [n][E] = RMSNorm(src) * w, row by row (dst may be src). */
+static void norm_rows(const sjkh_session *s, float *dst, const float *src, const float *w, size_t n)
+{
+    const size_t E = s->m->info.n_embd;
+    for (size_t t = 0; t < n; t++) rmsnorm(dst + t * E, src + t * E, w, E, s->m->info.rms_eps);
+}
+
+/* v [rows][width] += b [width] */
+static void add_bias(float *v, const float *b, size_t rows, size_t width)
+{
+    for (size_t r = 0; r < rows; r++, v += width)
+        for (size_t i = 0; i < width; i++) v[i] += b[i];
+}
+
+/* x [n][E] += d [n][E] (the residual stream) */
+static void residual(sjkh_session *s, const float *d, size_t n)
+{
+    const size_t nE = n * s->m->info.n_embd;
+    for (size_t i = 0; i < nE; i++) s->x[i] += d[i];
+}
+
+/* q [n][H][hd], k [n][KV][hd], v [n][KV][hd] = the projections of xb. */
+static void project_qkv(sjkh_session *s, const sjkh_layer_w *L, size_t n)
+{
+    xq_invalidate(s);
+    matmul(s, L->wq, s->xb, n, s->q);
+    matmul(s, L->wk, s->xb, n, s->k);
+    matmul(s, L->wv, s->xb, n, s->v);
+}
+
+/* Rotates q and k of the chunk: global picks the global base's table; neox pairs (i, i +
+ * hd/2), else (2i, 2i + 1). */
+static void rope_qk(sjkh_session *s, size_t n, int global, int neox)
+{
+    const sjkh_model_info *in = &s->m->info;
+    const size_t H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, half = hd / 2, tb = global ? s->B : 0;
+    for (size_t t = 0; t < n; t++) {
+        const float *cs = s->rope_cos + (tb + t) * half, *sn = s->rope_sin + (tb + t) * half;
+        rope(s->q + t * H * hd, H, hd, cs, sn, neox);
+        rope(s->k + t * KV * hd, KV, hd, cs, sn, neox);
+    }
+}
+
+/* Appends the chunk's k, v to layer il's cache, then att [n][H][hd] = softmax(scale q k^T) v
+ * over each row's visible past, and xb2 [n][E] = att Wo. Grouped heads (H > KV) share
+ * their KV head inside the cache's attention. */
+static sjk_status attend(sjkh_session *s, uint32_t il, const sjkh_layer_w *L, size_t n, const fwd_rows *fr)
+{
+    sjk_status st;
+    if (fr) {
+        attend_rows(s, fr, il, n);
+    } else {
+        if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
+        if ((st = sjkh_kv_attend(s->kv, il, s->q, n, s->m->attn_scale, s->att, s->pool))) return st;
+    }
+    matmul(s, L->wo, s->att, n, s->xb2);
+    return SJK_OK;
+}
+
+/* hb [n][F] = gate(xb), hb2 [n][F] = up(xb); the caller applies the gated activation. */
+static void ffn_gate_up(sjkh_session *s, const sjkh_layer_w *L, size_t n)
+{
+    xq_invalidate(s);
+    matmul(s, L->w_gate, s->xb, n, s->hb);
+    matmul(s, L->w_up, s->xb, n, s->hb2);
+}
+
+/* A NaN or Inf in a weight (or an input) would otherwise reach the logits, where greedy
+ * sampling reads NaN as a valid maximum: after each layer, stop at the first one that
+ * makes one and say which (bad_layer; n_layers = the output projection). n * E additions
+ * per layer: nothing next to the matmuls. The positions stay appended (the caller resets
+ * or truncates). */
+static int all_finite(const float *v, size_t n)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++) acc += v[i] * 0.0f; /* NaN iff some v is NaN or Inf */
+    return acc == acc;
+}
+
+/* After layer il: SJK_OK, or SJK_ERR_CORRUPT (bad_layer = il, n_past advanced) when the
+ * residual stream holds a non-finite value (batched rows: that row's status). */
+static sjk_status layer_done(sjkh_session *s, uint32_t il, size_t n, const fwd_rows *fr)
+{
+    const size_t E = s->m->info.n_embd;
+    if (fr) { /* batched rows: a row that makes one fails alone */
+        for (size_t t = 0; t < n; t++)
+            if (!all_finite(s->x + t * E, E) && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+        return SJK_OK;
+    }
+    if (all_finite(s->x, n * E)) return SJK_OK;
+    s->bad_layer = (int32_t)il;
+    s->n_past += (uint32_t)n;
+    return SJK_ERR_CORRUPT;
+}
+
+/* logits [n or 1][V] = output · RMSNorm(x); advances n_past (batched rows: each good
+ * row's session's). */
+static sjk_status finish(sjkh_session *s, size_t n, float *logits, int all_logits, const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
-    const sjkh_model_info *in = &m->info;
-    const size_t E = in->n_embd, H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, F = in->n_ff;
-    const size_t half = hd / 2;
-    const uint32_t p0 = s->n_past;
-    sjk_status st;
-
-    /* x [n][E] = embedding rows (× sqrt(E) for gemma3) */
-    for (size_t t = 0; t < n; t++) {
-        const uint8_t *row = (const uint8_t *)m->tok_embd->data + (size_t)tokens[t] * m->tok_embd->row_nbytes;
-        sjkh_dequant_row(m->tok_embd->type, row, s->x + t * E, E);
-        if (m->embd_scale != 1.0f)
-            for (size_t i = 0; i < E; i++) s->x[t * E + i] *= m->embd_scale;
-    }
-    /* rope_cos/sin [2][n][hd/2]: [0] local base, [1] global base */
-    for (size_t t = 0; t < n; t++) {
-        const uint32_t pos = fr ? fr->rows[t]->n_past : p0 + (uint32_t)t;
-        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, pos, hd, in->rope_base_local);
-        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, pos, hd, in->rope_base);
-    }
-
-    for (uint32_t il = 0; il < in->n_layers; il++) {
-        const sjkh_layer_w *L = &m->layers[il];
-
-        /* ---- attention block ---- */
-        for (size_t t = 0; t < n; t++) rmsnorm(s->xb + t * E, s->x + t * E, L->attn_norm, E, in->rms_eps);
-        xq_invalidate(s);
-        matmul(s, L->wq, s->xb, n, s->q); /* q [n][H][hd] */
-        matmul(s, L->wk, s->xb, n, s->k); /* k [n][KV][hd] */
-        matmul(s, L->wv, s->xb, n, s->v); /* v [n][KV][hd] */
-        if (L->q_norm) { /* gemma3: RMSNorm over each head */
-            for (size_t i = 0; i < n * H; i++) rmsnorm(s->q + i * hd, s->q + i * hd, L->q_norm, hd, in->rms_eps);
-            for (size_t i = 0; i < n * KV; i++) rmsnorm(s->k + i * hd, s->k + i * hd, L->k_norm, hd, in->rms_eps);
-        }
-        size_t tb = L->global ? s->B : 0;
-        for (size_t t = 0; t < n; t++) {
-            const float *cs = s->rope_cos + (tb + t) * half, *sn = s->rope_sin + (tb + t) * half;
-            rope(s->q + t * H * hd, H, hd, cs, sn, m->rope_neox);
-            rope(s->k + t * KV * hd, KV, hd, cs, sn, m->rope_neox);
-        }
-        if (fr) {
-            attend_rows(s, fr, il, n);
-        } else {
-            if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
-            /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
-            if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
-        }
-        matmul(s, L->wo, s->att, n, s->xb2); /* xb2 [n][E] */
-        if (L->post_attn_norm)
-            for (size_t t = 0; t < n; t++)
-                rmsnorm(s->xb2 + t * E, s->xb2 + t * E, L->post_attn_norm, E, in->rms_eps);
-        for (size_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
-
-        /* ---- feed-forward block ---- */
-        for (size_t t = 0; t < n; t++) rmsnorm(s->xb + t * E, s->x + t * E, L->ffn_norm, E, in->rms_eps);
-        xq_invalidate(s);
-        matmul(s, L->w_gate, s->xb, n, s->hb); /* hb  [n][F] */
-        matmul(s, L->w_up, s->xb, n, s->hb2);  /* hb2 [n][F] */
-        glu(m, s->hb, s->hb2, n * F, !s->p.act_quant); /* hb = act(gate) * up */
-        matmul(s, L->w_down, s->hb, n, s->xb2); /* xb2 [n][E] */
-        if (L->post_ffw_norm)
-            for (size_t t = 0; t < n; t++)
-                rmsnorm(s->xb2 + t * E, s->xb2 + t * E, L->post_ffw_norm, E, in->rms_eps);
-        for (size_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
-        /* A NaN or Inf in a weight (or an input) would otherwise reach the logits, where
-         * greedy sampling reads NaN as a valid maximum: stop at the first layer that
-         * makes one, and say which. n * E additions per layer: nothing next to the
-         * matmuls. The positions stay appended (the caller resets or truncates). */
-        if (fr) { /* batched rows: a row that makes one fails alone */
-            for (size_t t = 0; t < n; t++) {
-                float a = 0.0f;
-                for (size_t i = 0; i < E; i++) a += s->x[t * E + i] * 0.0f;
-                if (a != a && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
-            }
-            continue;
-        }
-        float acc = 0.0f;
-        for (size_t i = 0; i < n * E; i++) acc += s->x[i] * 0.0f; /* NaN iff some x is NaN or Inf */
-        if (acc != acc) {
-            s->bad_layer = (int32_t)il;
-            s->n_past += (uint32_t)n;
-            return SJK_ERR_CORRUPT;
-        }
-    }
+    const size_t E = m->info.n_embd, V = m->info.n_vocab;
     if (fr) {
         for (size_t t = 0; t < n; t++)
             if (!fr->status[t]) fr->rows[t]->n_past++;
     } else {
         s->n_past += (uint32_t)n;
     }
-
-    /* logits [n or 1][V] = output · RMSNorm(x) */
-    if (logits) {
-        size_t first = all_logits ? 0 : n - 1, cnt = n - first;
+    if (!logits) return SJK_OK;
+    size_t first = all_logits ? 0 : n - 1, cnt = n - first;
+    norm_rows(s, s->xb, s->x + first * E, m->output_norm, cnt);
+    xq_invalidate(s);
+    matmul(s, m->output, s->xb, cnt, logits);
+    if (fr) {
         for (size_t t = 0; t < cnt; t++)
-            rmsnorm(s->xb + t * E, s->x + (first + t) * E, m->output_norm, E, in->rms_eps);
-        xq_invalidate(s);
-        matmul(s, m->output, s->xb, cnt, logits);
-        if (fr) {
-            for (size_t t = 0; t < cnt; t++) {
-                float a = 0.0f;
-                for (size_t i = 0; i < in->n_vocab; i++) a += logits[t * in->n_vocab + i] * 0.0f;
-                if (a != a && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
-            }
-            return SJK_OK;
-        }
-        float acc = 0.0f;
-        for (size_t i = 0; i < cnt * in->n_vocab; i++) acc += logits[i] * 0.0f;
-        if (acc != acc) {
-            s->bad_layer = (int32_t)in->n_layers; /* the output projection */
-            return SJK_ERR_CORRUPT;
-        }
+            if (!all_finite(logits + t * V, V) && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+        return SJK_OK;
     }
-    return SJK_OK;
+    if (all_finite(logits, cnt * m->info.n_vocab)) return SJK_OK;
+    s->bad_layer = (int32_t)m->info.n_layers; /* the output projection */
+    return SJK_ERR_CORRUPT;
+}
+
+/* ---- the forward passes, one per architecture family -------------------------------
+ * One call runs a chunk of n <= B tokens at positions n_past .. n_past + n - 1. */
+
+/* llama (SmolLM2): pre-norm blocks, RoPE on adjacent pairs, SwiGLU, every layer global. */
+static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                                 const fwd_rows *fr)
+{
+    const sjkh_model *m = s->m;
+    const size_t F = m->info.n_ff;
+    sjk_status st;
+    embed(s, tokens, n, 1.0f); /* x [n][E] */
+    rope_tables(s, n, fr);
+    for (uint32_t il = 0; il < m->info.n_layers; il++) {
+        const sjkh_layer_w *L = &m->layers[il];
+        norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
+        project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
+        rope_qk(s, n, 1, 0);
+        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
+        residual(s, s->xb2, n);
+
+        norm_rows(s, s->xb, s->x, L->ffn_norm, n);
+        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
+        swiglu(s->hb, s->hb2, n * F);
+        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
+        residual(s, s->xb2, n);
+        if ((st = layer_done(s, il, n, fr))) return st;
+    }
+    return finish(s, n, logits, all_logits, fr);
+}
+
+/* qwen2 (Qwen2.5): llama's block with biases on Q, K, V and NeoX RoPE pairs (i, i + hd/2). */
+static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                                 const fwd_rows *fr)
+{
+    const sjkh_model *m = s->m;
+    const size_t H = m->info.n_head, KV = m->info.n_head_kv, hd = m->info.head_dim, F = m->info.n_ff;
+    sjk_status st;
+    embed(s, tokens, n, 1.0f); /* x [n][E] */
+    rope_tables(s, n, fr);
+    for (uint32_t il = 0; il < m->info.n_layers; il++) {
+        const sjkh_layer_w *L = &m->layers[il];
+        norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
+        project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
+        add_bias(s->q, L->bq, n, H * hd);
+        add_bias(s->k, L->bk, n, KV * hd);
+        add_bias(s->v, L->bv, n, KV * hd);
+        rope_qk(s, n, 1, 1);
+        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
+        residual(s, s->xb2, n);
+
+        norm_rows(s, s->xb, s->x, L->ffn_norm, n);
+        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
+        swiglu(s->hb, s->hb2, n * F);
+        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
+        residual(s, s->xb2, n);
+        if ((st = layer_done(s, il, n, fr))) return st;
+    }
+    return finish(s, n, logits, all_logits, fr);
+}
+
+/* gemma3: embedding × sqrt(E); per-head RMSNorm of q and k; NeoX RoPE with a local base on
+ * sliding-window layers and the file's base on global ones; post-attention and post-FFN
+ * norms; GELU-tanh gate. */
+static sjk_status forward_gemma3(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                                 const fwd_rows *fr)
+{
+    const sjkh_model *m = s->m;
+    const sjkh_model_info *in = &m->info;
+    const size_t H = in->n_head, KV = in->n_head_kv, hd = in->head_dim, F = in->n_ff;
+    sjk_status st;
+    embed(s, tokens, n, sqrtf((float)in->n_embd)); /* x [n][E] */
+    rope_tables(s, n, fr);
+    for (uint32_t il = 0; il < in->n_layers; il++) {
+        const sjkh_layer_w *L = &m->layers[il];
+        norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
+        project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
+        for (size_t i = 0; i < n * H; i++) rmsnorm(s->q + i * hd, s->q + i * hd, L->q_norm, hd, in->rms_eps);
+        for (size_t i = 0; i < n * KV; i++) rmsnorm(s->k + i * hd, s->k + i * hd, L->k_norm, hd, in->rms_eps);
+        rope_qk(s, n, L->global, 1);
+        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
+        norm_rows(s, s->xb2, s->xb2, L->post_attn_norm, n);
+        residual(s, s->xb2, n);
+
+        norm_rows(s, s->xb, s->x, L->ffn_norm, n);
+        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
+        geglu(s->hb, s->hb2, n * F, !s->p.act_quant);
+        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
+        norm_rows(s, s->xb2, s->xb2, L->post_ffw_norm, n);
+        residual(s, s->xb2, n);
+        if ((st = layer_done(s, il, n, fr))) return st;
+    }
+    return finish(s, n, logits, all_logits, fr);
+}
+
+/* fr: NULL (one session's chunk), or rows of several sessions (sjkh_session_decode_batch). */
+static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                          const fwd_rows *fr)
+{
+    switch (s->m->info.arch) {
+    case SJKH_ARCH_QWEN2: return forward_qwen2(s, tokens, n, logits, all_logits, fr);
+    case SJKH_ARCH_GEMMA3: return forward_gemma3(s, tokens, n, logits, all_logits, fr);
+    case SJKH_ARCH_LLAMA: break;
+    }
+    return forward_llama(s, tokens, n, logits, all_logits, fr);
 }
 
 /* ---- sessions ---------------------------------------------------------------------- */

@@ -1,10 +1,12 @@
-/* model.c — loading a `gemma3` or `llama` GGUF: hyper-parameters from the metadata,
+/* model.c — loading a `llama`, `qwen2` or `gemma3` GGUF: hyper-parameters from the metadata,
  * every weight looked up by name and checked for shape and type before a session may
  * touch it. Weights stay in the mapping; only the small norm vectors are copied to f32.
  *
  * Facts per architecture (docs/BACKGROUND.md, "Engine facts"):
  *   llama : RoPE on adjacent pairs (the converter permuted Wq/Wk), SwiGLU, no embedding
  *           scale, every layer global.
+ *   qwen2 : llama's block with f32 biases on Q, K and V and RoPE on (i, i + hd/2) pairs
+ *           (llama.cpp's NEOX rope type); head_dim = n_embd / n_head; every layer global.
  *   gemma3: RoPE on (i, i + hd/2) pairs, local base 10000 / global base from the file,
  *           layer il is global iff il % 6 == 5 (when a sliding window is set), q/k
  *           RMSNorm per head, post-attention and post-FFN norms, GELU-tanh gate,
@@ -118,14 +120,20 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
     sjkh_model_info *in = &m->info;
     st = sjkh_gguf_get_cstr(g, "general.architecture", m->arch_name, sizeof m->arch_name);
     if (st == SJK_ERR_RANGE) return FAIL(SJK_ERR_FORMAT, "model: missing metadata key 'general.architecture'");
-    if (st == SJK_ERR_BUFFER || (!st && strcmp(m->arch_name, "llama") && strcmp(m->arch_name, "gemma3")))
-        return FAIL(SJK_ERR_UNSUPPORTED, "model: unknown architecture '%.15s' (supported: llama, gemma3)",
+    static const struct {
+        const char *name;
+        sjkh_arch arch;
+    } k_archs[] = {{"llama", SJKH_ARCH_LLAMA}, {"qwen2", SJKH_ARCH_QWEN2}, {"gemma3", SJKH_ARCH_GEMMA3}};
+    in->arch = 0;
+    for (size_t i = 0; !st && i < sizeof k_archs / sizeof k_archs[0]; i++)
+        if (!strcmp(m->arch_name, k_archs[i].name)) in->arch = k_archs[i].arch;
+    if (st == SJK_ERR_BUFFER || (!st && !in->arch))
+        return FAIL(SJK_ERR_UNSUPPORTED, "model: unknown architecture '%.15s' (supported: llama, qwen2, gemma3)",
                     m->arch_name);
     if (st) return FAIL(SJK_ERR_FORMAT, "model: 'general.architecture' is not a string");
     const char *a = m->arch_name;
     in->arch_name = m->arch_name;
-    in->arch = strcmp(a, "gemma3") ? SJKH_ARCH_LLAMA : SJKH_ARCH_GEMMA3;
-    int gemma = in->arch == SJKH_ARCH_GEMMA3;
+    int gemma = in->arch == SJKH_ARCH_GEMMA3, qwen = in->arch == SJKH_ARCH_QWEN2;
 
     if ((st = need_u32(g, a, "block_count", &in->n_layers, err, err_cap)) ||
         (st = need_u32(g, a, "embedding_length", &in->n_embd, err, err_cap)) ||
@@ -137,13 +145,23 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
         (st = opt_f32(g, a, "rope.freq_base", &in->rope_base, 10000.0f, err, err_cap)))
         return st;
     if (!in->n_layers || in->n_layers > 1024 || !in->n_embd || in->n_embd > 65536 || !in->n_ff ||
-        in->n_ff > 1u << 20 || !in->n_head || in->n_head > 1024 || !in->n_head_kv || in->n_head % in->n_head_kv ||
-        !in->n_ctx_train || in->rms_eps <= 0 || in->rope_base <= 0)
+        in->n_ff > 1u << 20 || !in->n_head || in->n_head > 1024 || !in->n_head_kv || !in->n_ctx_train ||
+        in->rms_eps <= 0 || in->rope_base <= 0)
         return FAIL(SJK_ERR_FORMAT, "model: implausible hyper-parameters (layers %u, embd %u, ff %u, heads %u/%u)",
                     in->n_layers, in->n_embd, in->n_ff, in->n_head, in->n_head_kv);
-    uint32_t hd_default = in->n_embd / in->n_head, kl, vl, n_rot;
-    if ((st = opt_u32(g, a, "attention.key_length", &kl, hd_default, err, err_cap)) ||
-        (st = opt_u32(g, a, "attention.value_length", &vl, kl, err, err_cap)) ||
+    if (in->n_head % in->n_head_kv)
+        return FAIL(SJK_ERR_FORMAT, "model: %s.attention.head_count %u is not a multiple of %s.attention.head_count_kv %u",
+                    a, in->n_head, a, in->n_head_kv);
+    uint32_t kl, vl, n_rot;
+    if ((st = opt_u32(g, a, "attention.key_length", &kl, 0, err, err_cap))) return st;
+    if (!kl) { /* no key_length: the heads split the embedding */
+        if (in->n_embd % in->n_head)
+            return FAIL(SJK_ERR_FORMAT, "model: %s.embedding_length %u is not a multiple of %s.attention.head_count %u "
+                                        "(and %s.attention.key_length is absent)",
+                        a, in->n_embd, a, in->n_head, a);
+        kl = in->n_embd / in->n_head;
+    }
+    if ((st = opt_u32(g, a, "attention.value_length", &vl, kl, err, err_cap)) ||
         (st = opt_u32(g, a, "rope.dimension_count", &n_rot, kl, err, err_cap)))
         return st;
     if (kl != vl || n_rot != kl || kl == 0 || kl % 2 || kl > 1024)
@@ -171,8 +189,11 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
     if ((st = get_matrix(m, "output.weight", in->n_embd, in->n_vocab, &m->output, 1, err, err_cap))) return st;
     if (!m->output) m->output = m->tok_embd;
 
-    /* norm vectors: output + per layer 2 (llama) or 4 + 2 head-sized (gemma3) */
+    uint64_t nq = (uint64_t)in->n_head * in->head_dim, nkv = (uint64_t)in->n_head_kv * in->head_dim;
+    /* f32 vectors: output norm + per layer 2 norms (llama), + 3 biases (qwen2), or 4 norms
+     * + 2 head-sized ones (gemma3) */
     size_t per_layer = gemma ? 4 * (size_t)in->n_embd + 2 * (size_t)in->head_dim : 2 * (size_t)in->n_embd;
+    if (qwen) per_layer += (size_t)(nq + 2 * nkv);
     m->norm_arena = malloc((in->n_embd + per_layer * in->n_layers) * sizeof(float));
     m->layers = calloc(in->n_layers, sizeof *m->layers);
     if (!m->norm_arena || !m->layers) return FAIL(SJK_ERR_NOMEM, "model: out of memory");
@@ -181,17 +202,16 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
     na += in->n_embd;
     if ((st = get_vector(m, "output_norm.weight", in->n_embd, m->output_norm, err, err_cap))) return st;
 
-    uint64_t nq = (uint64_t)in->n_head * in->head_dim, nkv = (uint64_t)in->n_head_kv * in->head_dim;
     for (uint32_t il = 0; il < in->n_layers; il++) {
         sjkh_layer_w *L = &m->layers[il];
         char nm[96];
 #define MAT(field, suffix, nin, nout)                                                        \
     snprintf(nm, sizeof nm, "blk.%u.%s.weight", il, suffix);                                \
     if ((st = get_matrix(m, nm, (nin), (nout), &L->field, 0, err, err_cap))) return st;
-#define VEC(field, suffix, n)                                                                \
+#define VEC(field, name, n)                                                                  \
     L->field = na;                                                                           \
     na += (n);                                                                               \
-    snprintf(nm, sizeof nm, "blk.%u.%s.weight", il, suffix);                                \
+    snprintf(nm, sizeof nm, "blk.%u.%s", il, name);                                         \
     if ((st = get_vector(m, nm, (n), L->field, err, err_cap))) return st;
         MAT(wq, "attn_q", in->n_embd, nq)
         MAT(wk, "attn_k", in->n_embd, nkv)
@@ -200,13 +220,18 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
         MAT(w_gate, "ffn_gate", in->n_embd, in->n_ff)
         MAT(w_up, "ffn_up", in->n_embd, in->n_ff)
         MAT(w_down, "ffn_down", in->n_ff, in->n_embd)
-        VEC(attn_norm, "attn_norm", in->n_embd)
-        VEC(ffn_norm, "ffn_norm", in->n_embd)
+        VEC(attn_norm, "attn_norm.weight", in->n_embd)
+        VEC(ffn_norm, "ffn_norm.weight", in->n_embd)
+        if (qwen) {
+            VEC(bq, "attn_q.bias", nq)
+            VEC(bk, "attn_k.bias", nkv)
+            VEC(bv, "attn_v.bias", nkv)
+        }
         if (gemma) {
-            VEC(q_norm, "attn_q_norm", in->head_dim)
-            VEC(k_norm, "attn_k_norm", in->head_dim)
-            VEC(post_attn_norm, "post_attention_norm", in->n_embd)
-            VEC(post_ffw_norm, "post_ffw_norm", in->n_embd)
+            VEC(q_norm, "attn_q_norm.weight", in->head_dim)
+            VEC(k_norm, "attn_k_norm.weight", in->head_dim)
+            VEC(post_attn_norm, "post_attention_norm.weight", in->n_embd)
+            VEC(post_ffw_norm, "post_ffw_norm.weight", in->n_embd)
         }
 #undef MAT
 #undef VEC
@@ -215,10 +240,7 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
         in->n_global_layers += (uint32_t)L->global;
     }
     for (int64_t i = 0; i < sjkh_gguf_n_tensors(g); i++) in->weights_nbytes += sjkh_gguf_tensor(g, i)->nbytes;
-    m->rope_neox = gemma;
-    m->embd_scale = gemma ? sqrtf((float)in->n_embd) : 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)in->head_dim);
-    m->gelu = gemma;
     return SJK_OK;
 }
 

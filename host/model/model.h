@@ -11,6 +11,7 @@ typedef struct sjkh_layer_w {
     const sjkh_tensor *w_gate, *w_up, *w_down;  /* [n_embd -> n_ff] x2, [n_ff -> n_embd] */
     float *attn_norm;       /* [n_embd] */
     float *ffn_norm;        /* [n_embd] */
+    float *bq, *bk, *bv;    /* qwen2: [n_head*hd], [n_kv*hd] x2 (added after the projections) */
     float *q_norm, *k_norm; /* gemma3: [hd] */
     float *post_attn_norm;  /* gemma3: [n_embd] */
     float *post_ffw_norm;   /* gemma3: [n_embd] */
@@ -27,10 +28,7 @@ struct sjkh_model {
     float *output_norm;           /* [n_embd] */
     sjkh_layer_w *layers;         /* [n_layers] */
     float *norm_arena;            /* all f32 norm vectors */
-    int rope_neox;                /* 1: pairs (i, i + hd/2) (gemma3); 0: (2i, 2i+1) (llama) */
-    float embd_scale;             /* gemma3: sqrt(n_embd); llama: 1 */
     float attn_scale;             /* 1/sqrt(hd) */
-    int gelu;                     /* 1: GELU-tanh gate (gemma3); 0: SiLU (llama) */
 };
 
 struct sjkh_session {

@@ -88,17 +88,28 @@ static sjk_status detect_chat(sjkh_tokenizer *t, const char *tmpl, size_t tn)
     }
     if (t->chat_style != SJKH_CHAT_CHATML || !tmpl) return SJK_OK;
     /* A template that opens with a literal system block when the first message is not
-     * a system message (SmolLM2's does) carries the default system text. */
-    const char *p = find_bytes(tmpl, tn, k_sys, sizeof k_sys - 1);
-    if (!p) return SJK_OK;
-    p += sizeof k_sys - 1;
-    const char *e = find_bytes(p, tn - (size_t)(p - tmpl), k_im_end, sizeof k_im_end - 1);
-    if (!e || memchr(p, '{', (size_t)(e - p)) || memchr(p, '\'', (size_t)(e - p))) return SJK_OK;
-    size_t n = (size_t)(e - p);
-    t->chat_default_system = malloc(n + 1);
-    if (!t->chat_default_system) return SJK_ERR_NOMEM;
-    memcpy(t->chat_default_system, p, n);
-    t->chat_default_system[n] = 0;
+     * a system message (SmolLM2's, Qwen2's) carries the default system text: the first
+     * "<|im_start|>system" + newline (written as a newline, or as the two characters \n
+     * inside a Jinja string, as Qwen2's is) whose text up to "<|im_end|>" is literal (no
+     * Jinja expression, quote or escape). */
+    static const char k_sys_esc[] = "<|im_start|>system\\n";
+    for (int form = 0; form < 2 && !t->chat_default_system; form++) {
+        const char *key = form ? k_sys_esc : k_sys;
+        size_t kn = form ? sizeof k_sys_esc - 1 : sizeof k_sys - 1;
+        for (const char *p = find_bytes(tmpl, tn, key, kn); p;
+             p = find_bytes(p + 1, tn - (size_t)(p + 1 - tmpl), key, kn)) {
+            const char *b = p + kn;
+            const char *e = find_bytes(b, tn - (size_t)(b - tmpl), k_im_end, sizeof k_im_end - 1);
+            if (!e) break;
+            size_t n = (size_t)(e - b);
+            if (!n || memchr(b, '{', n) || memchr(b, '\'', n) || memchr(b, '\\', n) || memchr(b, '"', n)) continue;
+            t->chat_default_system = malloc(n + 1);
+            if (!t->chat_default_system) return SJK_ERR_NOMEM;
+            memcpy(t->chat_default_system, b, n);
+            t->chat_default_system[n] = 0;
+            break;
+        }
+    }
     return SJK_OK;
 }
 
@@ -124,7 +135,8 @@ sjk_status sjkh_tokenizer_create(const sjkh_tokenizer_desc *d, sjkh_tokenizer **
     *out = NULL;
     if (d->kind != SJKH_TOKENIZER_SPM && d->kind != SJKH_TOKENIZER_BPE)
         return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "tokenizer: bad kind %d", (int)d->kind);
-    if (d->kind == SJKH_TOKENIZER_BPE && d->pre != SJKH_BPE_PRE_SMOLLM && d->pre != SJKH_BPE_PRE_GPT2)
+    if (d->kind == SJKH_TOKENIZER_BPE && d->pre != SJKH_BPE_PRE_SMOLLM && d->pre != SJKH_BPE_PRE_GPT2 &&
+        d->pre != SJKH_BPE_PRE_QWEN2)
         return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "tokenizer: bad pre %d", (int)d->pre);
     if (d->n_tokens == 0 || d->n_tokens > INT32_MAX / 2 || !d->tokens || !d->token_nbytes)
         return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "tokenizer: tokens missing or too many");
@@ -362,12 +374,15 @@ sjk_status sjkh_tokenizer_from_gguf(const sjkh_gguf *g, sjkh_tokenizer **out, ch
     } else if (str_is(model, model_n, "gpt2")) {
         d.kind = SJKH_TOKENIZER_BPE;
         /* Other pre-tokenizers differ in their split patterns and in decoding
-         * (llama.cpp cleans spaces for most of them), so only "smollm" is accepted. */
+         * (llama.cpp cleans spaces for some of them), so only these are accepted. */
         if (pre && str_is(pre, pre_n, "smollm"))
             d.pre = SJKH_BPE_PRE_SMOLLM;
+        else if (pre && (str_is(pre, pre_n, "qwen2") || str_is(pre, pre_n, "deepseek-r1-qwen")))
+            d.pre = SJKH_BPE_PRE_QWEN2;
         else
             return sjkh_fail(SJK_ERR_UNSUPPORTED, err, err_cap,
-                             "tokenizer: BPE pre-tokenizer '%.*s' is not implemented (smollm is)",
+                             "tokenizer: tokenizer.ggml.pre '%.*s' is not implemented (smollm, qwen2, "
+                             "deepseek-r1-qwen are)",
                              pre ? (int)SJKH_MIN(pre_n, 64) : 6, pre ? pre : "absent");
     } else {
         return sjkh_fail(SJK_ERR_UNSUPPORTED, err, err_cap,

@@ -1,5 +1,5 @@
-/* tokenizer_bpe.c — GPT-2 byte-level BPE of one raw fragment (SmolLM2; GGUF
- * tokenizer.ggml.model = "gpt2", tokenizer.ggml.pre = "smollm"), as llama.cpp does it.
+/* tokenizer_bpe.c — GPT-2 byte-level BPE of one raw fragment (GGUF tokenizer.ggml.model =
+ * "gpt2"; tokenizer.ggml.pre = "smollm" for SmolLM2, "qwen2" for Qwen2), as llama.cpp does it.
  *
  *   "x = 42;\n"
  *     | code points (malformed UTF-8 -> U+FFFD, one byte at a time)
@@ -11,6 +11,11 @@
  *     | bytes -> printable code points (space -> "Ġ", newline -> "Ċ", ...)
  *     | per word: merge adjacent symbols by merge rank (lowest first, leftmost on ties)
  *   ids of the final symbols (single-byte tokens for any symbol outside the vocabulary)
+ *
+ * "qwen2" has no stage A and another stage-B pattern (split_qwen2):
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N} |
+ *   ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+ *   "Hello world 12345\n\n  x" -> "Hello" " world" " " "1" "2" "3" "4" "5" "\n\n" " " " x"
  *
  * The pattern is matched by hand with the code point classes of unicode_data.c (letter,
  * number, White_Space, other), following the rules in docs/BACKGROUND.md, "Engine facts".
@@ -124,6 +129,77 @@ static sjk_status split_gpt2(const uint32_t *cp, const uint8_t *cls, size_t ini,
 #undef CLS_AT
 }
 
+static int is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
+static uint32_t ascii_lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+
+/* Qwen2's pattern over code points [ini, end) (the whole fragment; see the top). The
+ * alternatives are tried in the pattern's order at each position; each takes the longest
+ * match its greedy quantifiers allow, as a backtracking regex engine does. */
+static sjk_status split_qwen2(const uint32_t *cp, const uint8_t *cls, size_t ini, size_t end,
+                              spanvec *words)
+{
+#define CLS_AT(p) ((p) < end ? cls[p] : CLS_NONE)
+    size_t pos = ini, prev = ini;
+    sjk_status st;
+    while (pos < end) {
+        uint32_t c = cp[pos];
+        uint8_t k = cls[pos];
+        /* (?i:'s|'t|'re|'ve|'m|'ll|'d) */
+        if (c == '\'' && pos + 1 < end) {
+            uint32_t c1 = ascii_lower(cp[pos + 1]);
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+                pos += 2;
+                goto emit;
+            }
+            if (pos + 2 < end) {
+                uint32_t c2 = ascii_lower(cp[pos + 2]);
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+                    pos += 3;
+                    goto emit;
+                }
+            }
+        }
+        /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+        if (k == SJKH_UCD_LETTER || (k != SJKH_UCD_NUMBER && !is_crlf(c) && CLS_AT(pos + 1) == SJKH_UCD_LETTER)) {
+            pos++;
+            while (CLS_AT(pos) == SJKH_UCD_LETTER) pos++;
+            goto emit;
+        }
+        /* \p{N}: one digit */
+        if (k == SJKH_UCD_NUMBER) {
+            pos++;
+            goto emit;
+        }
+        /* " ?[^\s\p{L}\p{N}]+[\r\n]*" */
+        if (k == SJKH_UCD_OTHER || (c == ' ' && CLS_AT(pos + 1) == SJKH_UCD_OTHER)) {
+            pos += c == ' ';
+            while (CLS_AT(pos) == SJKH_UCD_OTHER) pos++;
+            while (pos < end && is_crlf(cp[pos])) pos++;
+            goto emit;
+        }
+        /* here c is White_Space */
+        {
+            size_t nws = 0, last_nl = 0;
+            while (CLS_AT(pos + nws) == SJKH_UCD_SPACE) {
+                if (is_crlf(cp[pos + nws])) last_nl = nws + 1;
+                nws++;
+            }
+            if (last_nl) {
+                pos += last_nl; /* \s*[\r\n]+: up to the run's last line break */
+            } else if (nws > 1 && pos + nws < end) {
+                pos += nws - 1; /* \s+(?!\S): leave one for the next word */
+            } else {
+                pos += nws ? nws : 1;
+            }
+        }
+    emit:
+        if ((st = span_push(words, prev, pos)) != SJK_OK) return st;
+        prev = pos;
+    }
+    return SJK_OK;
+#undef CLS_AT
+}
+
 /* ---- merging one word ------------------------------------------------------------------ */
 
 typedef struct bpe_sym {
@@ -206,9 +282,13 @@ sjk_status sjkh_bpe_encode_fragment(const sjkh_tokenizer *t, const char *raw, si
         n_cp++;
     }
 
-    /* Stage A, then stage B inside each piece. */
+    /* Stage A, then stage B inside each piece (qwen2: its pattern over the whole fragment). */
     size_t a = 0;
-    for (size_t i = 0; i <= n_cp; i++) {
+    if (t->pre == SJKH_BPE_PRE_QWEN2) {
+        if ((st = split_qwen2(cp, cls, 0, n_cp, &words)) != SJK_OK) goto done;
+        a = n_cp + 1; /* no stage A */
+    }
+    for (size_t i = a; i <= n_cp; i++) {
         int cut = i == n_cp || (t->pre == SJKH_BPE_PRE_SMOLLM && cls[i] == SJKH_UCD_NUMBER);
         if (!cut) continue;
         if ((st = split_gpt2(cp, cls, a, i, &words)) != SJK_OK) goto done;

@@ -159,6 +159,10 @@ sjk_status sjkh_plan_model_from_gguf(const sjkh_gguf *g, sjkh_plan_model *m, cha
     if (!kl && max_q) {
         if (arch_u32(g, a, "embedding_length", &embd) || !embd)
             return FAIL(SJK_ERR_FORMAT, "plan: no '%s.attention.key_length' and no usable '%s.embedding_length'", a, a);
+        if (embd % max_q)
+            return FAIL(SJK_ERR_FORMAT, "plan: '%s.embedding_length' %u is not a multiple of '%s.attention.head_count' %u "
+                                        "(and '%s.attention.key_length' is absent)",
+                        a, embd, a, max_q, a);
         kl = embd / max_q;
     }
     if (!vl) vl = kl;

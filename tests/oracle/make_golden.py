@@ -2,10 +2,11 @@
 """make_golden.py — golden data from the llama.cpp oracle (PyPI llama-cpp-python).
 
     tests/oracle/build-llama-cpp.sh                       # once: builds the oracle venv
-    scripts/fetch-model all                               # the two models
+    scripts/fetch-model every                             # the models
     ~/.cache/sjkvarn/oracle-venv/bin/python tests/oracle/make_golden.py [--corpus] [--tokens] [--logits] [--floor]
+                                                          [--models gemma3-270m,qwen2.5-1.5b,...]
 
-With no flag it does all four. Output, under tests/data/golden/ (committed; the test suite
+With no flag it does all four, for every model of MODELS (--models: only those). Output, under tests/data/golden/ (committed; the test suite
 reads it without building llama.cpp):
 
   corpus/NN-name.txt   the tokenization corpus (--corpus): excerpts of files that Debian
@@ -48,6 +49,8 @@ MODEL_DIR = os.environ.get("SJK_MODEL_DIR", os.path.expanduser("~/.cache/sjkvarn
 MODELS = {
     "gemma3-270m": "gemma-3-270m-q4_k_m.gguf",
     "smollm2-135m": "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "qwen2.5-0.5b": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "qwen2.5-1.5b": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
 }
 TOP_K = 128
 
@@ -124,11 +127,18 @@ PROMPTS_CHAT = {
         ("chat1", "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", True),
         ("chat2", "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nWrite a haiku about the sea.<|im_end|>\n<|im_start|>assistant\nWaves", True),
     ],
+    # Qwen2's template: its default system text when the first message is not a system one
+    "qwen2.5-0.5b": [
+        ("chat1", "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", True),
+        ("chat2", "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nWrite a C function that returns the larger of two ints.<|im_end|>\n<|im_start|>assistant\n```c\nint", True),
+    ],
     "gemma3-270m": [
         ("chat1", "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n", True),
         ("chat2", "<start_of_turn>user\nWrite a haiku about the sea.<end_of_turn>\n<start_of_turn>model\nWaves", True),
     ],
 }
+
+PROMPTS_CHAT["qwen2.5-1.5b"] = PROMPTS_CHAT["qwen2.5-0.5b"]
 
 
 def cut_at_newline(data, budget):
@@ -175,15 +185,15 @@ def model_path(key):
     return p
 
 
-def make_tokens(llama_cpp):
+def make_tokens(llama_cpp, models):
     total = 0
-    for key in MODELS:
+    for key in models:
         m = llama_cpp.Llama(model_path(key), vocab_only=True, verbose=False)
         out = ["# llama.cpp (llama-cpp-python %s) token ids for tests/data/golden/corpus, model %s"
                % (llama_cpp.__version__, MODELS[key]),
                "# regenerate: tests/oracle/make_golden.py --tokens"]
         for name, data in corpus_docs():
-            total += len(data) if key == "gemma3-270m" else 0
+            total += len(data) if key == models[0] else 0
             for mode, special in (("text", False), ("special", True)):
                 ids = m.tokenize(data, add_bos=True, special=special)
                 out.append("doc %s %s %d" % (name, mode, len(ids)))
@@ -218,11 +228,11 @@ def no_extra_buffer_types(llama_cpp):
     llama_mod.llama_cpp.llama_model_default_params = params
 
 
-def make_logits(llama_cpp):
+def make_logits(llama_cpp, models):
     import numpy as np
 
     no_extra_buffer_types(llama_cpp)
-    for key in MODELS:
+    for key in models:
         m = llama_cpp.Llama(model_path(key), n_ctx=512, n_batch=512, n_ubatch=512, n_threads=2,
                             logits_all=True, type_k=1, type_v=1, flash_attn=False, seed=0,
                             verbose=False)
@@ -259,11 +269,11 @@ def make_logits(llama_cpp):
               % (key, len(prompts), n_pos, len(blob)))
 
 
-def run_prompts(llama_cpp, key, **kw):
+def run_prompts(llama_cpp, key, n_threads=2, **kw):
     """Full logits [n_tokens][n_vocab] of every prompt, with the given llama.cpp options."""
     import numpy as np
 
-    m = llama_cpp.Llama(model_path(key), n_ctx=512, n_threads=2, logits_all=True, type_k=1,
+    m = llama_cpp.Llama(model_path(key), n_ctx=512, n_threads=n_threads, logits_all=True, type_k=1,
                         type_v=1, seed=0, verbose=False, **kw)
     out = []
     for _name, text, special in PROMPTS_COMMON + PROMPTS_CHAT[key]:
@@ -274,7 +284,7 @@ def run_prompts(llama_cpp, key, **kw):
     return out
 
 
-def make_floor(llama_cpp, variants):
+def make_floor(llama_cpp, variants, models, n_threads=2):
     """llama.cpp against itself: the golden settings (batched, no flash attention) versus
     other equally valid llama.cpp execution paths with the same fp16 cache. How far these
     move the logits is the noise level any other engine is measured against."""
@@ -285,16 +295,17 @@ def make_floor(llama_cpp, variants):
         "flash_attn": dict(n_batch=512, flash_attn=True),
         "n_batch_1": dict(n_batch=1, flash_attn=False),
     }
-    for key in MODELS:
-        base = run_prompts(llama_cpp, key, n_batch=512, flash_attn=False)
+    for key in models:
+        base = run_prompts(llama_cpp, key, n_threads, n_batch=512, flash_attn=False)
         lines = ["# llama.cpp (llama-cpp-python %s) against itself, model %s: KL(golden path ||"
                  " variant) over the prompts of logits-%s.txt" % (llama_cpp.__version__, MODELS[key], key),
-                 "# golden path: n_batch 512, flash_attn off; every variant keeps the f16 K/V cache",
+                 "# golden path: n_batch 512, flash_attn off; every variant keeps the f16 K/V cache;"
+                 " n_threads %d" % n_threads,
                  "# mean_kl = full vocabulary; mean_kl_top%d = top-%d + tail bucket, as the C test"
                  " computes it; top1 = same argmax" % (TOP_K, TOP_K),
                  "# regenerate: tests/oracle/make_golden.py --floor"]
         for name in variants:
-            other = run_prompts(llama_cpp, key, **all_variants[name])
+            other = run_prompts(llama_cpp, key, n_threads, **all_variants[name])
             kl_full, kl_top, same, n = [], [], 0, 0
             for a, b in zip(base, other):
                 la = a - a.max(1, keepdims=True)
@@ -329,7 +340,16 @@ def main():
                     help="write floor-<model>.txt (llama.cpp against itself; slow: token by token)")
     ap.add_argument("--floor-variants", default="flash_attn,n_batch_1",
                     help="comma-separated: flash_attn, n_batch_1")
+    ap.add_argument("--floor-threads", type=int, default=2,
+                    help="threads of the --floor runs (ggml splits rows, not sums, across threads; 1 is"
+                    " far faster token by token on a busy machine)")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="comma-separated keys of MODELS (default: all of them)")
     a = ap.parse_args()
+    models = a.models.split(",")
+    for key in models:
+        if key not in MODELS:
+            sys.exit("make_golden: unknown model %r (known: %s)" % (key, ", ".join(MODELS)))
     if not (a.corpus or a.tokens or a.logits or a.floor):
         a.corpus = a.tokens = a.logits = a.floor = True
     os.makedirs(GOLDEN, exist_ok=True)
@@ -338,11 +358,11 @@ def main():
     if a.tokens or a.logits or a.floor:
         import llama_cpp
         if a.tokens:
-            make_tokens(llama_cpp)
+            make_tokens(llama_cpp, models)
         if a.logits:
-            make_logits(llama_cpp)
+            make_logits(llama_cpp, models)
         if a.floor:
-            make_floor(llama_cpp, a.floor_variants.split(","))
+            make_floor(llama_cpp, a.floor_variants.split(","), models, a.floor_threads)
 
 
 if __name__ == "__main__":
