@@ -12,6 +12,8 @@
 # host depends on the library; tools depend on both):
 #   src/common  src/codec  src/cache  src/attention  src/arch   -> libsjkvarn
 #   host/src                                                      -> libsjkhost
+#   store                                                         -> libsjkstore (prefix
+#                                                                    store; links hiredis)
 #   tools/*.c                                                     -> sjkvarn (CLI)
 #   tests/test_*.c                                                -> one binary each
 # Files named *_avx2.c / *_avx512.c are compiled for that instruction set only and
@@ -27,7 +29,7 @@ WERROR  ?=
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
-CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost/src -D_GNU_SOURCE
+CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost/src -Istore -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
 LDLIBS_ALL   := -lm -lpthread $(LDLIBS)
 
@@ -41,6 +43,7 @@ AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512
 
 LIB_SRC  := $(sort $(shell find src -name '*.c'))
 HOST_SRC := $(sort $(wildcard host/src/*.c))
+STORE_SRC := $(sort $(wildcard store/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_HELPER_SRC := $(sort $(wildcard tests/support/*.c))
@@ -49,6 +52,7 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
+STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -62,10 +66,14 @@ $(LIB_OBJ) $(HOST_OBJ): CPPFLAGS_ALL += -include common/alloc_hook.h
 LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so
 HOST_A  := $(BUILD)/libsjkhost.a
+STORE_A := $(BUILD)/libsjkstore.a
+# The prefix store (store/) is the only part that talks to Redis: hiredis links into it,
+# the CLI and the tests of the store; libsjkvarn and libsjkhost stay libc/libm/pthreads.
+HIREDIS_LIBS := -lhiredis
 CLI     := $(BUILD)/sjkvarn
 
 .PHONY: all test check asan ubsan valgrind install clean tests examples benches fuzz fuzz-build
-all: $(LIB_A) $(LIB_SO) $(HOST_A) $(CLI)
+all: $(LIB_A) $(LIB_SO) $(HOST_A) $(STORE_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
 # Objects depend on a stamp of the compiler and flags, so a build directory rebuilds what
@@ -78,7 +86,7 @@ $(FLAGS_STAMP): FORCE
 .PHONY: FORCE
 FORCE:
 
-$(LIB_OBJ) $(HOST_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+$(LIB_OBJ) $(HOST_OBJ) $(STORE_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -104,8 +112,18 @@ $(HOST_A): $(HOST_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(CLI): $(TOOL_OBJ) $(HOST_A) $(LIB_A)
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+$(STORE_A): $(STORE_OBJ)
+	@rm -f $@
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(CLI): $(TOOL_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(STORE_A) $(HOST_A) $(LIB_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+
+# tests of the prefix store link it and hiredis (the more specific pattern wins)
+$(BUILD)/tests/test_store%: tests/test_store%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A)
 	@mkdir -p $(dir $@)

@@ -488,6 +488,10 @@ sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nb
  * results. The bytes carry no configuration: the caller must key them by it.
  * ---------------------------------------------------------------------------------- */
 
+/* The version of a block's bytes (sealed record layout, sink and row layouts); it
+ * changes whenever any of them does, so that a store keyed by it never mixes them. */
+#define SJK_CACHE_BLOCK_VERSION 1
+
 /* Bytes of block `block` of one KV head of `layer` (the same for every head and
  * sequence). SJK_ERR_RANGE past max_pos or the record slots, SJK_ERR_UNSUPPORTED for a
  * block that straddles the end of a sink that is not a multiple of 128 (a sink clamped

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "kv_auto.h"
+#include "prefix_store.h"
 #include "sjkhost.h"
 
 static void usage(FILE *f)
@@ -42,6 +43,11 @@ static void usage(FILE *f)
             "      --load FILE    resume a saved session (same model, -c, -b, --kv, --window): feeds -p/-f\n"
             "                     as a continuation, or else the pending token, then generates.\n"
             "                     With --temp 0 the output continues exactly as without the save.\n"
+            "      --prefix-store redis://HOST:PORT[,HOST:PORT...][?timeout_ms=N]\n"
+            "                     share prompt blocks through Redis (one node or a cluster): import\n"
+            "                     the longest stored prefix, prefill the rest, publish what was\n"
+            "                     missing (docs/STORE.md); a store that is down only costs time\n"
+            "      --prefix-store-ttl S   seconds a published block lives (default 86400)\n"
             "\n"
             "Prompt and generated text go to stdout; speeds and KV memory to stderr.\n");
     fputs(sjk_kv_auto_usage, f);
@@ -141,6 +147,9 @@ static int flag_is(const char *a, const char *s1, const char *s2)
 int sjk_cmd_run(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16", *save_path = NULL, *load_path = NULL;
+    const char *store_url = NULL;
+    double store_ttl = 86400;
+    sjks_store *store = NULL;
     double act_quant = 1, n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
     int chat = 0, ka_r;
     uint32_t window_type = SJKH_WINDOW_F16;
@@ -167,6 +176,8 @@ int sjk_cmd_run(int argc, char **argv)
         else if (IS("--kv", NULL)) kv = v;
         else if (IS("--save", NULL)) save_path = v;
         else if (IS("--load", NULL)) load_path = v;
+        else if (IS("--prefix-store", NULL)) store_url = v;
+        else if (IS("--prefix-store-ttl", NULL)) ok = parse_num(a, v, 1, 4e9, &store_ttl);
         else if ((ka_r = sjk_kv_auto_flag(&ka, "sjkvarn run", a, v)) != 0) ok = ka_r > 0;
         else if (IS("-n", "--n-predict")) ok = parse_num(a, v, 0, 1e7, &n_predict);
         else if (IS("-c", "--ctx-size")) ok = parse_num(a, v, 1, 1 << 24, &n_ctx);
@@ -321,10 +332,20 @@ int sjk_cmd_run(int argc, char **argv)
     fprintf(stderr, "sjkvarn run: context %u, batch %u, threads %u, kv %s, prompt %zu tokens\n", sp.n_ctx, sp.n_batch,
             sp.n_threads, kv, n_ids);
 
+    if (store_url && !load_path) {
+        if ((st = sjks_store_open(store_url, m, &sp, (uint32_t)store_ttl, &store, err, sizeof err))) {
+            fprintf(stderr, "sjkvarn run: --prefix-store: %s\n", err);
+            goto done;
+        }
+    } else if (store_url) {
+        fprintf(stderr, "sjkvarn run: --prefix-store is not used with --load (the session is not fresh)\n");
+    }
+
     fwrite(text, 1, tlen, stdout);
     fflush(stdout);
     double t0 = now_s(), c0 = cpu_s();
-    if ((st = sjkh_session_feed(s, ids, n_ids, logits, 0, err, sizeof err))) {
+    sjks_prefill_report srep;
+    if ((st = sjks_store_prefill(store, s, ids, n_ids, logits, &srep, err, sizeof err))) {
         fprintf(stderr, "\nsjkvarn run: %s\n", err);
         goto done;
     }
@@ -372,6 +393,12 @@ int sjk_cmd_run(int argc, char **argv)
                 (double)r.total_nbytes / 1048576.0, (double)r.growing_nbytes / 1048576.0,
                 (double)r.window_nbytes / 1048576.0, sjkh_window_type_name(window_type),
                 (double)r.occupied_nbytes / 1048576.0, r.bits_per_value);
+    if (store)
+        fprintf(stderr,
+                "sjkvarn run: prefix store: %u of %zu prompt tokens from the store, %u prefilled, %u blocks published "
+                "(lookup %.1f ms, fetch+import %.1f ms, publish %.1f ms)\n",
+                srep.cached_tokens, n_ids, srep.prefilled_tokens, srep.published_blocks, srep.lookup_s * 1e3,
+                srep.fetch_s * 1e3, srep.publish_s * 1e3);
     if (save_path) {
         if ((st = sjkh_session_save(s, save_path, pending, err, sizeof err))) {
             fprintf(stderr, "sjkvarn run: --save: %s (%s)\n", err, sjk_status_str(st));
@@ -386,6 +413,7 @@ done:
     free(rendered);
     free(ptext);
     sjkh_sampler_free(smp);
+    sjks_store_close(store);
     sjkh_session_free(s);
     sjkh_tokenizer_free(tok);
     sjkh_model_free(m);

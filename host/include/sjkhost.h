@@ -463,6 +463,15 @@ sjk_status sjkh_session_seal_to(sjkh_session *s, uint32_t pos);
 /* The first window block a reader of n_blocks needs (0 without window layers). */
 uint32_t sjkh_session_block_window_first(const sjkh_session *s, uint32_t n_blocks);
 sjk_status sjkh_session_block_nbytes(const sjkh_session *s, int part, uint32_t block, size_t *nbytes);
+/* The pieces of a block's bytes, in order: per layer of the part, one per KV head (a
+ * layer in the libsjkvarn cache) or one for all heads (head = UINT32_MAX: a host layer's
+ * slots). out NULL: count only, in *n; SJK_ERR_BUFFER when more than cap. */
+typedef struct sjkh_block_piece {
+    uint32_t layer, head;
+    size_t nbytes;
+} sjkh_block_piece;
+sjk_status sjkh_session_block_pieces(const sjkh_session *s, int part, uint32_t block, sjkh_block_piece *out,
+                                     size_t cap, size_t *n);
 /* SJK_ERR_RANGE: the block is not final, or (WINDOW) no longer in the ring. dst NULL:
  * size only. */
 sjk_status sjkh_session_block_export(sjkh_session *s, int part, uint32_t block, void *dst, size_t dst_cap,

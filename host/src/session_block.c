@@ -99,6 +99,30 @@ static void host_rows(const layer_view *lv, uint32_t p0, uint8_t *buf, int to_la
         }
 }
 
+sjk_status sjkh_session_block_pieces(const sjkh_session *s, int part, uint32_t block, sjkh_block_piece *out,
+                                     size_t cap, size_t *n)
+{
+    if (!s || !n || (part != SJKH_BLOCK_GROWING && part != SJKH_BLOCK_WINDOW)) return SJK_ERR_PARAM;
+    const uint32_t H = s->m->info.n_head_kv;
+    size_t k = 0;
+    for (uint32_t l = 0; l < s->m->info.n_layers; l++) {
+        if (!layer_in_part(s, l, part)) continue;
+        layer_view lv;
+        size_t nb;
+        sjk_status st = view(s, l, &lv);
+        if (st == SJK_OK) st = layer_block_nbytes(s, &lv, block, &nb);
+        if (st != SJK_OK) return st;
+        for (uint32_t h = 0; h < (lv.cache ? H : 1); h++, k++)
+            if (out && k < cap) {
+                out[k].layer = l;
+                out[k].head = lv.cache ? h : UINT32_MAX;
+                out[k].nbytes = lv.cache ? nb / H : nb;
+            }
+    }
+    *n = k;
+    return out && k > cap ? SJK_ERR_BUFFER : SJK_OK;
+}
+
 sjk_status sjkh_session_block_export(sjkh_session *s, int part, uint32_t block, void *dst, size_t dst_cap,
                                      size_t *nbytes)
 {

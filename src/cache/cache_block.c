@@ -17,7 +17,11 @@
 #include <string.h>
 
 #include "cache/cache_internal.h"
+#include "codec/record.h"
 #include "common/util.h"
+
+_Static_assert(SJK_RECORD_FORMAT_VERSION == 1 && SJK_CACHE_BLOCK_VERSION == 1,
+               "a new record format is a new block version");
 
 static int fp16_finite(uint16_t x) { return (x & 0x7C00u) != 0x7C00u; }
 
