@@ -121,7 +121,7 @@ $(CLI): $(TOOL_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(STORE_A) $(HOST_A) $(LIB_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
 # tests of the prefix store link it and hiredis (the more specific pattern wins)
-$(BUILD)/tests/test_store%: tests/test_store%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
+$(BUILD)/tests/test_store_%: tests/test_store_%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
