@@ -195,7 +195,7 @@ TEST(test_two_processes_share_prefix_and_survive_faults)
         CHECKF(how[f] < 0 || r.store_logged, "%s: not logged", what[f]);
         /* the missing or damaged block was published again: the next run hits all (run
          * once, after the corrupted block, whose bad value was replaced; for the others a
-         * fresh key count says the same) */
+         * key count is back to the full set) */
         if (f != 1) {
             CHECKF(n_keys(c) == keys, "after %s: %lld keys, want %lld", what[f], n_keys(c), keys);
             continue;
