@@ -1,6 +1,7 @@
 # sjkvarn — plain build: `make` builds, `make test` tests. No configure step.
 #
-#   make                 libsjkvarn.a, libsjkvarn.so, libsjkhost.a, ./sjkvarn   (in $(BUILD))
+#   make                 libsjkvarn.a, libsjkvarn.so, libsjkhost.a, libsjkplan.a, libsjkeval.a,
+#                        ./sjkvarn   (in $(BUILD))
 #   make test            build everything with -Werror and run the whole suite
 #   make asan / ubsan    the suite under AddressSanitizer / UndefinedBehaviorSanitizer
 #   make valgrind        the suite under valgrind memcheck
@@ -9,15 +10,16 @@
 #   make install PREFIX=/usr/local
 #
 # Source layout (dependencies point one way: common <- codec <- cache <- attention;
-# host depends on the library; tools depend on both):
-#   src/common  src/codec  src/cache  src/attention  src/arch   -> libsjkvarn
-#   host/src                                                      -> libsjkhost
-#   store                                                         -> libsjkstore (prefix
-#                                                                    store; links hiredis)
-#   tools/*.c                                                     -> sjkvarn (CLI)
-#   tests/test_*.c                                                -> one binary each
-# Files named *_avx2.c / *_avx512.c are compiled for that instruction set only and
-# are reached through run-time dispatch (src/common/cpu.h).
+# host depends on the library; plan on host and library; eval on the library; tools on all):
+#   include/sjkvarn.h  src/common  src/codec  src/cache  src/attention  -> libsjkvarn
+#   host/include/sjkhost.h  host/gguf  host/text  host/kernels  host/model -> libsjkhost
+#   plan/include/sjkplan.h  plan/src                                      -> libsjkplan
+#   eval/include/sjkeval.h  eval/src                                      -> libsjkeval
+#   store  (the prefix store; the only code that links hiredis)          -> libsjkstore
+#   tools/*.c (main.c: the command table)                                 -> sjkvarn (CLI)
+#   tests/test_*.c                                                        -> one binary each
+# Files named *_avx2.c / *_avx512.c sit beside the module they speed up, are compiled for
+# that instruction set only and are reached through run-time dispatch (src/common/cpu.h).
 
 CC      ?= cc
 OPT     ?= -O2
@@ -25,11 +27,12 @@ BUILD   ?= build
 PREFIX  ?= /usr/local
 SAN     ?=
 WERROR  ?=
+ALLOC_HOOK ?= 0
 
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
-CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost/src -Istore -D_GNU_SOURCE
+CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -Istore -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
 LDLIBS_ALL   := -lm -lpthread $(LDLIBS)
 
@@ -42,7 +45,9 @@ AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx512vbmi -mavx2 -mfma -mf16c
 
 LIB_SRC  := $(sort $(shell find src -name '*.c'))
-HOST_SRC := $(sort $(wildcard host/src/*.c))
+HOST_SRC := $(sort $(shell find host -name '*.c'))
+PLAN_SRC := $(sort $(shell find plan -name '*.c'))
+EVAL_SRC := $(sort $(shell find eval -name '*.c'))
 STORE_SRC := $(sort $(wildcard store/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -52,6 +57,8 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
+PLAN_OBJ := $(PLAN_SRC:%.c=$(BUILD)/obj/%.o)
+EVAL_OBJ := $(EVAL_SRC:%.c=$(BUILD)/obj/%.o)
 STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/obj/%.o)
@@ -59,34 +66,43 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-# Every library allocation goes through the test-only failure-injection hook
-# (src/common/alloc_hook.h; tests/test_alloc_fail.c).
-$(LIB_OBJ) $(HOST_OBJ): CPPFLAGS_ALL += -include common/alloc_hook.h
+# ALLOC_HOOK=1 (what `make test` and the sanitizer and valgrind runs build with) routes
+# every library allocation and thread creation through the failure-injection hook
+# (src/common/alloc_hook.h; tests/test_alloc_fail.c). A plain `make` does not: the
+# libraries call malloc and pthread_create directly.
+ifeq ($(ALLOC_HOOK),1)
+HOOK_FLAGS := -DSJK_ALLOC_HOOK=1 -include common/alloc_hook.h
+endif
+$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ): CPPFLAGS_ALL += $(HOOK_FLAGS)
 
 LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so
 HOST_A  := $(BUILD)/libsjkhost.a
+PLAN_A  := $(BUILD)/libsjkplan.a
+EVAL_A  := $(BUILD)/libsjkeval.a
 STORE_A := $(BUILD)/libsjkstore.a
 # The prefix store (store/) is the only part that talks to Redis: hiredis links into it,
 # the CLI and the tests of the store; libsjkvarn and libsjkhost stay libc/libm/pthreads.
 HIREDIS_LIBS := -lhiredis
+# Link order: a library before the ones it depends on.
+ALL_A   := $(PLAN_A) $(EVAL_A) $(HOST_A) $(LIB_A)
 CLI     := $(BUILD)/sjkvarn
 
 .PHONY: all test check asan ubsan valgrind install clean tests examples benches fuzz fuzz-build
-all: $(LIB_A) $(LIB_SO) $(HOST_A) $(STORE_A) $(CLI)
+all: $(LIB_A) $(LIB_SO) $(ALL_A) $(STORE_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
 # Objects depend on a stamp of the compiler and flags, so a build directory rebuilds what
-# a change of CC, OPT, SAN, WERROR or CFLAGS affects instead of linking stale objects.
+# a change of CC, OPT, SAN, WERROR, ALLOC_HOOK or CFLAGS affects instead of linking stale objects.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) $(LDFLAGS)
+FLAGS_NOW   := $(CC) $(CPPFLAGS_ALL) $(HOOK_FLAGS) $(CFLAGS_ALL) $(LDFLAGS)
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
 .PHONY: FORCE
 FORCE:
 
-$(LIB_OBJ) $(HOST_OBJ) $(STORE_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(STORE_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -117,17 +133,27 @@ $(STORE_A): $(STORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(CLI): $(TOOL_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(STORE_A) $(HOST_A) $(LIB_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+$(PLAN_A): $(PLAN_OBJ)
+	@rm -f $@
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(EVAL_A): $(EVAL_OBJ)
+	@rm -f $@
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(CLI): $(TOOL_OBJ) $(STORE_A) $(ALL_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
 # tests of the prefix store link it and hiredis (the more specific pattern wins)
-$(BUILD)/tests/test_store_%: tests/test_store_%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A)
+$(BUILD)/tests/test_store_%: tests/test_store_%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(ALL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(STORE_A) $(HOST_A) $(LIB_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A)
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(ALL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) -Itests -Ieval/src $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(ALL_A) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -135,9 +161,9 @@ $(BUILD)/examples/%: examples/%.c $(LIB_A)
 
 # The in-process A/B benchmarks of bench/ (docs/BENCHMARKS.md says how to run them);
 # the suite builds them so that they keep compiling.
-$(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(HOST_A) $(LIB_A)
+$(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(ALL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(HOST_A) $(LIB_A) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(ALL_A) $(LDLIBS_ALL)
 
 tests: $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN) $(CLI)
 examples: $(EXAMPLE_BIN)
@@ -147,7 +173,7 @@ benches: $(BENCH_BIN)
 # "N passed, N failed".
 test: export WERROR := -Werror
 test:
-	@$(MAKE) --no-print-directory WERROR=-Werror all tests
+	@$(MAKE) --no-print-directory WERROR=-Werror ALLOC_HOOK=1 all tests
 	@BUILD=$(BUILD) SJK_TEST_WRAP="$(SJK_TEST_WRAP)" sh tests/run_tests.sh
 check: test
 

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "sjkhost.h"
 
 static double now_s(void)

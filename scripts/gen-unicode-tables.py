@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""gen-unicode-tables.py — generate host/src/unicode_data.c, the code point classes the
+"""gen-unicode-tables.py — generate host/text/unicode_data.c, the code point classes the
 GPT-2 byte-level BPE pre-tokenizer needs (letter \\p{L}, number \\p{N}, White_Space).
 
-    python3 scripts/gen-unicode-tables.py [UCD_DIR] > host/src/unicode_data.c
+    python3 scripts/gen-unicode-tables.py [UCD_DIR] > host/text/unicode_data.c
 
 UCD_DIR defaults to /usr/share/unicode, where Debian's `unicode-data` package installs
 UnicodeData.txt and PropList.txt. Classes:
@@ -89,7 +89,7 @@ def main():
     names = {LETTER: "SJKH_UCD_LETTER", NUMBER: "SJKH_UCD_NUMBER", SPACE: "SJKH_UCD_SPACE"}
     w = sys.stdout.write
     w("/* unicode_data.c — GENERATED, do not edit. Regenerate with\n")
-    w(" *   python3 scripts/gen-unicode-tables.py /usr/share/unicode > host/src/unicode_data.c\n")
+    w(" *   python3 scripts/gen-unicode-tables.py /usr/share/unicode > host/text/unicode_data.c\n")
     w(" * from Debian's unicode-data package (UnicodeData.txt, PropList.txt; Unicode %s).\n" % version)
     w(" * Maximal code point ranges of one class (letter = L*, number = N*, space =\n")
     w(" * White_Space), sorted; code points in no range are \"other\". */\n")

@@ -25,11 +25,19 @@
 #define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h"
 #include "harness.h"
-#include "pool.h" /* host/src: sjkh_pool_create */
+#include "model/pool.h" /* host/model: sjkh_pool_create */
 #include "sjkhost.h"
 #include "sjkvarn.h"
 
 typedef sjk_status (*attempt_fn)(void *ctx, void **obj);
+
+/* Each test needs libraries built with the hook (ALLOC_HOOK=1, as `make test` builds
+ * them); elsewhere no allocation is counted and every check would pass without testing. */
+#define REQUIRE_HOOK()                                                                \
+    do {                                                                              \
+        if (!sjk_alloc_hook_built())                                                  \
+            SKIP("libraries built without the allocation hook (build with ALLOC_HOOK=1)"); \
+    } while (0)
 
 static long g_light_stride; /* > 0: take every g_light_stride-th n from n = 1 (model paths) */
 typedef void (*release_fn)(void *obj);
@@ -103,6 +111,7 @@ static void rel_cache(void *o) { sjk_cache_free(o); }
 
 TEST(test_alloc_fail_cache_create)
 {
+    REQUIRE_HOOK();
     sjk_layer_config lay[3];
     sjk_cache_params p = cache_params(lay);
     long n = every_failure_point("sjk_cache_create", try_cache_create, rel_cache, &p);
@@ -111,6 +120,7 @@ TEST(test_alloc_fail_cache_create)
 
 TEST(test_alloc_fail_cache_restore_never_allocates)
 {
+    REQUIRE_HOOK();
     sjk_layer_config lay[3];
     sjk_cache_params p = cache_params(lay);
     sjk_cache *a = NULL, *b = NULL;
@@ -186,6 +196,7 @@ static void rel_tok(void *o) { sjkh_tokenizer_free(o); }
 
 TEST(test_alloc_fail_gguf_open_and_tokenizers)
 {
+    REQUIRE_HOOK();
     static const char *seeds[] = {"fuzz/corpus/gguf/spm-vocab", "fuzz/corpus/gguf/bpe-vocab"};
     for (int i = 0; i < 2; i++) {
         mem m = {NULL, 0, seeds[i]};
@@ -239,6 +250,7 @@ static void rel_session(void *o) { sjkh_session_free(o); }
 
 TEST(test_alloc_fail_model_load_and_session)
 {
+    REQUIRE_HOOK();
     if (test_light()) {
         g_light_stride = 8;
         printf("  SJK_TEST_LIGHT: every 8th allocation-failure point of model load and session create\n");
@@ -353,6 +365,7 @@ static void rel_host_pool(void *o) { sjkh_pool_free(o); }
 
 TEST(test_thread_fail_cache_create)
 {
+    REQUIRE_HOOK();
     sjk_layer_config lay[3];
     sjk_cache_params p = cache_params(lay); /* 3 threads: 2 started, the caller is the third */
     CHECK(every_thread_failure_point("sjk_cache_create", try_cache_create, rel_cache, &p, 0) == 2);
@@ -363,6 +376,7 @@ TEST(test_thread_fail_cache_create)
 
 TEST(test_thread_fail_host_pool_create)
 {
+    REQUIRE_HOOK();
     pool_ctx c = {5};
     CHECK(every_thread_failure_point("sjkh_pool_create", try_host_pool, rel_host_pool, &c, 0) == 4);
     CHECK(every_thread_failure_point("sjkh_pool_create", try_host_pool, rel_host_pool, &c, 1) == 4);
@@ -372,6 +386,7 @@ TEST(test_thread_fail_host_pool_create)
  * must unwind both (needs a model file; the session itself is small). */
 TEST(test_thread_fail_session_create)
 {
+    REQUIRE_HOOK();
     const char *path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     sjkh_model *m = NULL;
     if (access(path, R_OK) != 0)

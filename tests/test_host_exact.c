@@ -21,8 +21,8 @@
 #include "harness.h"
 #include "support/gguf_writer.h"
 #include "hcommon.h"
-#include "ops.h"
-#include "quants.h"
+#include "kernels/ops.h"
+#include "kernels/quants.h"
 #include "sjkhost.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;

@@ -1,4 +1,4 @@
-/* test_host_ops.c — the host's vector kernels (host/src/ops.h) against their scalar
+/* test_host_ops.c — the host's vector kernels (host/kernels/ops.h) against their scalar
  * references, for every instruction set this CPU offers (after SJK_CPU_DISABLE), so one
  * machine checks the AVX2 and AVX-512 twins alike.
  *
@@ -24,7 +24,7 @@
 
 #include "harness.h"
 #include "hcommon.h"
-#include "ops.h"
+#include "kernels/ops.h"
 #include "sjkvarn.h"
 
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;

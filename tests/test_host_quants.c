@@ -5,7 +5,7 @@
 
 #include "harness.h"
 #include "hcommon.h"
-#include "quants.h"
+#include "kernels/quants.h"
 #include "sjkhost.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

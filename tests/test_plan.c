@@ -1,4 +1,4 @@
-/* test_plan.c — the size model and the automatic tier (host/include/sjkplan.h).
+/* test_plan.c — the size model and the automatic tier (plan/include/sjkplan.h).
  *
  * Models far larger than this machine are described by synthetic GGUF files holding only
  * metadata (no tensors): the seed study's 48-layer, 8-KV-head, D = 128 full-attention
@@ -12,7 +12,7 @@
 
 #include "harness.h"
 #include "support/gguf_writer.h"
-#include "kv.h"
+#include "model/kv.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
 

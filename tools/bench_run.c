@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "models.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
 
@@ -83,28 +84,6 @@ static size_t rss_anon_now(void)
         if (!strncmp(line, "RssAnon:", 8)) kib = (size_t)strtoull(line + 8, NULL, 10);
     fclose(f);
     return kib * 1024;
-}
-
-static int resolve_model(const char *name, char *path, size_t cap)
-{
-    static const struct {
-        const char *name, *file;
-    } known[] = {{"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"}, {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (strcmp(name, known[i].name)) continue;
-        const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-        if (dir && *dir) snprintf(path, cap, "%s/%s", dir, known[i].file);
-        else snprintf(path, cap, "%s/.cache/sjkvarn/models/%s", home ? home : ".", known[i].file);
-        struct stat st;
-        if (stat(path, &st)) {
-            fprintf(stderr, "sjkvarn bench run: model '%s' is not in the cache (%s); fetch it with\n"
-                            "  scripts/fetch-model %s\n", name, path, name);
-            return 0;
-        }
-        return 1;
-    }
-    snprintf(path, cap, "%s", name);
-    return 1;
 }
 
 /* Appends a whole file to *buf (grown as needed). Returns 0 if it cannot be read. */
@@ -383,7 +362,7 @@ static void usage(FILE *f)
             "\n"
             "  Prefill and decode tokens/s of the host on a real model, per KV cache and context,\n"
             "  with llama.cpp's figures for the same model, threads and prompt ids in the same run.\n"
-            "  -m MODEL         gemma3-270m (default) | smollm2-135m | path to a .gguf\n"
+            "  -m MODEL         a known model name (listed below; default gemma3-270m) or a .gguf path\n"
             "  -t THREADS       threads for both engines (default: online CPUs)\n"
             "  --ctx LIST       prompt lengths (default 512,4096,16384,32768); a length past the\n"
             "                   model's context becomes that context minus GEN (8160 on SmolLM2)\n"
@@ -395,6 +374,7 @@ static void usage(FILE *f)
             "                   tests/oracle/build-llama-cpp.sh); default $SJK_LLAMA_CPP_PYTHON.\n"
             "                   Runs bench/llama_cpp_speed.py (or $SJK_LLAMA_CPP_SCRIPT).\n"
             "  --json           one JSON object per row on stdout\n");
+    sjk_model_usage(f);
 }
 
 int sjk_bench_run(int argc, char **argv)
@@ -449,7 +429,7 @@ int sjk_bench_run(int argc, char **argv)
     }
 
     char path[4096], err[1024] = "", src[4096], script[4096], ids_path[64] = "";
-    if (!resolve_model(model, path, sizeof path)) return 1;
+    if (!sjk_cli_resolve_model("sjkvarn bench run", model, path, sizeof path)) return 1;
     sjkh_model *m = NULL;
     sjkh_tokenizer *tok = NULL;
     sjkh_plan_model *pm = malloc(sizeof *pm);

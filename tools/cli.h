@@ -1,5 +1,5 @@
 /* cli.h — the sjkvarn command-line tool: one file per subcommand (tools/cmd_*.c), each
- * exporting an entry point listed in the table of tools/sjkvarn.c. Diagnostics go to
+ * exporting an entry point listed in the table of tools/main.c. Diagnostics go to
  * stderr, results to stdout; entry points return the process exit status. */
 #ifndef SJK_CLI_H
 #define SJK_CLI_H

@@ -1,7 +1,7 @@
 /* cmd_eval.c — `sjkvarn eval`: the KL study (SPEC §4). Parses the command line, loads the
  * documents, opens the backend (the host, or the synthetic stand-in), runs every document
  * through the lockstep driver and writes the table / JSON / CSV / SVG outputs. All the
- * measuring is in host/src/eval_*.c; this file is plumbing and error messages. */
+ * measuring is in eval/src/eval_*.c; this file is plumbing and error messages. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +28,7 @@ static const char usage_text[] =
 "cache, on the tokens the reference generates (greedy). Every candidate replays the same\n"
 "token stream in lockstep; only generated positions are scored.\n"
 "\n"
-"  -m MODEL       a GGUF file, or a name fetched by scripts/fetch-model (gemma3-270m,\n"
-"                 smollm2-135m), looked up in ${SJK_MODEL_DIR:-~/.cache/sjkvarn/models}\n"
+"  -m MODEL       a known model name (listed below) or a path to a GGUF file\n"
 "  --kv LIST      candidate cache configurations, comma-separated, e.g.\n"
 "                 q8_0/q8_0,sj:4/4,kvarn:4/4,kvarn:4/4:tail=1024,sj:3/3t (README: \"KV\n"
 "                 configuration strings\"), or host-f16 (the host's own fp16 cache); the\n"
@@ -414,35 +413,6 @@ static int load_docs(const eval_args *a, doc *docs, size_t *nd)
     return 1;
 }
 
-/* MODEL: an existing path, or a known name in the model directory. */
-static int resolve_model(const char *m, char *out, size_t cap)
-{
-    struct stat sb;
-    if (stat(m, &sb) == 0) { snprintf(out, cap, "%s", m); return 1; }
-    static const char *const names[][2] = {
-        {"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"},
-        {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"},
-    };
-    const char *env = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-    char dir[4096];
-    if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-    else snprintf(dir, sizeof dir, "%s/.cache/sjkvarn/models", home ? home : ".");
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(m, names[i][0])) {
-            if (snprintf(out, cap, "%s/%s", dir, names[i][1]) >= (int)cap) {
-                fprintf(stderr, "sjkvarn eval: model directory path too long\n");
-                return 0;
-            }
-            if (stat(out, &sb) == 0) return 1;
-            fprintf(stderr, "sjkvarn eval: model '%s' not found at %s (run scripts/fetch-model %s)\n",
-                    m, out, m);
-            return 0;
-        }
-    fprintf(stderr, "sjkvarn eval: -m %s: no such file, and not a known model name "
-            "(gemma3-270m, smollm2-135m)\n", m);
-    return 0;
-}
-
 /* ---- outputs ------------------------------------------------------------------------- */
 
 static int write_to(const char *path, sjk_status (*w)(const sjk_eval_study *, FILE *),
@@ -495,7 +465,7 @@ static void free_docs(doc *docs, size_t nd)
     free(docs);
 }
 
-/* --merge: one study from the CSV outputs of several runs (host/src/eval_merge.c). Every
+/* --merge: one study from the CSV outputs of several runs (eval/src/eval_merge.c). Every
  * input is read and checked before anything is written. */
 static int run_merge(const eval_args *a)
 {
@@ -541,6 +511,7 @@ int sjk_cmd_eval(int argc, char **argv)
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_text, stdout);
         fputs(sjk_kv_auto_usage, stdout);
+        sjk_model_usage(stdout);
         return 0;
     }
     eval_args a;
@@ -550,7 +521,7 @@ int sjk_cmd_eval(int argc, char **argv)
     }
     if (a.merging) return run_merge(&a);
     char model_path[4096] = "";
-    if (!a.synthetic && !resolve_model(a.model, model_path, sizeof model_path)) return 2;
+    if (!a.synthetic && !sjk_cli_resolve_model("sjkvarn eval", a.model, model_path, sizeof model_path)) return 2;
     static char kv_auto[64]; /* --kv auto: the tier chosen for --ctx under --mem-budget */
     for (size_t i = 0; i < a.n_kv; i++) {
         if (strcmp(a.kv[i], "auto")) continue;

@@ -2,7 +2,7 @@
  * configuration, KiB per token, % of f16, the largest context resident in a budget and
  * the sessions that fit at a context; and what `--kv auto` would choose. Metadata only:
  * no weights are read, so any GGUF works, however large. All numbers come from the size
- * model (host/include/sjkplan.h), which prices caches with sjk_cache_estimate. */
+ * model (plan/include/sjkplan.h), which prices caches with sjk_cache_estimate. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +31,7 @@ static void usage(FILE *f)
             "keeps --sessions sessions resident in --budget, and how many sessions fit at --ctx.\n"
             "Sliding-window and recurrent layers are bounded and counted once per session.\n"
             "\n"
-            "  -m, --model M      gemma3-270m | smollm2-135m (from ${SJK_MODEL_DIR:-$HOME/.cache/\n"
-            "                     sjkvarn/models}) or a path to any .gguf\n"
+            "  -m, --model M      a known model name (listed below) or a path to any .gguf\n"
             "  -c, --ctx N        context per session (default: the model's context length)\n"
             "      --budget SIZE  KV memory budget: 512M, 8G, 8GiB, bytes (default 8GiB)\n"
             "      --sessions K   sessions sharing the budget (default 1)\n"
@@ -48,6 +47,7 @@ static void usage(FILE *f)
             "\n"
             "Sizes are exact: they are what sjkvarn run / eval allocate for the KV caches\n"
             "(weights and activations are not in the budget).\n");
+    sjk_model_usage(f);
 }
 
 static int parse_u32(const char *flag, const char *v, unsigned long lo, unsigned long hi, uint32_t *out)

@@ -20,8 +20,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: sjkvarn run -m MODEL -p PROMPT [options]\n"
             "\n"
-            "  -m, --model M      gemma3-270m | smollm2-135m (from the fetch cache,\n"
-            "                     ${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}) or a path to a .gguf\n"
+            "  -m, --model M      a known model name (listed below) or a path to a .gguf\n"
             "  -p, --prompt TEXT  the prompt\n"
             "  -f, --file PATH    read the prompt from a file\n"
             "  -n, --n-predict N  tokens to generate (default 64)\n"
@@ -51,6 +50,7 @@ static void usage(FILE *f)
             "\n"
             "Prompt and generated text go to stdout; speeds and KV memory to stderr.\n");
     fputs(sjk_kv_auto_usage, f);
+    sjk_model_usage(f);
 }
 
 static double now_s(void)
@@ -67,30 +67,6 @@ static double cpu_s(void)
     struct timespec t;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Model names resolve through the fetch cache (scripts/fetch-model). */
-static int resolve_model(const char *name, char *path, size_t cap)
-{
-    static const struct {
-        const char *name, *file;
-    } known[] = {{"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"}, {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
-        if (strcmp(name, known[i].name)) continue;
-        const char *dir = getenv("SJK_MODEL_DIR");
-        const char *home = getenv("HOME");
-        if (dir && *dir) snprintf(path, cap, "%s/%s", dir, known[i].file);
-        else snprintf(path, cap, "%s/.cache/sjkvarn/models/%s", home ? home : ".", known[i].file);
-        struct stat st;
-        if (stat(path, &st) != 0) {
-            fprintf(stderr, "sjkvarn run: model '%s' is not in the cache (%s); fetch it with\n  scripts/fetch-model %s\n",
-                    name, path, name);
-            return 0;
-        }
-        return 1;
-    }
-    snprintf(path, cap, "%s", name);
-    return 1;
 }
 
 static char *read_file(const char *path, size_t *n)
@@ -211,7 +187,7 @@ int sjk_cmd_run(int argc, char **argv)
     }
 
     char path[4096], err[1024] = "";
-    if (!resolve_model(model, path, sizeof path)) return 1;
+    if (!sjk_cli_resolve_model("sjkvarn run", model, path, sizeof path)) return 1;
     char *ptext = NULL;
     size_t plen = 0;
     if (file) {

@@ -1,4 +1,4 @@
-/* kv_auto.c — model names and `--kv auto` for the commands (tools/kv_auto.h). */
+/* kv_auto.c — `--kv auto` for the commands (tools/kv_auto.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +17,6 @@ const char sjk_kv_auto_usage[] =
     "      --kl-floor X|off   largest measured mean KL a tier may have (default 0.02)\n"
     "      --quality-floor F  the KL table (default docs/quality-floor.csv)\n";
 
-static const struct {
-    const char *name, *file;
-} g_known[] = {{"gemma3-270m", "gemma-3-270m-q4_k_m.gguf"}, {"smollm2-135m", "SmolLM2-135M-Instruct.Q4_1.gguf"}};
 
 int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, const char *value)
 {
@@ -49,51 +46,6 @@ int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, co
     }
     *slot = value;
     return 1;
-}
-
-static const char *model_dir(char *buf, size_t cap)
-{
-    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, cap, "%s", dir);
-    else snprintf(buf, cap, "%s/.cache/sjkvarn/models", home && *home ? home : ".");
-    return buf;
-}
-
-int sjk_cli_resolve_model(const char *prog, const char *name, char *path, size_t cap)
-{
-    struct stat sb;
-    for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++) {
-        if (strcmp(name, g_known[i].name)) continue;
-        char dir[4096];
-        if (snprintf(path, cap, "%s/%s", model_dir(dir, sizeof dir), g_known[i].file) >= (int)cap) {
-            fprintf(stderr, "%s: model directory path too long\n", prog);
-            return 0;
-        }
-        if (stat(path, &sb) == 0) return 1;
-        fprintf(stderr, "%s: model '%s' is not in the cache (%s); fetch it with\n  scripts/fetch-model %s\n", prog,
-                name, path, name);
-        return 0;
-    }
-    if (snprintf(path, cap, "%s", name) >= (int)cap || stat(path, &sb) != 0) {
-        fprintf(stderr, "%s: -m %s: no such file, and not a known model name (gemma3-270m, smollm2-135m)\n", prog,
-                name);
-        return 0;
-    }
-    return 1;
-}
-
-void sjk_cli_model_key(const char *name_or_path, char *key, size_t cap)
-{
-    const char *base = strrchr(name_or_path, '/');
-    base = base ? base + 1 : name_or_path;
-    for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++)
-        if (!strcmp(base, g_known[i].name) || !strcmp(base, g_known[i].file)) {
-            snprintf(key, cap, "%s", g_known[i].name);
-            return;
-        }
-    snprintf(key, cap, "%s", base);
-    size_t n = strlen(key);
-    if (n > 5 && !strcmp(key + n - 5, ".gguf")) key[n - 5] = 0;
 }
 
 const char *sjk_cli_floor_path(const sjk_kv_auto_opts *o, char *buf, size_t cap)

@@ -1,5 +1,4 @@
-/* kv_auto.h — helpers the model-running commands share (run, eval, plan): model names,
- * and `--kv auto --mem-budget SIZE` (the automatic cache tier of host/include/sjkplan.h).
+/* kv_auto.h — `--kv auto --mem-budget SIZE` (the automatic cache tier of plan/include/sjkplan.h).
  *
  * Wiring into a command is two calls:
  *   in the flag loop:   else if ((r = sjk_kv_auto_flag(&ka, prog, flag, value)) != 0) ...
@@ -14,6 +13,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "models.h" /* sjk_cli_resolve_model, sjk_cli_model_key */
 
 typedef struct sjk_kv_auto_opts {
     const char *budget;     /* --mem-budget SIZE (512M, 8G, 8GiB, bytes) */
@@ -32,14 +33,6 @@ extern const char sjk_kv_auto_usage[];
  * prints why it is bad and returns -1. Returns 0 for any other flag. */
 int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, const char *value);
 
-/* Model names: "gemma3-270m", "smollm2-135m" resolve to files in
- * ${SJK_MODEL_DIR:-$HOME/.cache/sjkvarn/models}; anything else is a path. Returns 1 with
- * path filled, or 0 after printing why (a known name whose file is missing, or a path
- * that does not exist). */
-int sjk_cli_resolve_model(const char *prog, const char *name, char *path, size_t cap);
-/* The model's key in the quality-floor table: the known name for a known file or name,
- * else the file's base name without ".gguf". */
-void sjk_cli_model_key(const char *name_or_path, char *key, size_t cap);
 /* The quality-floor table to read: o->floor_path, else $SJK_QUALITY_FLOOR, else
  * docs/quality-floor.csv beside the executable (., .., ../..), else in the working
  * directory. Returns path or NULL when none exists. */

@@ -7,7 +7,7 @@
  *   chunk:   0 .. sink/128 − 1     sink/128 .. B/128 − 1      B/128 .. ceil(N/128) − 1
  *            fp16 sink rows        record (c − sink/128)      ring rows (contiguous slots)
  *
- * Each unit keeps, for all query rows of its head, a partial state (m, l, acc) in
+ * Each unit keeps, for all query rows of its head, a partial state (attn_layout.h) in
  * c->part; the caller's thread merges the splits (log-sum-exp weights), divides by the
  * softmax sum and rotates the result back. Queries that share a KV head (GQA) and the
  * rows of a prefill are processed together, so each key is read once per unit.
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "attention/attn_kernels.h"
+#include "attention/attn_layout.h"
 #include "cache/cache_internal.h"
 #include "codec/format.h"
 #include "codec/hadamard.h"
@@ -33,39 +34,6 @@
 #include "common/util.h"
 
 #define ROW_BLOCK 64 /* query rows handed to a kernel at once */
-
-size_t sjk_attn_scratch_nbytes(size_t D)
-{
-    size_t n = 2 * (size_t)SJK_GROUP * D * sizeof(float)   /* fp32 K, V chunk */
-             + 2 * (size_t)SJK_GROUP * D                    /* K, V codes */
-             + (3 * D + 3 * (size_t)SJK_GROUP) * sizeof(float) /* scales */
-             + SJK_ATTN_WORK_FLOATS(D) * sizeof(float) + 8 * SJK_CACHE_ALIGN;
-    return n;
-}
-
-/* The units (KV head, position split) go to the threads one at a time as they free up,
- * so with equal units the slowest thread runs ceil(units / threads) of them. One split
- * per head when heads >= threads left 3 heads on 2 threads at 2 units against 1.5: here
- * the splits s from s0 = ceil(threads / heads) to 2 * s0 are tried and the one with the
- * least makespan ceil(h s / t) / (h s / t) wins (the smallest on ties: fewer merges). */
-uint32_t sjk_attn_splits(uint32_t heads, uint32_t threads)
-{
-    if (heads == 0 || threads <= 1) return 1;
-    const uint32_t s0 = (threads + heads - 1) / heads;
-    uint32_t best = s0;
-    uint64_t best_num = 0, best_den = 1; /* makespan ratio best_num / best_den */
-    for (uint32_t s = s0; s <= 2 * s0; s++) {
-        const uint64_t units = (uint64_t)heads * s, rounds = (units + threads - 1) / threads;
-        /* ratio rounds * threads / units; compare a/b < c/d as a*d < c*b */
-        const uint64_t num = rounds * threads, den = units;
-        if (best_num == 0 || num * best_den < best_num * den) {
-            best = s;
-            best_num = num;
-            best_den = den;
-        }
-    }
-    return best;
-}
 
 typedef struct attn_job {
     const sjk_cache *c;
@@ -138,7 +106,7 @@ static void record_to_f32(const sjk_cache_layer *L, float *kf, float *vf, const 
 
 static inline float *align_f(uint8_t **p, size_t n_floats)
 {
-    uintptr_t a = ((uintptr_t)*p + SJK_CACHE_ALIGN - 1) & ~(uintptr_t)(SJK_CACHE_ALIGN - 1);
+    uintptr_t a = ((uintptr_t)*p + SJK_ATTN_ALIGN - 1) & ~(uintptr_t)(SJK_ATTN_ALIGN - 1);
     float *f = (float *)a;
     *p = (uint8_t *)(f + n_floats);
     return f;
@@ -186,8 +154,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     const uint32_t head = u / j->splits, split = u % j->splits;
     const uint32_t c0 = split_bound(j, split), c1 = split_bound(j, split + 1);
 
-    float *part = c->part + (size_t)u * SJK_ATTN_PART_FLOATS(R, D);
-    float *m = part, *l = m + R, *cq = l + R, *l_brd = cq + R, *m_brd = l_brd + R, *acc = m_brd + R;
+    const sjk_attn_part ps = sjk_attn_part_at(c->part + (size_t)u * SJK_ATTN_PART_FLOATS(R, D), R);
+    float *m = ps.m, *l = ps.l, *cq = ps.cq, *l_brd = ps.l_brd, *m_brd = ps.m_brd, *acc = ps.acc;
     int ring_open = 0; /* centered ring: the state is shifted by cq (ring_enter) */
     for (size_t r = 0; r < R; r++) { m[r] = -INFINITY; l[r] = 0; }
     memset(acc, 0, R * D * sizeof *acc);
@@ -392,17 +360,17 @@ sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
             float *dst = out + (i * Hq + h * gq + jq) * D;
             float M = -INFINITY;
             for (uint32_t s = 0; s < j.splits; s++) {
-                const float *part = c->part + (h * j.splits + s) * SJK_ATTN_PART_FLOATS(R, D);
-                if (part[r] > M) M = part[r];
+                const sjk_attn_part ps = sjk_attn_part_at(c->part + (h * j.splits + s) * SJK_ATTN_PART_FLOATS(R, D), R);
+                if (ps.m[r] > M) M = ps.m[r];
             }
             float lsum = 0;
             for (size_t d = 0; d < D; d++) dst[d] = 0;
             for (uint32_t s = 0; s < j.splits; s++) {
-                const float *part = c->part + (h * j.splits + s) * SJK_ATTN_PART_FLOATS(R, D);
-                if (part[r] == -INFINITY) continue;
-                float w = expf(part[r] - M);
-                lsum += w * part[R + r];
-                const float *a = part + 5 * R + r * D; /* acc: after m, l, cq, l_brd, m_brd */
+                const sjk_attn_part ps = sjk_attn_part_at(c->part + (h * j.splits + s) * SJK_ATTN_PART_FLOATS(R, D), R);
+                if (ps.m[r] == -INFINITY) continue;
+                float w = expf(ps.m[r] - M);
+                lsum += w * ps.l[r];
+                const float *a = ps.acc + r * D;
                 for (size_t d = 0; d < D; d++) dst[d] += w * a[d];
             }
             float inv = lsum > 0 ? 1.0f / lsum : 0.0f;

@@ -178,8 +178,7 @@ static int plan_layer(const sjk_cache_params *p, uint32_t l, sjk_cache_layer *L)
          * sink + floor((max_pos - sink - tail_min) / 128) * 128 (seal_layers). The ring
          * holds the rest; slots for the positions it covers would never be written. */
         L->n_rec = after > c->tail_min ? (after - c->tail_min) / SJK_GROUP : 0;
-        uint64_t tail = c->tail_max ? c->tail_max : (uint64_t)c->tail_min + SJK_GROUP;
-        uint64_t cap = (tail + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;
+        uint64_t cap = ((uint64_t)sjk_seal_trigger(c) + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;
         uint64_t cap_max = ((uint64_t)after + SJK_GROUP - 1) / SJK_GROUP * SJK_GROUP;
         L->ring_cap = (uint32_t)(cap < cap_max ? cap : cap_max);
         size_t ns, nr, nrk;
@@ -236,7 +235,7 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
     size_t rows = (size_t)p->max_q_rows * gq;
     if (!mul3(p->n_kv_heads, rows, D, &n) || !sjk_mul_ok(n, sizeof(float), &n) || !take(&off, n, &off_q))
         return SJK_ERR_NOMEM;
-    if (!mul3(p->n_kv_heads, splits, rows, &n) || !sjk_mul_ok(n, (size_t)D + 5, &n2) ||
+    if (!mul3(p->n_kv_heads, splits, rows, &n) || !sjk_mul_ok(n, SJK_ATTN_PART_FLOATS(1, D), &n2) ||
         !sjk_mul_ok(n2, sizeof(float), &n2) || !take(&off, n2, &off_part))
         return SJK_ERR_NOMEM;
 
@@ -461,8 +460,8 @@ static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t 
             sjk_seq_layer *sl = sjk_cache_state(c, seq, l);
             uint32_t i = l - b0, g0 = 0, g1 = 0;
             if (L->compressed && sl->n > sl->b) {
-                uint32_t tail = sl->n - sl->b, tmin = L->cfg.tail_min, tmax = L->cfg.tail_max;
-                int trigger = idle || (tmax ? tail >= tmax : tail >= tmin + SJK_GROUP);
+                uint32_t tail = sl->n - sl->b, tmin = L->cfg.tail_min;
+                int trigger = idle || tail >= sjk_seal_trigger(&L->cfg);
                 if (upto != UINT32_MAX) { /* sjk_cache_seal_to: no tail is kept */
                     trigger = 1;
                     tmin = sl->n - SJK_MIN(sl->n, upto);
@@ -567,9 +566,7 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
         }
         sl->n = pos + 1;
         if (L->compressed && sl->n > sl->b) {
-            uint32_t tail = sl->n - sl->b;
-            uint32_t trig = L->cfg.tail_max ? L->cfg.tail_max : L->cfg.tail_min + SJK_GROUP;
-            if (tail >= trig) {
+            if (sl->n - sl->b >= sjk_seal_trigger(&L->cfg)) {
                 sjk_status st = seal_layers(c, seq, layer, layer + 1, 0, UINT32_MAX);
                 if (st != SJK_OK) return st;
             }
@@ -683,7 +680,7 @@ sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap)
                 FAIL("seq %u layer %u: %u records > %u slots", s, l, (sl->b - L->sink) / SJK_GROUP, L->n_rec);
             uint32_t tail = sl->n > sl->b ? sl->n - sl->b : 0;
             if (tail > L->ring_cap) FAIL("seq %u layer %u: tail %u > ring %u", s, l, tail, L->ring_cap);
-            uint32_t trig = L->cfg.tail_max ? L->cfg.tail_max : L->cfg.tail_min + SJK_GROUP;
+            uint32_t trig = sjk_seal_trigger(&L->cfg);
             if (tail >= trig) FAIL("seq %u layer %u: tail %u reached the seal trigger %u unsealed", s, l, tail, trig);
             uint32_t nrec = (sl->b - L->sink) / SJK_GROUP;
             for (uint32_t h = 0; h < c->p.n_kv_heads; h++) {

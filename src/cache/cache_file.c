@@ -116,8 +116,7 @@ static const char *state_problem(const sjk_cache *c, const sjk_cache_layer *L, u
     if ((b - L->sink) / SJK_GROUP > L->n_rec) return "more records than slots";
     uint32_t tail = n > b ? n - b : 0;
     if (tail > L->ring_cap) return "tail longer than the ring";
-    uint32_t trig = L->cfg.tail_max ? L->cfg.tail_max : L->cfg.tail_min + SJK_GROUP;
-    if (tail >= trig) return "tail at the seal trigger";
+    if (tail >= sjk_seal_trigger(&L->cfg)) return "tail at the seal trigger";
     return NULL;
 }
 

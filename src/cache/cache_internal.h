@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attention/attn_layout.h"
 #include "cache/pool.h"
 #include "codec/record.h"
 #include "sjkvarn.h"
@@ -56,6 +57,15 @@ typedef struct sjk_cache_layer {
     size_t head_nbytes;       /* one head block */
     uint8_t *data;            /* [n_seqs][n_kv_heads] head blocks */
 } sjk_cache_layer;
+
+/* The seal trigger, the one rule that append, the invariant check, the file loader and
+ * the ring's size share: a compressed layer's tail (n − b) is sealed when it reaches
+ * tail_max, or, for a fixed tail (tail_max = 0), tail_min + one group. Validation bounds
+ * tail_min and tail_max by 2^30, so the sum does not overflow. */
+static inline uint32_t sjk_seal_trigger(const sjk_layer_config *cf)
+{
+    return cf->tail_max ? cf->tail_max : cf->tail_min + SJK_GROUP;
+}
 
 typedef struct sjk_seq_layer {
     uint32_t n;               /* length N */
@@ -97,10 +107,6 @@ static inline uint8_t *sjk_cache_thread_scratch(const sjk_cache *c, uint32_t wor
     return c->scratch + (size_t)worker * c->scratch_nbytes;
 }
 
-/* One attention unit's partial state for R query rows: m[R], l[R] (online softmax),
- * cq[R], lb[R], mb[R] (ring centering, src/attention/attend.c), acc[R][D]. */
-#define SJK_ATTN_PART_FLOATS(R, D) ((size_t)(R) * ((size_t)(D) + 5))
-
 /* Ring centering (cfg.center): mu K of a head block, then mu V; [2][D] fp32. */
 static inline float *sjk_cache_mu(const sjk_cache_layer *L, uint8_t *head)
 {
@@ -110,12 +116,5 @@ static inline float *sjk_cache_mu(const sjk_cache_layer *L, uint8_t *head)
 /* Sets mu K and mu V of one head block from its full fp16 sink (no-op unless the layer
  * centers and has a sink). Deterministic: a restore recomputes the same bits. */
 void sjk_cache_center_compute(const sjk_cache *c, const sjk_cache_layer *L, uint8_t *head);
-
-/* Attention scratch bytes per thread for head dim D (src/attention). */
-size_t sjk_attn_scratch_nbytes(size_t D);
-/* Position splits per KV head when `threads` threads attend over `heads` KV heads
- * (src/attention): the count, at least ceil(threads / heads) and at most twice that,
- * whose heads x splits units divide most evenly among the threads. */
-uint32_t sjk_attn_splits(uint32_t heads, uint32_t threads);
 
 #endif

@@ -1,6 +1,6 @@
 /* codec_kernels.c — scalar references of the seal and decode inner loops, and the
  * run-time choice of path. The orders of operations here are the contract the SIMD twins
- * in src/arch/codec_kernels_*.c reproduce bit for bit (codec_kernels.h). */
+ * in src/codec/codec_kernels_*.c reproduce bit for bit (codec_kernels.h). */
 #include <math.h>
 #include <pthread.h>
 

@@ -1,5 +1,6 @@
 /* codec_kernels.h — the inner loops of the seal (balancing sweeps, row quantization) and
- * of record decode, with one scalar reference and SIMD twins in src/arch/.
+ * of record decode, with one scalar reference and SIMD twins beside it
+ * (codec_kernels_avx2.c, codec_kernels_avx512.c).
  *
  * Determinism contract: the sweeps and the quantizer are BIT-EXACT across paths. Every
  * path performs the same IEEE operations in the same order (no FMA contraction, fixed
@@ -66,7 +67,7 @@ const sjk_codec_kernels *sjk_codec_kernels_ref(void);
 const sjk_codec_kernels *sjk_codec_kernels_avx2(void);
 const sjk_codec_kernels *sjk_codec_kernels_avx512(void);
 
-/* The tables themselves (defined in src/arch/ when the compiler targets x86-64). */
+/* The tables themselves (defined in codec_kernels_avx*.c when the compiler targets x86-64). */
 extern const sjk_codec_kernels sjk_codec_kernels_table_ref;
 extern const sjk_codec_kernels sjk_codec_kernels_table_avx2;
 extern const sjk_codec_kernels sjk_codec_kernels_table_avx512;

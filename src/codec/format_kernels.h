@@ -61,7 +61,7 @@ const sjk_fmt_kernels *sjk_fmt_kernels_get(void);
 /* The scalar references. */
 const sjk_fmt_kernels *sjk_fmt_kernels_ref(void);
 
-/* Overrides the entries an instruction set implements (src/arch/format_kernels_*.c). */
+/* Overrides the entries an instruction set implements (src/codec/format_kernels_*.c). */
 void sjk_fmt_kernels_init_avx2(sjk_fmt_kernels *k);
 void sjk_fmt_kernels_init_avx512(sjk_fmt_kernels *k);
 

@@ -176,7 +176,7 @@ typedef void (*sjk_trellis_train_log_fn)(void *ctx, unsigned iter, double mse);
 sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
                              sjk_trellis_train_log_fn log, void *log_ctx);
 
-/* ---- internal: SIMD kernels (src/arch/trellis_*.c) ------------------------------ */
+/* ---- internal: SIMD kernels (src/codec/trellis_*.c) ------------------------------ */
 
 /* One block of SJK_TRELLIS_LANES sequences: the forward pass and the traceback.
  * hist: [(T+1)][64][LANES] floats. init_state: NULL (all states start at cost 0) or the

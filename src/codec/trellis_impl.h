@@ -1,5 +1,5 @@
 /* trellis_impl.h — shared inline helpers of the trellis search, included by trellis.c and
- * the SIMD kernels in src/arch/trellis_*.c (each compiled with its own ISA flags). */
+ * the SIMD kernels in src/codec/trellis_*.c (each compiled with its own ISA flags). */
 #ifndef SJK_TRELLIS_IMPL_H
 #define SJK_TRELLIS_IMPL_H
 

@@ -10,7 +10,7 @@
 #undef strdup
 #undef strndup
 #undef free
-#undef pthread_create /* the force-included header defined these before SJK_ALLOC_HOOK_IMPL */
+#undef pthread_create /* a force-included header defined these before SJK_ALLOC_HOOK_IMPL */
 #undef pthread_join
 
 #include <errno.h>
@@ -33,6 +33,12 @@ void sjk_alloc_fail_nth(long n, int persistent)
 long sjk_alloc_count(void) { return atomic_load(&g_count); }
 int sjk_alloc_failed(void) { return atomic_load(&g_failed); }
 long sjk_alloc_live(void) { return atomic_load(&g_live); }
+
+#ifdef SJK_ALLOC_HOOK
+int sjk_alloc_hook_built(void) { return 1; }
+#else
+int sjk_alloc_hook_built(void) { return 0; }
+#endif
 
 /* 1 if this allocation must fail. */
 static int should_fail(void)

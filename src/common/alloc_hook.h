@@ -1,7 +1,10 @@
-/* alloc_hook.h — allocation-failure injection (test only), force-included (`-include`)
- * into every libsjkvarn and libsjkhost translation unit by the Makefile, so every
- * malloc / calloc / realloc / aligned_alloc / strdup / free in the libraries goes through
- * the counters below. Off by default: one relaxed atomic load per allocation.
+/* alloc_hook.h — allocation-failure injection (test builds only). With ALLOC_HOOK=1
+ * (`make test`, `make asan`, `make ubsan`, `make valgrind`) the Makefile defines
+ * SJK_ALLOC_HOOK and force-includes this header (`-include`) into every translation unit
+ * of the libraries, so every malloc / calloc / realloc / aligned_alloc / strdup / free in
+ * them goes through the counters below: one relaxed atomic load per allocation while
+ * disarmed. A plain `make` includes it nowhere; the functions below still exist but see
+ * no allocation (sjk_alloc_hook_built() says which build this is).
  *
  * A test arms it with sjk_alloc_fail_nth(n): the n-th allocation from then on returns
  * NULL (once; or every one from the n-th on with persistent = 1). Running a create/load
@@ -38,6 +41,9 @@ long sjk_alloc_count(void);
 int sjk_alloc_failed(void);
 /* Live blocks allocated through the hook (allocations minus frees, process lifetime). */
 long sjk_alloc_live(void);
+/* 1 if the libraries were built with the hook (ALLOC_HOOK=1), else 0: then nothing is
+ * counted or failed, and a test of failure paths has nothing to test. */
+int sjk_alloc_hook_built(void);
 
 int sjk_hook_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 int sjk_hook_pthread_join(pthread_t th, void **ret);

@@ -1,4 +1,4 @@
-/* plan.c — the size model (include: host/include/sjkplan.h): a model's attention geometry
+/* plan.c — the size model (include: plan/include/sjkplan.h): a model's attention geometry
  * from GGUF metadata, and the bytes its KV caches take at a context.
  *
  * Nothing here knows a byte layout. Each kind of layer is priced by the code that
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "hcommon.h"
-#include "kv.h"
+#include "model/kv.h"
 #include "sjkplan.h"
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)

@@ -1,4 +1,5 @@
-/* tokenizer_impl.h — what tokenizer.c, tokenizer_spm.c and tokenizer_bpe.c share.
+/* tokenizer_impl.h — what tokenizer.c, tokenizer_spm.c and tokenizer_bpe.c share; the
+ * shared pieces live in vocab.c (hash tables) and merge_heap.c (id vector, bigram heap).
  *
  * Memory of a tokenizer (all owned, allocated once at create):
  *
@@ -82,6 +83,13 @@ static inline uint64_t sjkh_hash_mix(uint64_t h)
     h ^= h >> 33;
     return h;
 }
+
+/* The hashes of a token text and of a merge (left, right) the tables are keyed by, and
+ * a table's size for n entries: the smallest power of two >= 2n (at least 16), as a
+ * mask; 0 on overflow (vocab.c). */
+uint64_t sjkh_tok_hash(const char *s, size_t n);
+uint64_t sjkh_merge_hash(const char *l, size_t ln, const char *r, size_t rn);
+size_t sjkh_table_mask(size_t n);
 
 /* Id of the token with exactly this text, or -1. */
 int32_t sjkh_tok_lookup(const sjkh_tokenizer *t, const char *s, size_t n);

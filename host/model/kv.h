@@ -35,7 +35,7 @@ typedef struct sjkh_kv_params {
  * min(n_ctx, window + max_rows). The bytes of one row of K (or V), [n_kv][hd] values:
  * fp16, or q8_0 blocks for a window layer with window_type q8_0 (0 when head_dim is not
  * a multiple of 32 then, or on overflow). And the bytes sjkh_kv_create allocates for the
- * layer: K and V, rows x row bytes each; 0 on overflow. The size model (host/src/plan.c)
+ * layer: K and V, rows x row bytes each; 0 on overflow. The size model (plan/src/plan.c)
  * prices the window layers with this, so it always equals the allocation. */
 uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global);
 size_t sjkh_kv_host_row_nbytes(const sjkh_kv_params *p, int global);
@@ -52,7 +52,7 @@ sjk_status sjkh_kv_reset(sjkh_kv *kv);
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);
 
-/* Session files (host/src/session_file.c): the storage of one layer. *len points at the
+/* Session files (host/model/session_file.c): the storage of one layer. *len points at the
  * layer's position count; for a host-held layer *k / *v are its rows (fp16 or q8_0),
  * *nbytes the bytes of each ([rows] x *row_nbytes); for a layer in the libsjkvarn cache
  * they are NULL / 0 and *cache receives that cache (else NULL). */

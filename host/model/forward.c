@@ -12,9 +12,9 @@
 #include "hcommon.h"
 #include "kv.h"
 #include "model.h"
-#include "ops.h"
+#include "kernels/ops.h"
 #include "pool.h"
-#include "quants.h"
+#include "kernels/quants.h"
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
 

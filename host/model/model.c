@@ -15,7 +15,7 @@
 
 #include "hcommon.h"
 #include "model.h"
-#include "quants.h"
+#include "kernels/quants.h"
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
 

@@ -1,4 +1,4 @@
-/* sjkvarn.c — the CLI entry point: dispatches `sjkvarn <command> ...`. */
+/* main.c — the CLI entry point: dispatches `sjkvarn <command> ...`. */
 #include <stdio.h>
 #include <string.h>
 

@@ -30,7 +30,7 @@
 
 #include "hcommon.h"
 #include "kv.h"
-#include "ops.h"
+#include "kernels/ops.h"
 
 #define SPLIT_MAX 64 /* most position ranges one decode attention is split into */
 

@@ -1,7 +1,7 @@
 /* types.c — the ggml tensor-type traits table (block size and bytes per block).
  *
  * Every type a GGUF file may name that this build can size is listed; `compute` marks
- * the weight types the host's kernels implement (host/src/quants.c). A code not listed
+ * the weight types the host's kernels implement (host/kernels/quants.c). A code not listed
  * here is rejected by the loader with its number in the message. */
 #include "sjkhost.h"
 

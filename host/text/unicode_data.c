@@ -1,5 +1,5 @@
 /* unicode_data.c — GENERATED, do not edit. Regenerate with
- *   python3 scripts/gen-unicode-tables.py /usr/share/unicode > host/src/unicode_data.c
+ *   python3 scripts/gen-unicode-tables.py /usr/share/unicode > host/text/unicode_data.c
  * from Debian's unicode-data package (UnicodeData.txt, PropList.txt; Unicode 15.0.0).
  * Maximal code point ranges of one class (letter = L*, number = N*, space =
  * White_Space), sorted; code points in no range are "other". */

@@ -1,6 +1,6 @@
-/* tokenizer.c — vocabulary tables, the special-token partition, encode/decode entry points
- * and chat templates. The two merge algorithms live in tokenizer_spm.c (Gemma) and
- * tokenizer_bpe.c (SmolLM2); reference/engine.md §5 describes what they reproduce.
+/* tokenizer.c — vocabulary tables (built here; vocab.c hashes and searches them), the
+ * special-token partition, encode/decode entry points and chat templates. The two merge
+ * algorithms live in tokenizer_spm.c (Gemma) and tokenizer_bpe.c (SmolLM2); reference/engine.md §5 describes what they reproduce.
  *
  * Encoding a text:
  *
@@ -16,75 +16,6 @@
 #include "hcommon.h"
 #include "tokenizer_impl.h"
 #include "unicode.h"
-
-/* ---- small vectors ------------------------------------------------------------------ */
-
-sjk_status sjkh_idvec_push(sjkh_idvec *iv, int32_t id)
-{
-    if (iv->n == iv->cap) {
-        size_t cap = iv->cap ? iv->cap * 2 : 256, nb;
-        if (!sjkh_mul_ok(cap, sizeof *iv->v, &nb)) return SJK_ERR_NOMEM;
-        int32_t *v = realloc(iv->v, nb);
-        if (!v) return SJK_ERR_NOMEM;
-        iv->v = v;
-        iv->cap = cap;
-    }
-    iv->v[iv->n++] = id;
-    return SJK_OK;
-}
-
-/* ---- hash tables -------------------------------------------------------------------- */
-
-static uint64_t tok_hash_of(const char *s, size_t n)
-{
-    return sjkh_hash_mix(sjkh_hash_bytes(SJKH_HASH_INIT, s, n));
-}
-
-static uint64_t merge_hash_of(const char *l, size_t ln, const char *r, size_t rn)
-{
-    uint64_t h = sjkh_hash_bytes(SJKH_HASH_INIT, l, ln);
-    h ^= (uint64_t)ln * 0x9E3779B97F4A7C15ull;
-    return sjkh_hash_mix(sjkh_hash_bytes(h, r, rn));
-}
-
-/* Smallest power of two >= 2n (at least 16), as a mask; 0 on overflow. */
-static size_t table_mask_for(size_t n)
-{
-    size_t cap = 16;
-    while (cap < n * 2) {
-        if (cap > SIZE_MAX / 4) return 0;
-        cap *= 2;
-    }
-    return cap - 1;
-}
-
-int32_t sjkh_tok_lookup(const sjkh_tokenizer *t, const char *s, size_t n)
-{
-    size_t i = (size_t)tok_hash_of(s, n) & t->tok_hash_mask;
-    for (;;) {
-        int32_t id = t->tok_hash[i];
-        if (id < 0) return -1;
-        if (t->tok_len[id] == n && memcmp(sjkh_tok_text(t, id), s, n) == 0) return id;
-        i = (i + 1) & t->tok_hash_mask;
-    }
-}
-
-int32_t sjkh_merge_rank(const sjkh_tokenizer *t, const char *l, size_t ln, const char *r,
-                        size_t rn)
-{
-    if (!t->merge_hash) return -1;
-    size_t i = (size_t)merge_hash_of(l, ln, r, rn) & t->merge_hash_mask;
-    for (;;) {
-        int32_t m = t->merge_hash[i];
-        if (m < 0) return -1;
-        const char *mt = t->arena + t->merge_off[m];
-        uint32_t split = t->merge_split[m];
-        if (split == ln && t->merge_len[m] - split - 1 == rn && memcmp(mt, l, ln) == 0 &&
-            memcmp(mt + split + 1, r, rn) == 0)
-            return m;
-        i = (i + 1) & t->merge_hash_mask;
-    }
-}
 
 /* ---- create / free ------------------------------------------------------------------ */
 
@@ -248,7 +179,7 @@ sjk_status sjkh_tokenizer_create(const sjkh_tokenizer_desc *d, sjkh_tokenizer **
     t->scores = malloc((size_t)n * sizeof *t->scores);
     t->types = malloc((size_t)n);
     t->eog = calloc(n, 1);
-    t->tok_hash_mask = table_mask_for(n);
+    t->tok_hash_mask = sjkh_table_mask(n);
     if (!t->tok_hash_mask) goto fail;
     t->tok_hash = malloc((t->tok_hash_mask + 1) * sizeof *t->tok_hash);
     if (!t->arena || !t->tok_off || !t->tok_len || !t->scores || !t->types || !t->eog ||
@@ -273,7 +204,7 @@ sjk_status sjkh_tokenizer_create(const sjkh_tokenizer_desc *d, sjkh_tokenizer **
         int32_t ty = d->types ? d->types[i] : SJKH_TOKEN_NORMAL;
         t->types[i] = (uint8_t)(ty >= SJKH_TOKEN_NORMAL && ty <= SJKH_TOKEN_BYTE ? ty : 0);
         /* Insert; a later token with the same text replaces the earlier one. */
-        size_t h = (size_t)tok_hash_of(sjkh_tok_text(t, (int32_t)i), len) & t->tok_hash_mask;
+        size_t h = (size_t)sjkh_tok_hash(sjkh_tok_text(t, (int32_t)i), len) & t->tok_hash_mask;
         for (;;) {
             int32_t o = t->tok_hash[h];
             if (o < 0 || (t->tok_len[o] == len &&
@@ -291,7 +222,7 @@ sjk_status sjkh_tokenizer_create(const sjkh_tokenizer_desc *d, sjkh_tokenizer **
         t->merge_off = malloc((size_t)nm * sizeof *t->merge_off);
         t->merge_len = malloc((size_t)nm * sizeof *t->merge_len);
         t->merge_split = malloc((size_t)nm * sizeof *t->merge_split);
-        t->merge_hash_mask = table_mask_for(nm);
+        t->merge_hash_mask = sjkh_table_mask(nm);
         if (!t->merge_hash_mask) goto fail;
         t->merge_hash = malloc((t->merge_hash_mask + 1) * sizeof *t->merge_hash);
         if (!t->merge_off || !t->merge_len || !t->merge_split || !t->merge_hash) goto fail;
@@ -310,7 +241,7 @@ sjk_status sjkh_tokenizer_create(const sjkh_tokenizer_desc *d, sjkh_tokenizer **
             if (!sp) continue;
             const char *l = t->arena + t->merge_off[i];
             size_t ln = (size_t)(sp - m), rn = len - ln - 1;
-            size_t h = (size_t)merge_hash_of(l, ln, l + ln + 1, rn) & t->merge_hash_mask;
+            size_t h = (size_t)sjkh_merge_hash(l, ln, l + ln + 1, rn) & t->merge_hash_mask;
             for (;;) {
                 int32_t o = t->merge_hash[h];
                 if (o < 0) {
@@ -825,48 +756,4 @@ sjk_status sjkh_tokenizer_chat_render(const sjkh_tokenizer *t, const sjkh_chat_m
     if (*n > dst_cap) return SJK_ERR_BUFFER;
     if (*n < dst_cap) dst[*n] = 0;
     return SJK_OK;
-}
-
-/* ---- the bigram heap both tokenizers merge with ------------------------------------------ */
-
-static inline int bigram_before(const sjkh_bigram *a, const sjkh_bigram *b)
-{
-    return a->key < b->key || (a->key == b->key && a->left < b->left);
-}
-
-sjk_status sjkh_bigram_heap_push(sjkh_bigram_heap *h, sjkh_bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64, nb;
-        if (!sjkh_mul_ok(cap, sizeof *h->v, &nb)) return SJK_ERR_NOMEM;
-        sjkh_bigram *v = realloc(h->v, nb);
-        if (!v) return SJK_ERR_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bigram_before(&b, &h->v[p])) break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-    return SJK_OK;
-}
-
-sjkh_bigram sjkh_bigram_heap_pop(sjkh_bigram_heap *h)
-{
-    sjkh_bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && bigram_before(&h->v[c + 1], &h->v[c])) c++;
-        if (!bigram_before(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
 }
