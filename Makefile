@@ -161,6 +161,11 @@ $(BUILD)/examples/%: examples/%.c $(LIB_A)
 
 # The in-process A/B benchmarks of bench/ (docs/BENCHMARKS.md says how to run them);
 # the suite builds them so that they keep compiling.
+# the prefix-store benchmark links the store, hiredis and the test helper that starts redis-server
+$(BUILD)/bench/store_%: bench/store_%.c $(FLAGS_STAMP) $(STORE_A) $(ALL_A) $(BUILD)/obj/tests/support/redis_proc.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/support/redis_proc.o $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(ALL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(ALL_A) $(LDLIBS_ALL)

@@ -333,94 +333,152 @@ static void publish(sjks_store *st, plan *p, sjkh_session *s, const int32_t *ids
     }
 }
 
-sjk_status sjks_store_prefill(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, float *logits,
-                              sjks_prefill_report *rep, char *err, size_t err_cap)
+struct sjks_prefill {
+    sjks_store *st;
+    sjkh_session *s;
+    const int32_t *ids;
+    size_t n;
+    size_t pos;           /* positions fed so far (imported ones included) */
+    plan p;
+    uint8_t **win_vals;   /* [cut - wf_cut] sealed window values taken at the cut */
+    size_t *win_nbytes;
+    sjks_prefill_report rep;
+};
+
+static void prefill_free(sjks_prefill *f)
 {
-    sjks_prefill_report dummy;
-    if (!rep) rep = &dummy;
-    memset(rep, 0, sizeof *rep);
-    uint32_t cut = st && n <= UINT32_MAX && sjkh_session_n_past(s) == 0 ? sjkh_session_block_cut(s, (uint32_t)n) : 0;
-    if (!cut) {
-        rep->prefilled_tokens = (uint32_t)n;
-        if (st) st->st.prefilled_tokens += n;
-        return sjkh_session_feed(s, ids, n, logits, 0, err, err_cap);
-    }
-    plan p = {0};
-    p.cut = cut;
+    if (!f) return;
+    for (uint32_t i = 0; f->win_vals && i < f->p.cut - f->p.wf_cut; i++) free(f->win_vals[i]);
+    free(f->win_vals);
+    free(f->win_nbytes);
+    plan_free(&f->p);
+    free(f);
+}
+
+sjk_status sjks_prefill_begin(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, sjks_prefill **out)
+{
+    *out = NULL;
+    sjks_prefill *f = calloc(1, sizeof *f);
+    if (!f) return SJK_ERR_NOMEM;
+    f->st = st;
+    f->s = s;
+    f->ids = ids;
+    f->n = n;
+    f->pos = 0; /* an index into ids */
+    uint32_t cut = st && sjkh_session_n_past(s) == 0 && n <= UINT32_MAX ? sjkh_session_block_cut(s, (uint32_t)n) : 0;
+    plan *p = &f->p;
+    p->cut = cut;
+    *out = f;
+    if (!cut) return SJK_OK;
     size_t wn = 0;
-    p.has_win = sjkh_session_block_nbytes(s, SJKH_BLOCK_WINDOW, 0, &wn) == SJK_OK && wn > 0;
-    p.wf_cut = p.has_win ? sjkh_session_block_window_first(s, cut) : cut;
-    p.chain = malloc(cut * sizeof *p.chain);
-    p.key = malloc(cut * sizeof *p.key);
-    p.klen = malloc(cut * sizeof *p.klen);
-    p.exists = malloc(cut * sizeof *p.exists);
-    p.bad = calloc(cut, sizeof *p.bad);
-    uint8_t **win_vals = calloc(cut - p.wf_cut + 1, sizeof *win_vals);
-    size_t *win_nbytes = calloc(cut - p.wf_cut + 1, sizeof *win_nbytes);
-    sjk_status res = SJK_OK;
-    uint32_t h = 0;
-    if (!p.chain || !p.key || !p.klen || !p.exists || !p.bad || !win_vals || !win_nbytes) {
-        res = SJK_ERR_NOMEM;
-        goto out;
+    p->has_win = sjkh_session_block_nbytes(s, SJKH_BLOCK_WINDOW, 0, &wn) == SJK_OK && wn > 0;
+    p->wf_cut = p->has_win ? sjkh_session_block_window_first(s, cut) : cut;
+    p->chain = malloc(cut * sizeof *p->chain);
+    p->key = malloc(cut * sizeof *p->key);
+    p->klen = malloc(cut * sizeof *p->klen);
+    p->exists = malloc(cut * sizeof *p->exists);
+    p->bad = calloc(cut, sizeof *p->bad);
+    f->win_vals = calloc(cut - p->wf_cut + 1, sizeof *f->win_vals);
+    f->win_nbytes = calloc(cut - p->wf_cut + 1, sizeof *f->win_nbytes);
+    if (!p->chain || !p->key || !p->klen || !p->exists || !p->bad || !f->win_vals || !f->win_nbytes) {
+        prefill_free(f);
+        *out = NULL;
+        return SJK_ERR_NOMEM;
     }
     for (uint32_t i = 0; i < cut; i++) {
-        sjks_chain_hash(i ? p.chain[i - 1] : st->fp, ids + (size_t)i * SJKH_BLOCK_TOKENS, p.chain[i]);
-        for (int part = 0; part < 2; part++) p.klen[i][part] = sjks_key(p.key[i][part], st->fp, part, p.chain[i]);
-        p.exists[i][0] = p.exists[i][1] = -1;
+        sjks_chain_hash(i ? p->chain[i - 1] : st->fp, ids + (size_t)i * SJKH_BLOCK_TOKENS, p->chain[i]);
+        for (int part = 0; part < 2; part++) p->klen[i][part] = sjks_key(p->key[i][part], st->fp, part, p->chain[i]);
+        p->exists[i][0] = p->exists[i][1] = -1;
     }
     st->st.lookups++;
     double t0 = now_s();
-    if (!lookup(st, &p)) {
+    if (!lookup(st, p)) {
         st->st.lookup_failures++;
         LOG(st, "lookup of %u blocks got no answer (store down or slow); prefilling all %zu tokens", cut, n);
     }
     double t1 = now_s();
-    h = load_prefix(st, &p, s, ids);
-    double t2 = now_s();
-    rep->lookup_s = t1 - t0;
-    rep->fetch_s = t2 - t1;
-    rep->cached_tokens = h * SJKH_BLOCK_TOKENS;
+    uint32_t h = load_prefix(st, p, s, ids);
+    f->rep.lookup_s = t1 - t0;
+    f->rep.fetch_s = now_s() - t1;
+    f->rep.cached_tokens = h * SJKH_BLOCK_TOKENS;
+    f->pos = f->rep.cached_tokens;
     st->st.hit_blocks += h;
     st->st.hit_tokens += (uint64_t)h * SJKH_BLOCK_TOKENS;
     st->st.miss_blocks += cut - h;
-    /* canonical prefill up to the cut: one block at a time, each sealed before the next */
-    for (uint32_t i = h; i < cut && res == SJK_OK; i++) {
-        res = sjkh_session_feed(s, ids + (size_t)i * SJKH_BLOCK_TOKENS, SJKH_BLOCK_TOKENS, NULL, 0, err, err_cap);
-        if (res == SJK_OK) res = sjkh_session_seal_to(s, (i + 1) * SJKH_BLOCK_TOKENS);
+    return SJK_OK;
+}
+
+uint32_t sjks_prefill_cached(const sjks_prefill *f) { return f->rep.cached_tokens; }
+
+size_t sjks_prefill_next(const sjks_prefill *f, size_t max_len, size_t *pos)
+{
+    *pos = f->pos;
+    size_t left = f->n - f->pos;
+    size_t cut_pos = (size_t)f->p.cut * SJKH_BLOCK_TOKENS;
+    if (f->pos < cut_pos) { /* canonical: never across a block edge before the cut */
+        size_t edge = (f->pos / SJKH_BLOCK_TOKENS + 1) * SJKH_BLOCK_TOKENS;
+        if (left > edge - f->pos) left = edge - f->pos;
     }
-    if (res != SJK_OK) goto out;
-    /* the window blocks the cut needs, while the ring still holds them */
-    for (uint32_t i = p.wf_cut; i < cut; i++) {
-        if (p.exists[i][1] == 1 && !p.bad[i][1]) continue;
+    return left < max_len ? left : max_len;
+}
+
+sjk_status sjks_prefill_fed(sjks_prefill *f, size_t len)
+{
+    f->pos += len;
+    size_t cut_pos = (size_t)f->p.cut * SJKH_BLOCK_TOKENS;
+    if (!f->p.cut || f->pos > cut_pos || f->pos % SJKH_BLOCK_TOKENS) return SJK_OK;
+    /* a block edge up to the cut: seal it, so the next block sees the canonical state */
+    sjk_status res = sjkh_session_seal_to(f->s, (uint32_t)f->pos);
+    if (res != SJK_OK || f->pos != cut_pos) return res;
+    /* the cut: take the window blocks it needs while the ring still holds them */
+    plan *p = &f->p;
+    for (uint32_t i = p->wf_cut; i < p->cut; i++) {
+        if (p->exists[i][1] == 1 && !p->bad[i][1]) continue;
         size_t n_pc = 0, pn = 0;
-        sjkh_block_piece *pc = pieces_of(s, 1, i, &n_pc);
+        sjkh_block_piece *pc = pieces_of(f->s, 1, i, &n_pc);
         uint8_t *v = NULL;
-        if (pc && sjkh_session_block_export(s, 1, i, NULL, 0, &pn) == SJK_OK &&
+        if (pc && sjkh_session_block_export(f->s, 1, i, NULL, 0, &pn) == SJK_OK &&
             (v = malloc(sjks_value_nbytes(n_pc, pn)))) {
-            sjks_value_meta m = meta(st, &p, ids, 1, i, pc, n_pc);
-            win_nbytes[i - p.wf_cut] = sjks_value_nbytes(n_pc, pn);
-            if (sjkh_session_block_export(s, 1, i, v + sjks_value_payload_offset(n_pc), pn, NULL) != SJK_OK ||
-                sjks_value_seal(&m, v, win_nbytes[i - p.wf_cut]) != SJK_OK) {
+            sjks_value_meta m = meta(f->st, p, f->ids, 1, i, pc, n_pc);
+            f->win_nbytes[i - p->wf_cut] = sjks_value_nbytes(n_pc, pn);
+            if (sjkh_session_block_export(f->s, 1, i, v + sjks_value_payload_offset(n_pc), pn, NULL) != SJK_OK ||
+                sjks_value_seal(&m, v, f->win_nbytes[i - p->wf_cut]) != SJK_OK) {
                 free(v);
                 v = NULL;
             }
         }
         free(pc);
-        win_vals[i - p.wf_cut] = v;
+        f->win_vals[i - p->wf_cut] = v;
     }
-    size_t rest = n - (size_t)cut * SJKH_BLOCK_TOKENS;
-    res = sjkh_session_feed(s, ids + (size_t)cut * SJKH_BLOCK_TOKENS, rest, logits, 0, err, err_cap);
-    rep->prefilled_tokens = (uint32_t)(n - rep->cached_tokens);
-    st->st.prefilled_tokens += rep->prefilled_tokens;
-    if (res == SJK_OK) {
-        double t3 = now_s();
-        publish(st, &p, s, ids, win_vals, win_nbytes, rep);
-        rep->publish_s = now_s() - t3;
+    return SJK_OK;
+}
+
+void sjks_prefill_end(sjks_prefill *f, int publish_blocks, sjks_prefill_report *rep)
+{
+    if (!f) return;
+    f->rep.prefilled_tokens = (uint32_t)(f->pos - f->rep.cached_tokens);
+    if (f->st) f->st->st.prefilled_tokens += f->rep.prefilled_tokens;
+    if (publish_blocks && f->p.cut && f->pos == f->n) {
+        double t = now_s();
+        publish(f->st, &f->p, f->s, f->ids, f->win_vals, f->win_nbytes, &f->rep);
+        f->rep.publish_s = now_s() - t;
     }
-out:
-    for (uint32_t i = 0; win_vals && i < cut - p.wf_cut; i++) free(win_vals[i]);
-    free(win_vals);
-    free(win_nbytes);
-    plan_free(&p);
+    if (rep) *rep = f->rep;
+    prefill_free(f);
+}
+
+sjk_status sjks_store_prefill(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, float *logits,
+                              sjks_prefill_report *rep, char *err, size_t err_cap)
+{
+    if (rep) memset(rep, 0, sizeof *rep);
+    sjks_prefill *f = NULL;
+    sjk_status res = sjks_prefill_begin(st, s, ids, n, &f);
+    if (res != SJK_OK) return res;
+    const uint32_t chunk = UINT32_MAX; /* the session splits a chunk into n_batch itself */
+    for (size_t pos = 0, len; res == SJK_OK && (len = sjks_prefill_next(f, chunk, &pos)) > 0;) {
+        res = sjkh_session_feed(s, ids + pos, len, pos + len == n ? logits : NULL, 0, err, err_cap);
+        if (res == SJK_OK) res = sjks_prefill_fed(f, len);
+    }
+    sjks_prefill_end(f, res == SJK_OK, rep);
     return res;
 }

@@ -75,6 +75,21 @@ const uint8_t *sjks_store_fingerprint(const sjks_store *st);
 sjk_status sjks_store_prefill(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, float *logits,
                               sjks_prefill_report *rep, char *err, size_t err_cap);
 
+/* The same in steps, for a caller that interleaves prefill chunks with other work (the
+ * server): begin (lookup, fetch, import; sjks_prefill_cached says how many positions
+ * came from the store), then repeatedly next (the chunk [pos, pos + len) to feed now,
+ * at most max_len; 0 when the prompt is done), sjkh_session_feed it, fed(len); then end
+ * (publishes when publish != 0 and the whole prompt was fed; frees the state). With
+ * st NULL or a session that is not fresh, begin imports nothing and next hands out the
+ * prompt as it is. Chunks before the cut stop at every block edge and fed seals there:
+ * that is what makes the blocks canonical. */
+typedef struct sjks_prefill sjks_prefill;
+sjk_status sjks_prefill_begin(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, sjks_prefill **out);
+uint32_t sjks_prefill_cached(const sjks_prefill *f);
+size_t sjks_prefill_next(const sjks_prefill *f, size_t max_len, size_t *pos);
+sjk_status sjks_prefill_fed(sjks_prefill *f, size_t len);
+void sjks_prefill_end(sjks_prefill *f, int publish, sjks_prefill_report *rep);
+
 void sjks_store_get_stats(const sjks_store *st, sjks_store_stats *out);
 /* The Redis client's counters (redirects, failures), for /metrics. */
 struct sjks_redis_stats;

@@ -322,12 +322,12 @@ TEST(test_cluster_redirects_ask_and_moved)
     if (!redis_available()) SKIP("redis-server is not installed (apt-get install redis-server)");
     redis_proc rp[3];
     memset(rp, 0, sizeof rp);
+    sjks_redis *r = NULL;
     int up = cluster_start(rp);
     CHECKF(up, "three-node cluster did not form");
     if (!up) goto out;
     char url[128];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d?timeout_ms=1000", rp[0].port); /* one seed: discovery */
-    sjks_redis *r = NULL;
     char err[200];
     CHECK(sjks_redis_open(url, &r, err, sizeof err) == SJK_OK);
     if (!r) goto out;
