@@ -7,11 +7,15 @@
  *                                            [--kv f16,sj:4/4,sj:3/2t] [-f TEXT]
  *
  * Defaults: SmolLM2-135M from the model cache, 2048 prompt tokens of docs/FORMAT.md (real
- * text), 2 threads, the three configurations above with their default tails. Every
+ * text, repeated as needed), 2 threads, f16, sj:4/4 and sj:3/2t with a tail of 256 (so
+ * that a prompt of this length has sealed records to share; the default tail keeps the
+ * newest 4096 positions in the ring, which are never published). Every
  * configuration runs the three cases in one process against the same server; the ratio
  * warm / recompute is the number to read (absolute times depend on the machine and on
  * what else runs on it). TTFT = the prompt's logits ready (publishing happens after, and
- * is reported apart). Bytes per token = bytes published / positions covered. */
+ * is reported apart). Bytes per token: of a stored body block (a sealed record for a
+ * compressed cache) and of the fp16 sink block, value bytes / 128; and Redis's own
+ * used_memory growth per stored position (its per-key overhead included). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +58,7 @@ static void flush(int port)
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *kvs = "f16,sj:4/4,sj:3/2t", *text = "docs/FORMAT.md";
+    const char *model = NULL, *kvs = "f16,sj:4/4:tail=256,sj:3/2t:tail=256", *text = "docs/FORMAT.md";
     uint32_t n_tok = 2048, threads = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-m")) model = argv[i + 1];
@@ -101,8 +105,8 @@ int main(int argc, char **argv)
     const sjkh_model_info *in = sjkh_model_get_info(m);
     float *logits = malloc(in->n_vocab * sizeof *logits);
     printf("model %s, prompt %u tokens, %u threads, redis on loopback\n", model, n_tok, threads);
-    printf("%-10s %10s %10s %10s %8s %8s %10s %12s %12s\n", "kv", "recompute", "cold", "warm", "warm/re", "from",
-           "publish", "B/token", "redis B/tok");
+    printf("%-18s %10s %10s %10s %8s %6s %9s %10s %10s %11s\n", "kv", "recompute", "cold", "warm", "warm/re",
+           "stored", "publish", "body B/tok", "sink B/tok", "redis B/tok");
     char list[256];
     snprintf(list, sizeof list, "%s", kvs);
     for (char *kv = strtok(list, ","); kv; kv = strtok(NULL, ",")) {
@@ -129,12 +133,23 @@ int main(int argc, char **argv)
             if (c == 1) mem1 = used_memory(rp.port);
             sjkh_session_free(s);
         }
-        sjks_store_stats ss;
-        sjks_store_get_stats(st, &ss);
-        double per_tok = rep[1].published_blocks ? (double)ss.published_bytes / rep[2].cached_tokens : 0;
+        /* the value bytes of the sink block (0) and of the last stored block (a body block) */
+        double blk_tok[2] = {0, 0};
+        sjkh_session *s = NULL;
+        uint32_t nb = rep[2].cached_tokens / 128;
+        if (nb && sjkh_session_create(m, &sp, &s, err, sizeof err) == SJK_OK) {
+            for (int k = 0; k < 2; k++) {
+                size_t n_pc = 0, pn = 0;
+                uint32_t b = k ? nb - 1 : 0;
+                if (sjkh_session_block_pieces(s, SJKH_BLOCK_GROWING, b, NULL, 0, &n_pc) == SJK_OK &&
+                    sjkh_session_block_nbytes(s, SJKH_BLOCK_GROWING, b, &pn) == SJK_OK)
+                    blk_tok[k] = (double)sjks_value_nbytes(n_pc, pn) / 128.0;
+            }
+            sjkh_session_free(s);
+        }
         double redis_tok = rep[2].cached_tokens ? (double)(mem1 - mem0) / rep[2].cached_tokens : 0;
-        printf("%-10s %9.2fs %9.2fs %9.2fs %8.2f %8u %9.3fs %12.0f %12.0f\n", kv, t[0], t[1], t[2], t[2] / t[0],
-               rep[2].cached_tokens, rep[1].publish_s, per_tok, redis_tok);
+        printf("%-18s %9.2fs %9.2fs %9.2fs %8.2f %6u %8.3fs %10.0f %10.0f %11.0f\n", kv, t[0], t[1], t[2],
+               t[2] / t[0], rep[2].cached_tokens, rep[1].publish_s, blk_tok[1], blk_tok[0], redis_tok);
         fflush(stdout);
         sjks_store_close(st);
     }
