@@ -87,6 +87,9 @@ HIREDIS_LIBS := -lhiredis
 # Link order: a library before the ones it depends on.
 ALL_A   := $(PLAN_A) $(EVAL_A) $(HOST_A) $(LIB_A)
 CLI     := $(BUILD)/sjkvarn
+# The CLI's objects but main, for the tests of its parsers and file writers (test_cli_*).
+CLI_A   := $(BUILD)/libsjkcli.a
+CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/tools/main.o,$(TOOL_OBJ))
 
 .PHONY: all test check asan ubsan valgrind install clean tests examples benches fuzz fuzz-build
 all: $(LIB_A) $(LIB_SO) $(ALL_A) $(STORE_A) $(CLI)
@@ -133,6 +136,10 @@ $(STORE_A): $(STORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
+$(CLI_A): $(CLI_LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
 $(PLAN_A): $(PLAN_OBJ)
 	@rm -f $@
 	@mkdir -p $(dir $@)
@@ -151,9 +158,9 @@ $(BUILD)/tests/test_store_%: tests/test_store_%.c tests/harness.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(ALL_A)
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(CLI_A) $(STORE_A) $(ALL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) -Itests -Ieval/src $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(ALL_A) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) -Itools -Itests -Ieval/src $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(CLI_A) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)

@@ -186,7 +186,7 @@ typedef enum sjk_body {
     SJK_BODY_TRELLIS,      /* 64-state bitshift trellis, same record size; sequences run
                               along the token axis (128 tokens of one channel) */
     SJK_BODY_TRELLIS_CHANNEL /* the same trellis with sequences along the channel axis (D
-                              channels of one token; the seed's earlier default) */
+                              channels of one token; the SJ-KVaRN note's earlier default) */
 } sjk_body;
 
 typedef struct sjk_record_params {
@@ -241,7 +241,7 @@ sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v,
  *     fp16, rotated     one record per 128-token group      rotated rows in the
  *     (default 128)     (immutable once sealed)             staging format
  *
- * Policy (SPEC §2.5): the tail N − B grows until it reaches tail_max; then every full
+ * Policy (docs/DESIGN.md §2.5): the tail N − B grows until it reaches tail_max; then every full
  * group older than the newest tail_min positions is sealed in one batch (inside the
  * append that reached tail_max). tail_max = 0 is a fixed tail: a group is sealed as soon
  * as it is older than the newest tail_min positions. sjk_cache_seal_idle seals back to
@@ -298,6 +298,10 @@ typedef struct sjk_layer_config {
 /* The default layer: SJ 4/4, scalar body, tq6_0 staging, sink 128, tail 4096/8192. */
 sjk_layer_config sjk_layer_config_default(void);
 
+/* The most threads one cache runs (sjk_cache_params.n_threads). A host with more CPUs
+ * gives the cache this many (the host's own pool may be larger). */
+#define SJK_CACHE_MAX_THREADS 64
+
 typedef struct sjk_cache_params {
     uint32_t n_layers;      /* attention layers held by this cache, >= 1 */
     uint32_t n_kv_heads;    /* KV heads per layer, >= 1 */
@@ -306,7 +310,8 @@ typedef struct sjk_cache_params {
     uint32_t max_pos;       /* positions per sequence, >= 1 */
     uint32_t n_seqs;        /* independent sequences, >= 1 */
     uint32_t max_q_rows;    /* most query rows per attend call (prefill chunk), >= 1 */
-    uint32_t n_threads;     /* threads for seal and attention incl. the caller, 1..64 */
+    uint32_t n_threads;     /* threads for seal and attention incl. the caller,
+                               1..SJK_CACHE_MAX_THREADS */
     const sjk_layer_config *layers; /* [n_layers] per-layer configurations, or NULL:
                                        every layer uses `layer`. Copied by create. */
     sjk_layer_config layer;
@@ -316,9 +321,17 @@ typedef struct sjk_cache_params {
  * max_q_rows 512, 1 thread, layers NULL, layer = sjk_layer_config_default(). */
 sjk_cache_params sjk_cache_params_default(void);
 
-/* SJK_OK, or SJK_ERR_PARAM with *bad_field (if non-NULL) naming the field (static
- * string, e.g. "head_dim", "layers[3].tail_max"). */
+/* SJK_OK, or SJK_ERR_PARAM with *bad_field (if non-NULL) naming the first bad field as a
+ * static string: "head_dim", "n_q_heads", ...; for a layer's field "layers[].tail_max"
+ * when p->layers is set and "tail_max" for p->layer. The static name cannot say which
+ * layer; sjk_cache_params_check does. */
 sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad_field);
+
+/* The same check, naming the first bad field in why[0..why_cap) as a NUL-terminated
+ * string with the layer's index: "head_dim", "layers[3].tail_max" (a field of
+ * p->layers[3]) or "layer.tail_max" (of p->layer); "" when p is valid. Truncates to fit;
+ * why may be NULL (then why_cap is ignored). Does not allocate; thread-safe. */
+sjk_status sjk_cache_params_check(const sjk_cache_params *p, char *why, size_t why_cap);
 
 /* Parses one configuration string into out[0..n_layers) (see README, "KV configuration
  * strings"): `f16`, `q8_0`, `q8_0/q4_0`, `q4_0:rot`, `sj`, `sj:4/4`, `sj:3/3t`,
@@ -346,8 +359,16 @@ void sjk_cache_free(sjk_cache *c);
 /* Appends n_pos positions to layer `layer` of sequence `seq`.
  *   k, v: [n_pos][n_kv_heads][head_dim] fp32, the model's post-RoPE rows, NOT rotated.
  * Positions are numbered per (seq, layer) from 0; each layer is appended separately, in
- * any interleaving. May seal (policy above). SJK_ERR_RANGE past max_pos (nothing is
- * appended then). Non-finite values are stored as the formats define. Never allocates. */
+ * any interleaving. May seal (policy above). SJK_ERR_PARAM, or SJK_ERR_RANGE past
+ * max_pos: checked first, nothing is appended. Non-finite values are stored as the
+ * formats define. Never allocates.
+ * After a failure in the middle of the call (a seal that fails: an internal error, not
+ * expected with parameters that passed validation) the positions before the failing
+ * one, and the one that triggered the seal, are stored and readable
+ * (sjk_cache_length says how many); the call's later positions are not; the body is as
+ * before the seal, its rows still in the ring, and the next append or sjk_cache_seal
+ * retries it. No stored row is ever overwritten: should the ring fill up because seals
+ * keep failing, append returns SJK_ERR_RANGE without storing the position. */
 sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer,
                             const float *k, const float *v, size_t n_pos);
 
@@ -471,6 +492,13 @@ sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fing
                              char *err, size_t err_cap);
 sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nbytes,
                                     const uint8_t *fingerprint, char *err, size_t err_cap);
+/* Every check sjk_cache_restore_memory makes, and nothing else: the cache is only read.
+ * SJK_OK means a restore of the same bytes into c would succeed. lengths (may be NULL)
+ * receives the positions the file holds, [n_seqs][n_layers], so a caller that restores
+ * more than the cache (a host session) can check the whole before changing anything. */
+sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
+                                  const uint8_t *fingerprint, uint32_t *lengths, char *err,
+                                  size_t err_cap);
 
 /* ------------------------------------------------------------------------------------
  * Blocks: export and import of final 128-token blocks (docs/FORMAT.md "## Cache blocks")

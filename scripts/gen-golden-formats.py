@@ -22,7 +22,7 @@ range (the quantized formats' handling of NaN/Inf and out-of-range blocks is our
 docs/FORMAT.md, and is tested in tests/test_formats.c). The f16 and bf16 cases also
 cover random fp32 bit patterns and bf16 NaN.
 
-Checked against the C reference rules (formats-and-trellis.md §1.2): gguf 0.19.0's
+Checked against the C reference rules (docs/BACKGROUND.md, "ggml block formats"): gguf 0.19.0's
 quantizers follow ggml-quants.c's *_ref functions, including roundf (ties away from zero,
 via np_roundf) for q8_0 - the x86 SIMD quantize_row_q8_0 would round ties to even - and
 the first-max rule (argmax returns the first index). Known differences, both only the sign

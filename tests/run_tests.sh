@@ -9,13 +9,13 @@ for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
   out=$($SJK_TEST_WRAP "$t" 2>&1); rc=$?
-  summary=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -n 1)
+  summary=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped(; .*)?$' | tail -n 1)
   if [ -z "$summary" ]; then
     printf '%s\n' "$out" | tail -n 30
     echo "FAIL $name: no summary line (exit $rc)"
     fail=$((fail + 1)); continue
   fi
-  p=$(echo "$summary" | cut -d' ' -f1); f=$(echo "$summary" | cut -d' ' -f3); s=$(echo "$summary" | cut -d' ' -f5)
+  p=$(echo "$summary" | cut -d' ' -f1); f=$(echo "$summary" | cut -d' ' -f3); s=$(echo "$summary" | cut -d' ' -f5 | tr -d ';')
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
   if [ "$f" -ne 0 ] || [ "$s" -ne 0 ]; then printf '%s\n' "$out" | grep -vE '^ok   ' ; fi

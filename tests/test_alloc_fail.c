@@ -260,7 +260,10 @@ TEST(test_alloc_fail_model_load_and_session)
     for (int i = 0; i < 2; i++) {
         const char *path = model_path(files[i]);
         FILE *f = fopen(path, "rb");
-        if (!f) continue;
+        if (!f) {
+            SKIP_PART("%s missing (scripts/fetch-model): its load and session paths not exercised", files[i]);
+            continue;
+        }
         fclose(f);
         ran++;
         long n = every_failure_point("sjkh_model_load", try_model, rel_model, (void *)path);

@@ -212,7 +212,7 @@ TEST(test_many_rows_kernel_matches_reference)
                        pi ? k->name : "ref", D, R, n, pat, bad_m ? "differs" : "ok", bad_c ? "written" : "ok", el, e / mag);
             }
         }
-    if (!tested) fprintf(stderr, "  note: no SIMD table has chunk_f32_many on this CPU; the reference was checked alone\n");
+    if (!tested) SKIP_PART("no SIMD table has chunk_f32_many on this CPU; the reference was checked alone");
 }
 
 /* n_threads splits positions across threads; the merge must give the same answer up to
@@ -371,7 +371,7 @@ TEST(test_trellis_inplace_matches_decoded)
                        kb, vb, D, R, e);
             }
         }
-    if (!tested) fprintf(stderr, "  note: no SIMD table reads trellis in place on this CPU; the reference was checked alone\n");
+    if (!tested) SKIP_PART("no SIMD table reads trellis in place on this CPU; the reference was checked alone");
 }
 
 /* The staging ring's tq6_0_stage rows read in place (chunk_tq6): the reference against
@@ -416,7 +416,7 @@ TEST(test_tq6_ring_inplace_matches_decoded)
                 CHECKF(e < 1e-5, "%s tq6 D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded", D, R, e);
             }
         }
-    if (!tested) fprintf(stderr, "  note: no SIMD table reads tq6_0 rows in place on this CPU; the reference was checked alone\n");
+    if (!tested) SKIP_PART("no SIMD table reads tq6_0 rows in place on this CPU; the reference was checked alone");
 }
 
 TEST(test_config_strings_parse)
@@ -442,7 +442,7 @@ TEST(test_config_strings_parse)
     CHECK(sjk_cache_config_parse("sj:3/3t:edge=4/4", 6, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].bits_k == 4 && c[0].body == SJK_BODY_SCALAR && c[5].bits_k == 4 && c[1].bits_k == 3 &&
           c[1].body == SJK_BODY_TRELLIS && c[4].body == SJK_BODY_TRELLIS);
-    /* Default bodies (SPEC §2.4): trellis at 3/3, 3/2, 2/2; scalar at 4/4; "s" / "t" force. */
+    /* Default bodies (docs/DESIGN.md §2.4): trellis at 3/3, 3/2, 2/2; scalar at 4/4; "s" / "t" force. */
     const struct { const char *s; uint8_t body; const char *canon; } bodies[] = {
         {"sj:3/3", SJK_BODY_TRELLIS, "sj:3/3t"}, {"sj:3/2", SJK_BODY_TRELLIS, "sj:3/2t"},
         {"sj:2/2", SJK_BODY_TRELLIS, "sj:2/2t"}, {"sj:4/4", SJK_BODY_SCALAR, "sj:4/4"},

@@ -1,5 +1,5 @@
 /* test_balance.c — balancing: the reference mode is the KVarN algorithm (checked against a
- * literal double-precision transcription of kvarn.md §3), the sj mode converges where the
+ * literal double-precision transcription of docs/BACKGROUND.md, "KVarN balancing"), the sj mode converges where the
  * reference's clamp stalls, degenerate tiles stay finite, and every SIMD path gives the
  * same bits as the scalar reference. */
 #include <math.h>
@@ -41,7 +41,7 @@ static void structured_tile(float *M, size_t R, size_t C, double rsd, double csd
         for (size_t j = 0; j < C; j++) M[i * C + j] = (float)(amp * rm[i] * cm[j] * (sjk_rng_normal(&r) + 0.3));
 }
 
-/* ---- a literal transcription of kvarn.md §3, in double precision ------------------- */
+/* ---- a literal transcription of KVarN balancing (docs/BACKGROUND.md), in double ---- */
 
 static double std_d(const double *x, size_t n, size_t stride)
 {
@@ -136,7 +136,7 @@ TEST(test_reference_matches_literal_algorithm)
 
 TEST(test_reference_all_equal_std_small_tile_comes_out_unscaled)
 {
-    /* kvarn.md §10: an i.i.d. tile whose stds are all equal and small pins every scale at
+    /* The lower clamp (docs/BACKGROUND.md, "KVarN balancing"): an i.i.d. tile whose stds are all equal and small pins every scale at
      * the lower clamp: the scaling is uniform, so the balance is unchanged. ("Small": below
      * e^-0.6 ~ 0.55 with margin for sampling noise, so the tile, once divided by both pinned
      * scales, still has stds below 1 and the next pass pins again.) */

@@ -195,14 +195,16 @@ static int trellis_ok(void)
 /* Appends one position at a time up to 3 x tail_max (+ a bit), attends at the sink
  * boundary, every seal boundary, ring wrap-around and a spread of other lengths, with
  * both the reference kernels and the dispatched ones. */
-static void run_context_sweep(const char *cfg, uint32_t D, uint32_t H, uint32_t Hq, uint32_t n_layers)
+static void run_context_sweep(const char *cfg, uint32_t D, uint32_t H, uint32_t Hq, uint32_t n_layers,
+                              uint32_t n_threads)
 {
     sjk_layer_config layers[4];
     const uint32_t max_pos = 3 * (2 * tail_min_sweep()) + 200; /* 3 x tail_max + 200 */
     sjk_cache_params p = small_params(cfg, n_layers, H, Hq, D, max_pos, 1, layers);
+    p.n_threads = n_threads;
     sjk_cache *c = NULL;
     sjk_status st = sjk_cache_create(&p, &c);
-    if (st == SJK_ERR_UNSUPPORTED) { fprintf(stderr, "  (%s: unsupported in this build)\n", cfg); return; }
+    if (st == SJK_ERR_UNSUPPORTED) { SKIP_PART("%s: unsupported in this build", cfg); return; }
     CHECKF(st == SJK_OK, "%s: create %s", cfg, sjk_status_str(st));
     if (!c) return;
     gen g;
@@ -270,19 +272,38 @@ TEST(test_attend_matches_decoded_cache_every_config)
                       !strcmp(g_configs[i], "sj:2/2"); /* also "tc" */
         if (trellis && !tr) continue;
         uint32_t D = strstr(g_configs[i], "tq6_0") ? 128 : 64;
-        run_context_sweep(g_configs[i], D, 2, 4, strstr(g_configs[i], "edge") ? 3 : 1);
+        run_context_sweep(g_configs[i], D, 2, 4, strstr(g_configs[i], "edge") ? 3 : 1, 1);
     }
     g_short_tails = 0;
-    if (!tr) fprintf(stderr, "  note: trellis bodies not in this build; sj:3/3t, sj:3/2t sweeps skipped\n");
+    if (!tr) SKIP_PART("trellis bodies not in this build; the trellis configurations' sweeps did not run");
+}
+
+/* The same oracle comparison with 4 threads over 2 KV heads: attention is then split
+ * by positions and merged (log-sum-exp) across threads, and the merged result must match
+ * the oracle as closely as the single-threaded one; a bug in the merge is caught here,
+ * not only by comparing 1 against N threads. */
+TEST(test_attend_split_merge_matches_oracle_with_threads)
+{
+    static const char *const cfgs[] = {"f16", "q8_0/q4_0", "sj:4/4", "sj:3/3t", "kvarn:4/4"};
+    int tr = trellis_ok();
+    g_short_tails = 1;
+    for (size_t i = 0; i < SJK_ARRAY_LEN(cfgs); i++) {
+        if (strstr(cfgs[i], "3t") && !tr) {
+            SKIP_PART("trellis bodies not in this build: %s not swept with threads", cfgs[i]);
+            continue;
+        }
+        run_context_sweep(cfgs[i], 64, 2, 4, 1, 4);
+    }
+    g_short_tails = 0;
 }
 
 TEST(test_attend_head_dims_and_gqa)
 {
-    run_context_sweep("sj:4/4", 128, 1, 4, 1);
-    run_context_sweep("sj:3/2s", 256, 1, 3, 1);
-    run_context_sweep("sj:3/2", 256, 1, 3, 1);
-    run_context_sweep("f16", 256, 1, 4, 1);
-    run_context_sweep("sj:4/4:rot_block=64", 512, 1, 1, 1);
+    run_context_sweep("sj:4/4", 128, 1, 4, 1, 1);
+    run_context_sweep("sj:3/2s", 256, 1, 3, 1, 1);
+    run_context_sweep("sj:3/2", 256, 1, 3, 1, 1);
+    run_context_sweep("f16", 256, 1, 4, 1, 1);
+    run_context_sweep("sj:4/4:rot_block=64", 512, 1, 1, 1, 1);
 }
 
 TEST(test_estimate_equals_allocation)
@@ -309,7 +330,7 @@ TEST(test_estimate_equals_allocation)
 TEST(test_memory_bits_per_value)
 {
     /* One layer, D = 256, sj 4/4 with the default tail, 32K positions: after 32K appends
-     * and an idle seal the occupied figure follows SPEC §2.5's formula. */
+     * and an idle seal the occupied figure follows docs/DESIGN.md §2.5's formula. */
     sjk_cache_params p = sjk_cache_params_default();
     p.max_pos = 16384;
     p.max_q_rows = 1;
@@ -512,6 +533,37 @@ TEST(test_params_validate_names_field)
     CHECK(sjk_cache_create(&p, &c) == SJK_ERR_PARAM && c == NULL);
 }
 
+/* The validator's message says which layer is bad: "layers[3].tail_max", not the
+ * "layers[].tail_max" that the static name of sjk_cache_params_validate gives. */
+TEST(test_params_check_names_the_layer_index)
+{
+    sjk_layer_config layers[5];
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = 5;
+    for (int i = 0; i < 5; i++) layers[i] = sjk_layer_config_default();
+    p.layers = layers;
+    char why[64] = "x";
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_OK && why[0] == 0);
+    layers[3].tail_max = layers[3].tail_min + 5;
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM);
+    CHECKF(!strcmp(why, "layers[3].tail_max"), "why = '%s'", why);
+    const char *bad = NULL;
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && bad && !strcmp(bad, "layers[].tail_max"));
+    layers[1].bits_v = 7; /* the first bad layer is named */
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "layers[1].bits_v"));
+    char small[8];
+    CHECK(sjk_cache_params_check(&p, small, sizeof small) == SJK_ERR_PARAM && !strcmp(small, "layers["));
+    CHECK(sjk_cache_params_check(&p, NULL, 0) == SJK_ERR_PARAM);
+    p.head_dim = 96; /* a global field has no index */
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "head_dim"));
+    p = sjk_cache_params_default(); /* one configuration for every layer: p->layer */
+    p.n_layers = 4;
+    p.layer.sink = 100;
+    CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "layer.sink"));
+    CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "sink"));
+    CHECK(sjk_cache_params_check(NULL, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "params"));
+}
+
 /* A NaN or Inf activation must not poison every later softmax: sink, ring, records and
  * uniform rows all store finite values, and attention stays finite. */
 TEST(test_nonfinite_rows_do_not_poison)
@@ -547,6 +599,7 @@ TEST(test_nonfinite_rows_do_not_poison)
 int main(void)
 {
     RUN(test_attend_matches_decoded_cache_every_config);
+    RUN(test_attend_split_merge_matches_oracle_with_threads);
     RUN(test_attend_head_dims_and_gqa);
     RUN(test_estimate_equals_allocation);
     RUN(test_memory_bits_per_value);
@@ -555,6 +608,7 @@ int main(void)
     RUN(test_truncate_reports_reprocess);
     RUN(test_append_past_max_pos_is_range_error);
     RUN(test_params_validate_names_field);
+    RUN(test_params_check_names_the_layer_index);
     RUN(test_nonfinite_rows_do_not_poison);
     return test_summary();
 }

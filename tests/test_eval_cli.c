@@ -70,7 +70,8 @@ TEST(test_eval_cli_rejects_bad_arguments)
           file_has("err", "given twice"));
     CHECK(eval("--synthetic --kv q8_0 --ctx 100 -n 100 --docs none --text x") == 2 &&
           file_has("err", "leaves no prompt"));
-    CHECK(eval("--synthetic --kv q8_0 -n abc") == 2 && file_has("err", "not a number"));
+    CHECK(eval("--synthetic --kv q8_0 -n abc") == 2 && file_has("err", "-n needs an integer"));
+    CHECK(eval("--synthetic --kv q8_0 -n 2.5") == 2 && file_has("err", "-n needs an integer"));
     CHECK(eval("--synthetic --kv q8_0 --frobnicate") == 2 && file_has("err", "unknown option"));
     CHECK(eval("--synthetic --kv q8_0 --docs none --text /nonexistent/file") == 2 &&
           file_has("err", "/nonexistent/file"));

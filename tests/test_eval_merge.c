@@ -514,6 +514,17 @@ static sjk_status merge_bad(const char *main_text, const char *pos_text, char *e
     return s;
 }
 
+/* Issue 21 (UBSan): a run whose configurations scored no position reached qsort with a
+ * NULL array. It is merged (or refused) with a defined result; `make ubsan` checks it. */
+TEST(test_merge_of_runs_without_positions_is_defined)
+{
+    char err[512] = "", mbuf[1024];
+    snprintf(mbuf, sizeof mbuf, "%s%s", main_hdr, "q,0,0,0,0,0,0,0,4,6,1000,50,0,0,0\n");
+    sjk_status s = merge_bad(mbuf, pos_hdr, err, sizeof err);
+    CHECKF(s == SJK_OK || s == SJK_ERR_FORMAT || s == SJK_ERR_MISMATCH, "status %s: %s", sjk_status_str(s), err);
+    if (s != SJK_OK) CHECKF(err[0] != 0, "refused without a message");
+}
+
 TEST(test_merge_refuses_malformed_input)
 {
     char err[512], mbuf[1024], pbuf[1024];
@@ -691,6 +702,7 @@ int main(void)
     RUN(test_merge_refuses_conflicting_duplicate);
     RUN(test_merge_drops_needles_and_says_so);
     RUN(test_merge_survives_every_allocation_failure);
+    RUN(test_merge_of_runs_without_positions_is_defined);
     RUN(test_merge_refuses_malformed_input);
     RUN(test_merge_cli_round_trip_and_split);
     RUN(test_merge_cli_refuses_and_writes_nothing);

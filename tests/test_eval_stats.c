@@ -352,9 +352,9 @@ TEST(test_study_rejects_unequal_columns)
     CHECK(sjk_eval_study_finish(st, 10, 1) == SJK_OK); /* pairs by (doc, pos): b has none */
     CHECK(sjk_eval_study_pair(st, 0, 1)->n == 0 && isnan(sjk_eval_study_pair(st, 0, 1)->ratio));
     sjk_eval_study_free(st);
-    char longname[100];
-    memset(longname, 'x', 99);
-    longname[99] = 0;
+    char longname[200]; /* names are --kv strings: at most SJKH_KV_STR_MAX (127) characters */
+    memset(longname, 'x', 199);
+    longname[199] = 0;
     const char *bad[] = {longname};
     CHECK(sjk_eval_study_create(1, bad, 1, docs) == NULL);
     CHECK(sjk_eval_study_create(0, cfgs, 1, docs) == NULL);

@@ -166,7 +166,7 @@ TEST(test_ggml_round_trip_error_bounds)
     }
 }
 
-/* SNR on i.i.d. N(0,1), formats-and-trellis.md §1.2 and §2.4 [our sim]. */
+/* SNR on i.i.d. N(0,1), docs/BACKGROUND.md, "ggml block formats" and "TurboQuant formats". */
 TEST(test_format_gaussian_snr_bands)
 {
     enum { N = 1 << 20 };
@@ -222,7 +222,7 @@ TEST(test_rht_matches_definition_and_inverts)
     for (int i = 0; i < 128; i++) CHECK_NEAR(y[i], x[i], 1e-5);
 }
 
-/* Independent reading of the byte layouts of formats-and-trellis.md §2.5. */
+/* Independent reading of the byte layouts of docs/FORMAT.md (docs/BACKGROUND.md, "TurboQuant formats"). */
 static unsigned spec_code(sjk_format f, const uint8_t *blk, int j)
 {
     const uint8_t *qs = blk + 2;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "sjkvarn.h"
@@ -173,9 +174,37 @@ TEST(test_tq6_0_stage_matches_public_reference_vector)
     CHECKF(hd == 0xde4f0c87393006e6ull, "decode hash %016llx", (unsigned long long)hd);
 }
 
+/* The encoders and decoders are chosen once per process from the CPU's features
+ * (src/common/cpu.h), so one process checks one dispatch path. This runs the two tests
+ * above again in child processes with SJK_CPU_DISABLE=avx512 (the AVX2 kernels) and
+ * SJK_CPU_DISABLE=all (the scalar references), so a rounding bug in any path fails the
+ * normal suite, not only a run with SJK_CPU_DISABLE set by hand. */
+TEST(test_formats_golden_on_every_dispatch_path)
+{
+    static const char *const paths[] = {"avx512", "all"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "SJK_GOLDEN_ONE_PATH=1 SJK_CPU_DISABLE=%s /proc/%d/exe 2>&1", paths[i],
+                 (int)getpid());
+        FILE *f = popen(cmd, "r");
+        CHECK(f != NULL);
+        if (!f) continue;
+        char line[512], last[512] = "";
+        while (fgets(line, sizeof line, f)) {
+            if (!strncmp(line, "FAIL", 4) || !strncmp(line, "  ", 2)) fputs(line, stderr);
+            snprintf(last, sizeof last, "%s", line);
+        }
+        int st = pclose(f);
+        CHECKF(st == 0 && strncmp(last, "2 passed, 0 failed", 18) == 0, "SJK_CPU_DISABLE=%s: exit %d, '%s'",
+               paths[i], st, last);
+        if (getenv("SJK_TEST_VERBOSE")) fprintf(stderr, "  SJK_CPU_DISABLE=%s: %s", paths[i], last);
+    }
+}
+
 int main(void)
 {
     RUN(test_formats_golden_bytes_match_gguf);
     RUN(test_tq6_0_stage_matches_public_reference_vector);
+    if (!getenv("SJK_GOLDEN_ONE_PATH")) RUN(test_formats_golden_on_every_dispatch_path);
     return test_summary();
 }

@@ -3,7 +3,7 @@
  *
  * Synthetic: tiny `llama` and `gemma3` models with f32 weights; the host's logits must
  * match a plain f32 reference forward written out below (a second implementation of
- * reference/engine.md §3.3 and §4.2), for batched prefill and token-by-token decode,
+ * docs/BACKGROUND.md, "Engine facts"), for batched prefill and token-by-token decode,
  * across the sliding-window ring's wrap-around. Bad input: unknown architecture, missing
  * tensor, unsupported tensor type, a context overflow and an out-of-vocabulary id are
  * refused with a status and a message.
@@ -111,6 +111,10 @@ static void synth_free(synth *s)
     for (int i = 0; i < s->n_t; i++) free(s->t[i].data);
 }
 
+/* > 0: synth_write adds tokenizer.ggml.tokens with this many tokens (the vocabulary
+ * check of issue 21: more tokens than embedding rows). */
+static uint32_t g_synth_tokens;
+
 /* Writes the model; skip_tensor (or NULL) is left out, bad_type_tensor gets type q2_K. */
 static void synth_write(const synth *s, const char *path, const char *arch, const char *skip_tensor,
                         const char *bad_type_tensor)
@@ -121,8 +125,19 @@ static void synth_write(const synth *s, const char *path, const char *arch, cons
     gw_u32(&w, 0x46554747u);
     gw_u32(&w, 3);
     gw_u64(&w, (uint64_t)n_t);
-    gw_u64(&w, s->gemma ? 11 : 9);
+    gw_u64(&w, (s->gemma ? 11 : 9) + (g_synth_tokens ? 1 : 0));
     const char *a = arch ? arch : (s->gemma ? "gemma3" : "llama");
+    if (g_synth_tokens) { /* an array (9) of strings (8) */
+        gw_str(&w, "tokenizer.ggml.tokens");
+        gw_u32(&w, 9);
+        gw_u32(&w, GW_STRING);
+        gw_u64(&w, g_synth_tokens);
+        for (uint32_t i = 0; i < g_synth_tokens; i++) {
+            char tk[16];
+            snprintf(tk, sizeof tk, "t%u", i);
+            gw_str(&w, tk);
+        }
+    }
     char k[96];
     gw_kv_str(&w, "general.architecture", a);
 #define K(suffix) (snprintf(k, sizeof k, "%s.%s", a, suffix), k)
@@ -409,6 +424,76 @@ TEST(test_model_bad_inputs)
     synth_free(&s);
 }
 
+/* Issue 21: a NaN in a weight reached the logits, where greedy sampling took token 0 and
+ * `run` printed nothing and exited 0. The forward pass now stops at the first layer whose
+ * output is not finite and names it; a NaN or Inf in the output projection is named as
+ * such. */
+TEST(test_nonfinite_weight_is_an_error_naming_the_layer)
+{
+    synth s;
+    synth_init(&s, 0);
+    char path[] = "/tmp/sjk_test_nanmodel_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    /* (norm vectors are checked for finite values at load already) */
+    tdesc *q1 = find_t(&s, "blk.1.attn_q.weight"), *emb = find_t(&s, "token_embd.weight");
+    for (int which = 0; which < 2 && q1 && emb; which++) {
+        if (which == 0) q1->data[5] = NAN;
+        else { /* the tied output projection: a row no input token embeds */
+            q1->data[5] = 0.1f;
+            emb->data[(size_t)(s.n_vocab - 1) * s.n_embd + 3] = INFINITY;
+        }
+        synth_write(&s, path, NULL, NULL, NULL);
+        sjkh_model *m = NULL;
+        char err[512] = "";
+        CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK, "%d: %s", which, err);
+        sjkh_session_params sp = sjkh_session_params_default();
+        sp.n_ctx = 32;
+        sp.kv = "host-f16";
+        sjkh_session *ss = NULL;
+        if (m) CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) == SJK_OK);
+        if (ss) {
+            int32_t ids[3] = {1, 2, 3};
+            float logits[64];
+            sjk_status st = sjkh_session_feed(ss, ids, 3, logits, 0, err, sizeof err);
+            CHECKF(st == SJK_ERR_CORRUPT, "feed: %s (%s)", sjk_status_str(st), err);
+            if (which == 0) CHECKF(strstr(err, "after layer 1") != NULL, "%s", err);
+            else CHECKF(strstr(err, "output projection") != NULL, "%s", err);
+        }
+        sjkh_session_free(ss);
+        sjkh_model_free(m);
+    }
+    unlink(path);
+    synth_free(&s);
+}
+
+/* Issue 21: a tokenizer with more tokens than the embedding has rows was caught only when
+ * a prompt id went past the table, after `run` had printed the prompt. Load refuses it. */
+TEST(test_vocabulary_larger_than_embedding_refused_at_load)
+{
+    synth s;
+    synth_init(&s, 0);
+    char path[] = "/tmp/sjk_test_vocab_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    sjkh_model *m = NULL;
+    char err[512] = "";
+    g_synth_tokens = s.n_vocab; /* as many tokens as rows: fine */
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK, "%s", err);
+    sjkh_model_free(m);
+    m = NULL;
+    g_synth_tokens = s.n_vocab + 1;
+    synth_write(&s, path, NULL, NULL, NULL);
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && !m);
+    CHECKF(strstr(err, "tokenizer has 41 tokens") != NULL, "%s", err);
+    g_synth_tokens = 0;
+    unlink(path);
+    synth_free(&s);
+}
+
 TEST(test_sampler)
 {
     float lg[8] = {0.1f, 3.0f, 2.9f, -1.0f, 0.0f, 2.0f, -5.0f, 1.0f};
@@ -501,6 +586,8 @@ int main(void)
     RUN(test_gemma3_forward_matches_reference_across_window_wrap);
     RUN(test_forward_through_libsjkvarn_f16_cache);
     RUN(test_model_bad_inputs);
+    RUN(test_nonfinite_weight_is_an_error_naming_the_layer);
+    RUN(test_vocabulary_larger_than_embedding_refused_at_load);
     RUN(test_sampler);
     RUN(test_real_smollm2);
     RUN(test_real_gemma3);

@@ -1,5 +1,5 @@
 /* test_host_quants.c — the host's weight formats: dequantization against an independent
- * per-element reading of the block layouts (reference/engine.md §2), the integer dot
+ * per-element reading of the block layouts (docs/BACKGROUND.md, "ggml block formats"), the integer dot
  * products against dequantize-then-dot, and every SIMD kernel against its scalar twin. */
 #include <stdint.h>
 
@@ -55,7 +55,7 @@ typedef struct kpair {
     sjkh_vec_dot_fn fast;
 } kpair;
 
-/* Independent per-element readings of the formats (engine.md §2.2-2.3). */
+/* Independent per-element readings of the formats (docs/BACKGROUND.md, "ggml block formats"; K-quants as drawn in host/kernels/quants.c). */
 static float elem_q4_K(const uint8_t *blk, int e, int five)
 {
     float d = sjkh_f16_to_f32(sjkh_rd_u16(blk)), dmin = sjkh_f16_to_f32(sjkh_rd_u16(blk + 2));
@@ -305,7 +305,7 @@ TEST(test_simd_dots_match_ref)
     };
     check_simd_dots(avx2, SJKH_ARRAY_LEN(avx2), "avx2");
     if (!(sjk_cpu_features() & SJK_CPU_AVX512)) {
-        fprintf(stderr, "  NOTE: no AVX-512 VNNI here: the avx512 kernels were not run\n");
+        SKIP_PART("no AVX-512 VNNI here (or SJK_CPU_DISABLE): the avx512 kernels were not run");
         return;
     }
     const kpair avx512[] = {

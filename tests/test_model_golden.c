@@ -22,6 +22,16 @@
  * (the standard error at our position count).
  * and the test prints loudly whether the issue's own target is met.
  *
+ * That bound is llama.cpp's noise, far looser than what we measure, so on its own it would
+ * let our agreement fall by half before failing. The enforced bound is therefore tight to
+ * our own measurement on this build's dispatch path (measured[] below, host-f16, 2
+ * threads, batch 512: the numbers are deterministic for a path): mean KL at most 10 %
+ * above it and top-1 at most 3 positions below it, and never looser than llama.cpp's
+ * noise. A change of the forward pass that moves either must update measured[] in the
+ * same commit. The measured agreement is printed in the binary's summary line, which the
+ * runner shows on every run. A path with no measurement (the scalar path) falls back to
+ * the noise bound and says so.
+ *
  * The model files come from scripts/fetch-model; without them the tests SKIP (CI counts a
  * skip as a failure). Under AddressSanitizer or valgrind only the first 3 prompts run, and
  * the bounds (statistics over all 17) are printed but not enforced; with SJK_TEST_LIGHT
@@ -35,6 +45,7 @@
 
 #include "harness.h"
 #include "sjkhost.h"
+#include "sjkvarn.h"
 
 static const char *model_path(const char *file)
 {
@@ -123,6 +134,22 @@ static int read_floor(const char *path, double *kl, double *top1, char *desc, si
     }
     fclose(f);
     return n_var;
+}
+
+/* Our agreement with llama.cpp as measured (build/tests/test_model_golden, and with
+ * SJK_CPU_DISABLE=avx512 for the AVX2 path), 2026-12-01, tree of issue 21. */
+typedef struct measured { const char *file, *path; double mean_kl; size_t top1, n_pos; } measured;
+static const measured g_measured[] = {
+    {"SmolLM2-135M-Instruct.Q4_1.gguf", "avx512", 0.00369, 584, 604},
+    {"SmolLM2-135M-Instruct.Q4_1.gguf", "avx2", 0.00253, 587, 604},
+    {"gemma-3-270m-q4_k_m.gguf", "avx512", 0.00631, 461, 474},
+    {"gemma-3-270m-q4_k_m.gguf", "avx2", 0.00520, 458, 474},
+};
+
+static const char *dispatch_path(void)
+{
+    unsigned f = sjk_cpu_features();
+    return f & SJK_CPU_AVX512 ? "avx512" : f & SJK_CPU_AVX2 ? "avx2" : "scalar";
 }
 
 static void check_model(const char *file, const char *golden_name, const char *floor_name)
@@ -252,12 +279,35 @@ static void check_model(const char *file, const char *golden_name, const char *f
                "  %s: enforced: mean KL <= %.3g, top-1 >= %.2f%%\n",
                file, target ? "MET" : "NOT MET (llama.cpp misses it against itself, see header)", desc, file,
                max_kl, 100 * min_top1);
+        const measured *me = NULL;
+        for (size_t i = 0; i < sizeof g_measured / sizeof g_measured[0]; i++)
+            if (!strcmp(g_measured[i].file, file) && !strcmp(g_measured[i].path, dispatch_path()) &&
+                g_measured[i].n_pos == n_pos && !getenv("SJK_GOLDEN_KV"))
+                me = &g_measured[i];
+        const char *shortname = strstr(file, "gemma") ? "gemma3" : "smollm2";
         if (n_prompts < g.n_prompts) {
             printf("  %s: instrumented build or SJK_TEST_LIGHT, %u of %u prompts: bounds not enforced\n", file,
                    n_prompts, g.n_prompts);
+            test_note("%s: %u of %u prompts, top-1 %.2f%%, KL %.3g (not enforced)", shortname, n_prompts,
+                      g.n_prompts, 100 * rate, mean_kl);
         } else {
             CHECKF(rate >= min_top1, "top-1 agreement %.4f < %.4f", rate, min_top1);
             CHECKF(mean_kl <= max_kl, "mean KL %.3g > %.3g", mean_kl, max_kl);
+            if (me) {
+                double kl_cap = 1.10 * me->mean_kl;
+                size_t top1_min = me->top1 > 3 ? me->top1 - 3 : 0;
+                printf("  %s: enforced against our own measurement (%s path): mean KL <= %.3g, top-1 >= %zu/%zu\n",
+                       file, me->path, kl_cap, top1_min, n_pos);
+                CHECKF(mean_kl <= kl_cap, "mean KL %.4g > %.4g (measured %.4g on the %s path: update measured[] if "
+                       "the forward pass changed on purpose)", mean_kl, kl_cap, me->mean_kl, me->path);
+                CHECKF(n_top1 >= top1_min, "top-1 %zu/%zu < %zu (measured %zu on the %s path)", n_top1, n_pos,
+                       top1_min, me->top1, me->path);
+            } else {
+                SKIP_PART("no measurement of %s on the %s path in measured[]: only llama.cpp's noise bound holds",
+                          file, dispatch_path());
+            }
+            test_note("%s: top-1 %.2f%% (%zu/%zu), mean KL %.3g (%s path, bound %s)", shortname, 100 * rate,
+                      n_top1, n_pos, mean_kl, dispatch_path(), me ? "measured + 10%" : "llama.cpp noise");
         }
     }
     CHECK(n_pos > 0);

@@ -1,7 +1,7 @@
 /* test_plan.c — the size model and the automatic tier (plan/include/sjkplan.h).
  *
  * Models far larger than this machine are described by synthetic GGUF files holding only
- * metadata (no tensors): the seed study's 48-layer, 8-KV-head, D = 128 full-attention
+ * metadata (no tensors): the serving study's (docs/BACKGROUND.md) 48-layer, 8-KV-head, D = 128 full-attention
  * model at 1M context (192 KiB/token at f16), a Gemma-style model with interleaved
  * sliding-window layers, and hybrids whose few attention layers alone grow. For small
  * geometries the estimate is checked against real allocations (sjk_cache_create and the
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "harness.h"
 #include "support/gguf_writer.h"
 #include "model/kv.h"
@@ -63,7 +64,7 @@ static sjk_status read_model(gw_buf *w, sjkh_plan_model *m, char *err, size_t ca
     return st;
 }
 
-/* The seed study's vehicle: Qwen2.5-14B-Instruct-1M (48 layers, 40 query / 8 KV heads,
+/* The serving study's vehicle (docs/BACKGROUND.md): Qwen2.5-14B-Instruct-1M (48 layers, 40 query / 8 KV heads,
  * head 128, native 1M context). */
 static sjk_status qwen14b_1m(sjkh_plan_model *m)
 {
@@ -97,7 +98,7 @@ TEST(test_plan_reads_full_attention_geometry)
     CHECK(m.n_kv_heads[47] == 8 && m.n_q_heads[0] == 40);
 }
 
-/* The seed's §1 table: 192 KiB/token at f16, 102 at q8_0, 78 at q8_0/q4_0, 54 at q4_0. */
+/* The serving study's size table (docs/BACKGROUND.md): 192 KiB/token at f16, 102 at q8_0, 78 at q8_0/q4_0, 54 at q4_0. */
 TEST(test_plan_seed_table_per_token)
 {
     static sjkh_plan_model m;
@@ -117,7 +118,7 @@ TEST(test_plan_seed_table_per_token)
         /* 1M positions of f16: 192 GiB plus the fixed scratch */
         if (i == 0) CHECK(s.total_nbytes >= 192 * GiB && s.total_nbytes < 193 * GiB);
     }
-    /* the seed's "max resident ctx @ 8 GiB" column: 43.7k at f16, 82k q8_0, 107k q8/q4 */
+    /* its "max resident ctx @ 8 GiB" column: 43.7k at f16, 82k q8_0, 107k q8/q4 */
     uint32_t ctx = 0;
     CHECK(sjkh_plan_max_ctx(&m, "f16", &p, 8 * GiB, 0, &ctx) == SJK_OK);
     CHECKF(ctx > 43000 && ctx <= 43690, "f16 @8GiB: %u", ctx);
@@ -317,7 +318,7 @@ TEST(test_plan_hybrid_only_attention_layers_grow)
     CHECK(sjkh_plan_estimate(&m, "f16", &p, &a, NULL, 0) == SJK_OK);
     p.n_ctx = 131072;
     CHECK(sjkh_plan_estimate(&m, "f16", &p, &b, NULL, 0) == SJK_OK);
-    CHECK(b.token_nbytes == 12.0 * 2 * 2 * 256 * 2); /* 24 KiB/token: ~the seed's 20 */
+    CHECK(b.token_nbytes == 12.0 * 2 * 2 * 256 * 2); /* 24 KiB/token: ~the serving study's 20 */
     CHECK(a.recurrent_nbytes == 36 * state && b.recurrent_nbytes == a.recurrent_nbytes);
     CHECK(b.session_nbytes - a.session_nbytes == (size_t)(b.token_nbytes * 65536));
 
@@ -515,7 +516,7 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
         r.budget_nbytes = need[i]; /* exactly enough is enough */
         CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, ladder[i]));
     }
-    /* the seed's headline: 1M context in an 80 GiB card budget -> q8_0/q4_0 (78 GiB) */
+    /* the serving study's headline: 1M context in an 80 GiB card budget -> q8_0/q4_0 (78 GiB) */
     r.budget_nbytes = 80 * GiB;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     /* nothing fits: refuse, naming a shorter context and the budget this one needs */
@@ -651,28 +652,126 @@ TEST(test_auto_tier_refusal_names_the_longest_context)
     CHECKF(strstr(c.reason, want) != NULL, "'%s' not in: %s", want, c.reason);
 }
 
+/* Issue 21: -t defaulted to the online CPUs and accepted up to 256, but the cache refused
+ * more than 64 threads, so run failed by default on a large server while plan clamped to
+ * 64 and disagreed. One rule now (host/src/kv.h): the cache runs min(n, 64) threads, and
+ * the size model prices exactly what is allocated at every thread count. */
+TEST(test_threads_beyond_cache_limit_plan_equals_allocation)
+{
+    CHECK(sjkh_kv_cache_threads(0) == 1 && sjkh_kv_cache_threads(5) == 5);
+    CHECK(sjkh_kv_cache_threads(64) == 64 && sjkh_kv_cache_threads(65) == SJK_CACHE_MAX_THREADS);
+    CHECK(sjkh_kv_cache_threads(256) == SJK_CACHE_MAX_THREADS);
+    static sjkh_plan_model m;
+    small_model(&m, 2, 2, 4, 128, 0, 0);
+    uint8_t glob[2] = {1, 1};
+    static const uint32_t threads[] = {2, 64, 65, 100, SJKH_SESSION_MAX_THREADS};
+    static const char *const kvs[] = {"f16", "sj:4/4", "host-f16"};
+    size_t prev = 0;
+    for (size_t ti = 0; ti < SJKH_ARRAY_LEN_T(threads); ti++)
+        for (size_t ki = 0; ki < SJKH_ARRAY_LEN_T(kvs); ki++) {
+            sjkh_plan_params p = {300, 16, threads[ti], 1, SJKH_WINDOW_F16};
+            sjkh_plan_size sz;
+            char err[256] = "";
+            CHECKF(sjkh_plan_estimate(&m, kvs[ki], &p, &sz, err, sizeof err) == SJK_OK, "%s -t %u: %s", kvs[ki],
+                   threads[ti], err);
+            sjkh_kv_params kp = {2, 2, 4, 128, 300, 16, threads[ti], glob, 0, kvs[ki], SJKH_WINDOW_F16};
+            sjkh_kv *kvh = NULL;
+            CHECKF(sjkh_kv_create(&kp, &kvh, err, sizeof err) == SJK_OK, "%s -t %u: %s", kvs[ki], threads[ti], err);
+            sjkh_kv_report r;
+            if (kvh) {
+                CHECK(sjkh_kv_get_report(kvh, &r) == SJK_OK);
+                CHECKF(r.total_nbytes == sz.session_nbytes, "%s -t %u: allocated %zu, estimated %zu", kvs[ki],
+                       threads[ti], r.total_nbytes, sz.session_nbytes);
+            }
+            sjkh_kv_free(kvh);
+            if (ki == 1 && ti > 0) CHECK(sz.session_nbytes >= prev); /* KV scratch grows with -t */
+            if (ki == 1) prev = sz.session_nbytes;
+        }
+}
+
+/* Issue 21: with a head size no cache holds, `--kv auto` said "nothing fits the budget ...
+ * ()": every rung was skipped as unsupported without a word. The reason now says why. */
+TEST(test_auto_tier_unsupported_head_size_says_why)
+{
+    static sjkh_plan_model m;
+    small_model(&m, 2, 2, 4, 80, 0, 0);
+    sjkh_plan_params p = {1024, 64, 2, 1, SJKH_WINDOW_F16};
+    sjkh_tier_request r = {"auto", 1u << 30, NULL, "x", -1.0};
+    sjkh_tier_choice c;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) != SJK_OK);
+    CHECKF(strstr(c.reason, "()") == NULL && strstr(c.reason, "unsupported") != NULL, "%s", c.reason);
+    CHECKF(strstr(c.reason, "80") != NULL || strstr(c.reason, "head_dim") != NULL, "%s", c.reason);
+}
+
+/* Issue 21: docs/quality-floor.csv (which drives --kv auto) was copied by hand from
+ * merges whose inputs were not committed. It is generated from the committed study CSVs
+ * (docs/results/kl-*.csv) by the command its own header names; this runs that command and
+ * checks the committed file is exactly its output. */
+TEST(test_quality_floor_is_generated_from_committed_studies)
+{
+    const char *b = getenv("BUILD");
+    char cli[1024];
+    snprintf(cli, sizeof cli, "%s/sjkvarn", b && *b ? b : "build");
+    if (access(cli, X_OK)) SKIP("%s not built", cli);
+    FILE *f = fopen("docs/quality-floor.csv", "rb");
+    if (!f) SKIP("docs/quality-floor.csv not found (run from the repository root)");
+    static char want[1 << 16], got[1 << 16];
+    size_t nw = fread(want, 1, sizeof want - 1, f);
+    fclose(f);
+    want[nw] = 0;
+    const char *c = strstr(want, "#   sjkvarn plan --make-quality-floor ");
+    CHECK(c != NULL);
+    if (!c) return;
+    c += strlen("#   sjkvarn");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s%.*s", cli, (int)strcspn(c, "\n"), c);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    if (!p) return;
+    size_t ng = fread(got, 1, sizeof got - 1, p);
+    got[ng] = 0;
+    CHECK(pclose(p) == 0);
+    CHECKF(ng == nw && memcmp(got, want, nw) == 0,
+           "docs/quality-floor.csv differs from `%s` (%zu vs %zu bytes): regenerate it", cmd, nw, ng);
+    /* every measured rung names its study; the table loads */
+    sjkh_quality_floor *fl = NULL;
+    char err[256];
+    CHECKF(sjkh_quality_floor_load("docs/quality-floor.csv", &fl, err, sizeof err) == SJK_OK, "%s", err);
+    const sjkh_floor_row *r = sjkh_quality_floor_find(fl, "gemma3-270m", "sj:4/4");
+    CHECK(r && r->mean_kl > 0);
+    sjkh_quality_floor_free(fl);
+}
+
 /* ---- text formats ------------------------------------------------------------------- */
 
 TEST(test_parse_size_units)
 {
     size_t n;
-    CHECK(sjkh_parse_size("512M", &n) == SJK_OK && n == 512 * MiB);
-    CHECK(sjkh_parse_size("8G", &n) == SJK_OK && n == 8 * GiB);
-    CHECK(sjkh_parse_size("8GiB", &n) == SJK_OK && n == 8 * GiB);
-    CHECK(sjkh_parse_size("8gib", &n) == SJK_OK && n == 8 * GiB);
-    CHECK(sjkh_parse_size("1.5G", &n) == SJK_OK && n == 3 * GiB / 2);
-    CHECK(sjkh_parse_size("8GB", &n) == SJK_OK && n == 8000000000ull);
-    CHECK(sjkh_parse_size("123456", &n) == SJK_OK && n == 123456);
-    CHECK(sjkh_parse_size("100B", &n) == SJK_OK && n == 100);
-    CHECK(sjkh_parse_size("64K", &n) == SJK_OK && n == 64 * KiB);
-    CHECK(sjkh_parse_size("", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("G", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("-1G", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("0", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("8X", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("8Gx", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("1e30", &n) == SJK_ERR_PARAM);
-    CHECK(sjkh_parse_size("nan", &n) == SJK_ERR_PARAM);
+    CHECK(sjk_cli_parse_size("512M", &n) == 1 && n == 512 * MiB);
+    CHECK(sjk_cli_parse_size("8G", &n) == 1 && n == 8 * GiB);
+    CHECK(sjk_cli_parse_size("8GiB", &n) == 1 && n == 8 * GiB);
+    CHECK(sjk_cli_parse_size("8gib", &n) == 1 && n == 8 * GiB);
+    CHECK(sjk_cli_parse_size("1.5G", &n) == 1 && n == 3 * GiB / 2);
+    CHECK(sjk_cli_parse_size("8GB", &n) == 1 && n == 8000000000ull);
+    CHECK(sjk_cli_parse_size("123456", &n) == 1 && n == 123456);
+    CHECK(sjk_cli_parse_size("100B", &n) == 1 && n == 100);
+    CHECK(sjk_cli_parse_size("64K", &n) == 1 && n == 64 * KiB);
+    CHECK(sjk_cli_parse_size("", &n) == 0);
+    CHECK(sjk_cli_parse_size("G", &n) == 0);
+    CHECK(sjk_cli_parse_size("-1G", &n) == 0);
+    CHECK(sjk_cli_parse_size("0", &n) == 0);
+    CHECK(sjk_cli_parse_size("8X", &n) == 0);
+    CHECK(sjk_cli_parse_size("8Gx", &n) == 0);
+    CHECK(sjk_cli_parse_size("1e30", &n) == 0);
+    CHECK(sjk_cli_parse_size("nan", &n) == 0);
+    /* strict (issue 21): no space, no sign, no hex, no exponent */
+    CHECK(sjk_cli_parse_size(" 8G", &n) == 0);
+    CHECK(sjk_cli_parse_size("8 G", &n) == 0);
+    CHECK(sjk_cli_parse_size("8G ", &n) == 0);
+    CHECK(sjk_cli_parse_size("+8G", &n) == 0);
+    CHECK(sjk_cli_parse_size("0x10", &n) == 0);
+    CHECK(sjk_cli_parse_size("1e3", &n) == 0);
+    CHECK(sjk_cli_parse_size(".5K", &n) == 1 && n == 512);
     char b[32];
     sjkh_format_size(3 * GiB / 2, b, sizeof b);
     CHECK(!strcmp(b, "1.50 GiB"));
@@ -806,6 +905,9 @@ int main(void)
     RUN(test_auto_tier_hybrid_stays_f16);
     RUN(test_auto_tier_refusal_names_the_longest_context);
     RUN(test_parse_size_units);
+    RUN(test_threads_beyond_cache_limit_plan_equals_allocation);
+    RUN(test_auto_tier_unsupported_head_size_says_why);
+    RUN(test_quality_floor_is_generated_from_committed_studies);
     RUN(test_quality_floor_table_format);
     RUN(test_plan_equals_allocation_gemma3_270m);
     RUN(test_plan_equals_allocation_smollm2_135m);

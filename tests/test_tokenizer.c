@@ -207,7 +207,7 @@ TEST(test_gemma_chat_template_and_bos)
     size_t n = 0;
     CHECK(sjkh_tokenizer_chat_render(t, msgs, 1, 1, text, sizeof text, &n) == SJK_OK);
     CHECK(strcmp(text, "<start_of_turn>user\nTest<end_of_turn>\n<start_of_turn>model\n") == 0);
-    /* engine.md §5.2 (from a llama.cpp --verbose-prompt log). */
+    /* docs/BACKGROUND.md, "Engine facts" (from a llama.cpp --verbose-prompt log). */
     static const int32_t want[] = {2, 105, 2364, 107, 3694, 106, 107, 105, 4368, 107};
     size_t n_ids;
     int32_t *ids = encode(t, text, n, SJKH_TOKENIZE_ADD_SPECIAL | SJKH_TOKENIZE_PARSE_SPECIAL, &n_ids);
@@ -241,7 +241,7 @@ TEST(test_smollm2_vectors_and_chat_template)
     CHECK(sjkh_tokenizer_kind_of(t) == SJKH_TOKENIZER_BPE);
     CHECK(!sjkh_tokenizer_add_bos(t));
     CHECK(sjkh_tokenizer_is_eog(t, 2) && sjkh_tokenizer_is_eog(t, 0) && !sjkh_tokenizer_is_eog(t, 1));
-    /* engine.md §5.3 vectors (confirmed against llama.cpp). */
+    /* docs/BACKGROUND.md, "Engine facts": third-party vectors, confirmed against llama.cpp. */
     static const struct {
         const char *text;
         int32_t ids[16];

@@ -25,6 +25,7 @@
  * Ratios (x_prefill, x_decode) are ours over llama.cpp's fp16-cache row at the same
  * context. */
 #include <errno.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_files.h"
+#include "cli_parse.h"
 #include "models.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
@@ -43,6 +46,7 @@ int sjk_bench_run(int argc, char **argv);
 
 #define BR_MAX_CTX 16
 #define BR_MAX_KV 8
+#define BR_ITEM_NBYTES (SJKH_KV_STR_MAX + 1) /* one --kv or --ctx list item */
 
 static double now_s(void)
 {
@@ -139,14 +143,20 @@ static int32_t *prompt_ids(const sjkh_tokenizer *tok, size_t n_want, char *src, 
         free(text);
         return NULL;
     }
-    size_t idcap = len * 2 + 2, n = 0;
-    int32_t *ids = malloc((idcap > n_want ? idcap : n_want) * sizeof *ids);
-    if (!ids || sjkh_tokenizer_encode(tok, text, len, SJKH_TOKENIZE_ADD_SPECIAL, ids, idcap, &n) || n < 2) {
-        fprintf(stderr, "sjkvarn bench run: cannot tokenize the prompt text\n");
+    size_t n = 0;
+    int32_t *ids = sjk_cli_tokenize("sjkvarn bench run", "the prompt text", tok, text, len, SJKH_TOKENIZE_ADD_SPECIAL, &n);
+    if (ids && n < 2) {
+        fprintf(stderr, "sjkvarn bench run: the prompt text has fewer than 2 tokens\n");
+        free(ids);
+        ids = NULL;
+    }
+    int32_t *grown = ids && n < n_want ? realloc(ids, n_want * sizeof *ids) : ids;
+    if (!grown) {
         free(text);
         free(ids);
         return NULL;
     }
+    ids = grown;
     free(text);
     size_t first = (sjkh_tokenizer_add_bos(tok) && ids[0] == sjkh_tokenizer_bos(tok)) ? 1 : 0;
     for (size_t i = n, j = first; i < n_want; i++) {
@@ -284,18 +294,40 @@ static double json_num(const char *line, const char *key)
     return p ? strtod(p + strlen(pat), NULL) : -1;
 }
 
-/* The llama.cpp row at one context: runs the oracle script with `python`. */
+/* The llama.cpp row at one context: runs the oracle script with `python`, spawned with
+ * an argument vector (no shell: any byte in a path is passed as it is), its stdout read
+ * through a pipe. */
 static void llama_row(const char *python, const char *script, const char *model, const char *ids_path,
                       uint32_t threads, uint32_t n_gen, uint32_t ctx, br_llama *r)
 {
     memset(r, 0, sizeof *r);
-    char cmd[3 * 4096 + 512];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' %u %u %u", python, script, model, ids_path, threads, n_gen, ctx);
+    char a_threads[16], a_gen[16], a_ctx[16];
+    snprintf(a_threads, sizeof a_threads, "%u", threads);
+    snprintf(a_gen, sizeof a_gen, "%u", n_gen);
+    snprintf(a_ctx, sizeof a_ctx, "%u", ctx);
+    char *const args[] = {(char *)python, (char *)script, (char *)model, (char *)ids_path, a_threads, a_gen, a_ctx,
+                          NULL};
     fflush(stdout);
-    FILE *f = popen(cmd, "r");
-    if (!f) return;
+    int pfd[2];
+    if (pipe(pfd) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+    posix_spawn_file_actions_addclose(&fa, pfd[0]);
+    posix_spawn_file_actions_addclose(&fa, pfd[1]);
+    extern char **environ;
+    pid_t pid;
+    int e = posix_spawnp(&pid, python, &fa, NULL, args, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (e != 0) {
+        fprintf(stderr, "sjkvarn bench run: cannot start %s: %s\n", python, strerror(e));
+        close(pfd[0]);
+        return;
+    }
+    FILE *f = fdopen(pfd[0], "r");
     char line[4096];
-    while (fgets(line, sizeof line, f)) {
+    while (f && fgets(line, sizeof line, f)) {
         if (!strstr(line, "\"llama.cpp\"")) continue;
         r->prefill_s = json_num(line, "prefill_s");
         r->decode_s = json_num(line, "decode_s");
@@ -310,8 +342,12 @@ static void llama_row(const char *python, const char *script, const char *model,
         }
         r->ok = r->prefill_s > 0 && r->decode_s > 0;
     }
-    int st = pclose(f);
-    if (st) r->ok = 0;
+    if (f) fclose(f);
+    else close(pfd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) r->ok = 0;
 }
 
 /* bench/llama_cpp_speed.py: next to the source tree the binary was built in, or the cwd. */
@@ -339,12 +375,12 @@ static int find_script(char *out, size_t cap)
     return stat(out, &st) == 0;
 }
 
-static int parse_list(const char *s, char items[][32], int max)
+static int parse_list(const char *s, char items[][BR_ITEM_NBYTES], int max)
 {
     int n = 0;
     while (*s && n < max) {
         size_t k = strcspn(s, ",");
-        if (k == 0 || k >= 32) return -1;
+        if (k == 0 || k >= BR_ITEM_NBYTES) return -1;
         memcpy(items[n], s, k);
         items[n][k] = 0;
         n++;
@@ -380,12 +416,13 @@ static void usage(FILE *f)
 int sjk_bench_run(int argc, char **argv)
 {
     const char *model = "gemma3-270m", *python = getenv("SJK_LLAMA_CPP_PYTHON");
-    char ctx_s[BR_MAX_CTX][32], kv_s[BR_MAX_KV][32];
+    char ctx_s[BR_MAX_CTX][BR_ITEM_NBYTES], kv_s[BR_MAX_KV][BR_ITEM_NBYTES];
     int n_ctx = parse_list("512,4096,16384,32768", ctx_s, BR_MAX_CTX);
     int n_kv = parse_list("f16,sj:4/4", kv_s, BR_MAX_KV);
     int json = 0;
     uint32_t window_type = SJKH_WINDOW_F16;
-    long threads = sysconf(_SC_NPROCESSORS_ONLN), n_gen = 32;
+    uint32_t threads = sjk_cli_threads_default(), n_gen = 32;
+    const char *P = "sjkvarn bench run";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -398,34 +435,37 @@ int sjk_bench_run(int argc, char **argv)
         else if (v && !strcmp(a, "--ctx")) n_ctx = parse_list(argv[++i], ctx_s, BR_MAX_CTX);
         else if (v && !strcmp(a, "--kv")) n_kv = parse_list(argv[++i], kv_s, BR_MAX_KV);
         else if (v && !strcmp(a, "--window")) {
-            char werr[128];
-            if (sjkh_window_type_parse(argv[++i], &window_type, werr, sizeof werr)) {
-                fprintf(stderr, "sjkvarn bench run: --window: %s\n", werr);
-                return 2;
-            }
+            if (!sjk_cli_flag_window(P, a, argv[++i], &window_type)) return 2;
         }
-        else if (v && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) threads = strtol(argv[++i], NULL, 10);
-        else if (v && (!strcmp(a, "-n") || !strcmp(a, "--n-gen"))) n_gen = strtol(argv[++i], NULL, 10);
+        else if (v && (!strcmp(a, "-t") || !strcmp(a, "--threads"))) {
+            if (!sjk_cli_flag_threads(P, a, argv[++i], &threads)) return 2;
+        }
+        else if (v && (!strcmp(a, "-n") || !strcmp(a, "--n-gen"))) {
+            if (!sjk_cli_flag_u32(P, a, argv[++i], 1, 512, &n_gen)) return 2;
+        }
         else {
             fprintf(stderr, "sjkvarn bench run: unknown flag or missing value: %s\n", a);
             usage(stderr);
             return 2;
         }
     }
-    if (n_ctx <= 0 || n_kv <= 0 || threads < 1 || threads > 256 || n_gen < 1 || n_gen > 512) {
-        fprintf(stderr, "sjkvarn bench run: bad --ctx, --kv, -t or -n\n");
+    if (n_ctx <= 0 || n_kv <= 0) {
+        fprintf(stderr, "sjkvarn bench run: bad --ctx or --kv list\n");
         return 2;
     }
+    for (int i = 0; i < n_kv; i++)
+        if (!sjk_cli_check_kv(P, "--kv", kv_s[i], 0)) return 2;
     uint32_t ctxs[BR_MAX_CTX];
     for (int i = 0; i < n_ctx; i++) {
-        char *end;
-        long c = strtol(ctx_s[i], &end, 10);
-        if (*end == 'K' || *end == 'k') c *= 1024, end++;
-        if (*end || c < 1 || c > (1L << 24)) {
-            fprintf(stderr, "sjkvarn bench run: bad context '%s'\n", ctx_s[i]);
+        size_t l = strlen(ctx_s[i]);
+        int k = l > 1 && (ctx_s[i][l - 1] == 'K' || ctx_s[i][l - 1] == 'k');
+        if (k) ctx_s[i][l - 1] = 0;
+        uint64_t c;
+        if (!sjk_cli_parse_u64(ctx_s[i], 1, (1u << 24) >> (k ? 10 : 0), &c)) {
+            fprintf(stderr, "sjkvarn bench run: bad context '%s%s'\n", ctx_s[i], k ? "K" : "");
             return 2;
         }
-        ctxs[i] = (uint32_t)c;
+        ctxs[i] = (uint32_t)(k ? c << 10 : c);
     }
 
     char path[4096], err[1024] = "", src[4096], script[4096], ids_path[64] = "";
@@ -455,7 +495,7 @@ int sjk_bench_run(int argc, char **argv)
             c = in->n_ctx_train - (uint32_t)n_gen;
         }
         if (c != ctxs[i])
-            fprintf(stderr, "sjkvarn bench run: context %u: prompt of %u tokens (the model's context is %u, %ld of "
+            fprintf(stderr, "sjkvarn bench run: context %u: prompt of %u tokens (the model's context is %u, %u of "
                             "them for generated tokens)\n", ctxs[i], c, in->n_ctx_train, n_gen);
         int dup = 0;
         for (int j = 0; j < n_keep; j++) dup |= ctxs[j] == c;
@@ -501,7 +541,7 @@ int sjk_bench_run(int argc, char **argv)
 
     double la[3];
     if (getloadavg(la, 3) < 0) la[0] = la[1] = la[2] = -1;
-    fprintf(stderr, "sjkvarn bench run: %s (%s), %ld threads, %ld generated tokens, prompt from %s; load average %.2f %.2f %.2f\n",
+    fprintf(stderr, "sjkvarn bench run: %s (%s), %u threads, %u generated tokens, prompt from %s; load average %.2f %.2f %.2f\n",
             path, in->arch_name, threads, n_gen, src, la[0], la[1], la[2]);
     if (!json)
         printf("%-10s %-8s %6s %10s %10s %9s %9s %11s %11s %9s\n", "engine", "kv", "ctx", "prefill/s", "decode/s",
@@ -519,8 +559,8 @@ int sjk_bench_run(int argc, char **argv)
         double lp = L.ok ? ctx / L.prefill_s : 0, ld = L.ok ? n_gen / L.decode_s : 0;
         if (L.ok) {
             if (json)
-                printf("{\"engine\":\"llama.cpp\",\"model\":\"%s\",\"kv\":\"f16\",\"context\":%u,\"n_gen\":%ld,"
-                       "\"threads\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.3f,\"kv_bytes\":null,"
+                printf("{\"engine\":\"llama.cpp\",\"model\":\"%s\",\"kv\":\"f16\",\"context\":%u,\"n_gen\":%u,"
+                       "\"threads\":%u,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.3f,\"kv_bytes\":null,"
                        "\"peak_rss_bytes\":%ld,\"settings\":\"%s\"}\n",
                        mname, ctx, n_gen, threads, lp, ld, L.peak_rss_kib * 1024, L.settings);
             else
@@ -539,8 +579,8 @@ int sjk_bench_run(int argc, char **argv)
             const char *check = r.kv_planned == 0 ? "no-plan" : r.kv_planned == r.kv_bytes ? "ok" : "MISMATCH";
             if (r.kv_planned && r.kv_planned != r.kv_bytes) all_ok = 0;
             if (json) {
-                printf("{\"engine\":\"sjkvarn\",\"model\":\"%s\",\"kv\":\"%s\",\"window\":\"%s\",\"context\":%u,\"n_gen\":%ld,"
-                       "\"threads\":%ld,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.3f,\"kv_bytes\":%zu,"
+                printf("{\"engine\":\"sjkvarn\",\"model\":\"%s\",\"kv\":\"%s\",\"window\":\"%s\",\"context\":%u,\"n_gen\":%u,"
+                       "\"threads\":%u,\"prefill_tok_s\":%.2f,\"decode_tok_s\":%.3f,\"kv_bytes\":%zu,"
                        "\"kv_growing_bytes\":%zu,\"kv_window_bytes\":%zu,\"kv_planned_bytes\":%zu,"
                        "\"kv_bits_per_value\":%.4f,\"peak_rss_bytes\":%ld,\"anon_rss_growth_bytes\":%zu",
                        mname, kv_s[ki], sjkh_window_type_name(window_type), ctx, n_gen, threads, p, d, r.kv_bytes, r.kv_growing, r.kv_window,

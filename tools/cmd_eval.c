@@ -1,4 +1,4 @@
-/* cmd_eval.c — `sjkvarn eval`: the KL study (SPEC §4). Parses the command line, loads the
+/* cmd_eval.c — `sjkvarn eval`: the KL study (docs/DESIGN.md §4). Parses the command line, loads the
  * documents, opens the backend (the host, or the synthetic stand-in), runs every document
  * through the lockstep driver and writes the table / JSON / CSV / SVG outputs. All the
  * measuring is in eval/src/eval_*.c; this file is plumbing and error messages. */
@@ -11,6 +11,8 @@
 
 #include "cli.h"
 #include "kv_auto.h"
+#include "cli_files.h"
+#include "cli_parse.h"
 #include "eval_backends.h"
 #include "sjkeval.h"
 #include "sjkhost.h"
@@ -87,7 +89,7 @@ typedef struct eval_args {
     char kv_buf[4096];
     const char *texts[MAX_DOCS];
     size_t n_texts;
-    long n_gen, n_ctx, threads, boot, seed, chunk, act_quant;
+    uint32_t n_gen, n_ctx, threads, boot, seed, chunk, act_quant;
     uint32_t window_type;
     int json, needle, synthetic, progress; /* progress: -1 auto, 0 off, 1 on */
     const char *merge[MAX_DOCS];           /* --merge FILE.csv...: the runs to merge */
@@ -116,19 +118,7 @@ static int same_file(const char *p, const char *q)
     return stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
-{
-    char *e;
-    errno = 0;
-    long v = strtol(s, &e, 10);
-    if (errno || e == s || *e || v < lo || v > hi) {
-        fprintf(stderr, "sjkvarn eval: %s: '%s' is not a number in [%ld, %ld]\n", opt, s, lo, hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
+#define P "sjkvarn eval"
 static int parse_args(int argc, char **argv, eval_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -138,8 +128,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->seed = 1;
     a->chunk = 512;
     a->progress = -1;
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    a->threads = nproc > 0 ? nproc : 1;
+    a->threads = sjk_cli_threads_default();
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         int has = i + 1 < argc;
@@ -177,25 +166,18 @@ static int parse_args(int argc, char **argv, eval_args *a)
             if (a->n_texts == MAX_DOCS) { fprintf(stderr, "sjkvarn eval: too many --text\n"); return 0; }
             a->texts[a->n_texts++] = v;
         }
-        else if (!strcmp(o, "-n")) { NEED(); if (!parse_long(o, v, 1, 1 << 20, &a->n_gen)) return 0; }
-        else if (!strcmp(o, "--ctx")) { NEED(); if (!parse_long(o, v, 16, 1 << 22, &a->n_ctx)) return 0; }
-        else if (!strcmp(o, "--threads")) { NEED(); if (!parse_long(o, v, 1, 256, &a->threads)) return 0; }
-        else if (!strcmp(o, "--boot")) { NEED(); if (!parse_long(o, v, 0, 1000000, &a->boot)) return 0; }
-        else if (!strcmp(o, "--seed")) { NEED(); if (!parse_long(o, v, 0, 0x7fffffffL, &a->seed)) return 0; }
+        else if (!strcmp(o, "-n")) { NEED(); if (!sjk_cli_flag_u32(P, o, v, 1, 1 << 20, &a->n_gen)) return 0; }
+        else if (!strcmp(o, "--ctx")) { NEED(); if (!sjk_cli_flag_u32(P, o, v, 16, 1 << 22, &a->n_ctx)) return 0; }
+        else if (!strcmp(o, "--threads") || !strcmp(o, "-t")) { NEED(); if (!sjk_cli_flag_threads(P, o, v, &a->threads)) return 0; }
+        else if (!strcmp(o, "--boot")) { NEED(); if (!sjk_cli_flag_u32(P, o, v, 0, 1000000, &a->boot)) return 0; }
+        else if (!strcmp(o, "--seed")) { NEED(); if (!sjk_cli_flag_u32(P, o, v, 0, 0x7fffffffu, &a->seed)) return 0; }
         else if (!strcmp(o, "--csv")) { NEED(); a->csv = v; }
         else if (!strcmp(o, "--svg")) { NEED(); a->svg = v; }
         else if (!strcmp(o, "--corpus")) { NEED(); a->corpus = v; }
         else if (!strcmp(o, "--ref")) { NEED(); a->ref = v; }
-        else if (!strcmp(o, "--act-quant")) { NEED(); if (!parse_long(o, v, 0, 1, &a->act_quant)) return 0; }
-        else if (!strcmp(o, "--window")) {
-            NEED();
-            char werr[128];
-            if (sjkh_window_type_parse(v, &a->window_type, werr, sizeof werr)) {
-                fprintf(stderr, "sjkvarn eval: --window: %s\n", werr);
-                return 0;
-            }
-        }
-        else if (!strcmp(o, "--prefill-chunk")) { NEED(); if (!parse_long(o, v, 1, 1 << 20, &a->chunk)) return 0; }
+        else if (!strcmp(o, "--act-quant")) { NEED(); if (!sjk_cli_flag_u32(P, o, v, 0, 1, &a->act_quant)) return 0; }
+        else if (!strcmp(o, "--window")) { NEED(); if (!sjk_cli_flag_window(P, o, v, &a->window_type)) return 0; }
+        else if (!strcmp(o, "--prefill-chunk")) { NEED(); if (!sjk_cli_flag_u32(P, o, v, 1, 65536, &a->chunk)) return 0; }
         else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "--needle")) a->needle = 1;
         else if (!strcmp(o, "--synthetic")) a->synthetic = 1;
@@ -247,38 +229,20 @@ static int parse_args(int argc, char **argv, eval_args *a)
         fprintf(stderr, "sjkvarn eval: -m MODEL is required (or --synthetic)\n");
         return 0;
     }
-    if (a->ref) {
-        sjk_layer_config lc;
-        char err[256];
-        if (strlen(a->ref) >= 64 || (strcmp(a->ref, "host-f16") &&
-                                     sjk_cache_config_parse(a->ref, 1, &lc, err, sizeof err))) {
-            fprintf(stderr, "sjkvarn eval: --ref '%s' is not a cache configuration\n", a->ref);
-            return 0;
-        }
-    }
+    if (a->ref && !sjk_cli_check_kv(P, "--ref", a->ref, 0)) return 0;
     if (!a->n_kv) {
         fprintf(stderr, "sjkvarn eval: --kv is required, e.g. --kv q8_0/q8_0,sj:4/4\n");
         return 0;
     }
     if (a->n_gen >= a->n_ctx) {
-        fprintf(stderr, "sjkvarn eval: -n %ld leaves no prompt in --ctx %ld\n", a->n_gen, a->n_ctx);
+        fprintf(stderr, "sjkvarn eval: -n %u leaves no prompt in --ctx %u\n", a->n_gen, a->n_ctx);
         return 0;
     }
     /* Each configuration must parse, and names must be distinct (pairs are by name). */
     for (size_t i = 0; i < a->n_kv; i++) {
-        sjk_layer_config lc;
-        char err[256];
         /* "auto" is resolved after the model is known; "host-f16" is the host's own fp16
          * cache, not a libsjkvarn configuration */
-        if (strcmp(a->kv[i], "auto") && strcmp(a->kv[i], "host-f16") &&
-            sjk_cache_config_parse(a->kv[i], 1, &lc, err, sizeof err) != SJK_OK) {
-            fprintf(stderr, "sjkvarn eval: --kv: %s\n", err);
-            return 0;
-        }
-        if (strlen(a->kv[i]) >= 64) {
-            fprintf(stderr, "sjkvarn eval: --kv: '%s' is longer than 63 characters\n", a->kv[i]);
-            return 0;
-        }
+        if (!sjk_cli_check_kv(P, "--kv", a->kv[i], 1)) return 0;
         for (size_t j = 0; j < i; j++)
             if (!strcmp(a->kv[i], a->kv[j])) {
                 fprintf(stderr, "sjkvarn eval: --kv: '%s' given twice\n", a->kv[i]);
@@ -359,12 +323,14 @@ static int load_docs(const eval_args *a, doc *docs, size_t *nd)
     const char *set = a->docs ? a->docs : (a->n_texts ? "none" : "all");
     if (strcmp(set, "none") != 0) {
         char kind[32] = "";
+        uint32_t per32 = 0;
         long per = -1;
         const char *colon = strchr(set, ':');
         if (colon && (size_t)(colon - set) < sizeof kind) {
             memcpy(kind, set, (size_t)(colon - set));
             kind[colon - set] = 0;
-            if (!parse_long("--docs", colon + 1, 1, 1000, &per)) return 0;
+            if (!sjk_cli_flag_u32("sjkvarn eval", "--docs KIND:N", colon + 1, 1, 1000, &per32)) return 0;
+            per = per32;
         } else if (strlen(set) < sizeof kind) {
             snprintf(kind, sizeof kind, "%s", set);
         }
@@ -415,43 +381,84 @@ static int load_docs(const eval_args *a, doc *docs, size_t *nd)
 
 /* ---- outputs ------------------------------------------------------------------------- */
 
-static int write_to(const char *path, sjk_status (*w)(const sjk_eval_study *, FILE *),
-                    const sjk_eval_study *st)
+/* One output file: a study writer bound to the study (sjk_cli_out's callback). */
+typedef struct study_out {
+    sjk_status (*fn)(const sjk_eval_study *, FILE *);
+    const sjk_eval_study *st;
+} study_out;
+
+static int write_study(void *ctx, FILE *f)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "sjkvarn eval: %s: %s\n", path, strerror(errno)); return 0; }
-    sjk_status s = w(st, f);
-    if (fclose(f) != 0 && s == SJK_OK) s = SJK_ERR_IO;
-    if (s != SJK_OK) { fprintf(stderr, "sjkvarn eval: writing %s: %s\n", path, sjk_status_str(s)); return 0; }
-    fprintf(stderr, "sjkvarn eval: wrote %s\n", path);
+    const study_out *o = ctx;
+    return o->fn(o->st, f) == SJK_OK ? 0 : -1;
+}
+
+/* The paths --csv and --svg write (CSV family, then the two plots). */
+typedef struct out_paths {
+    char p[5][4096];
+    sjk_status (*fn[5])(const sjk_eval_study *, FILE *);
+    size_t n;
+} out_paths;
+
+static int output_paths(const eval_args *a, out_paths *o)
+{
+    o->n = 0;
+    if (a->csv) {
+        if (!csv_family(a->csv, o->p[0], o->p[1], o->p[2])) {
+            fprintf(stderr, "sjkvarn eval: --csv %s: path too long\n", a->csv);
+            return 0;
+        }
+        o->fn[0] = sjk_eval_write_csv_configs;
+        o->fn[1] = sjk_eval_write_csv_pairs;
+        o->fn[2] = sjk_eval_write_csv_positions;
+        o->n = 3;
+    }
+    if (a->svg) {
+        if (snprintf(o->p[o->n], 4096, "%s/frontier.svg", a->svg) >= 4096 ||
+            snprintf(o->p[o->n + 1], 4096, "%s/positions.svg", a->svg) >= 4096) {
+            fprintf(stderr, "sjkvarn eval: --svg %s: path too long\n", a->svg);
+            return 0;
+        }
+        o->fn[o->n] = sjk_eval_write_svg_frontier;
+        o->fn[o->n + 1] = sjk_eval_write_svg_positions;
+        o->n += 2;
+    }
     return 1;
 }
 
+/* Before the run: every output can be written (a failure after an hour of study would
+ * lose it). --svg's directory is created here. */
+static int check_outputs(const eval_args *a)
+{
+    out_paths o;
+    if (!output_paths(a, &o)) return 0;
+    if (a->svg && mkdir(a->svg, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "sjkvarn eval: --svg %s: %s\n", a->svg, strerror(errno));
+        return 0;
+    }
+    for (size_t i = 0; i < o.n; i++)
+        if (!sjk_cli_check_target("sjkvarn eval", i < 3 && a->csv ? "--csv" : "--svg", o.p[i])) return 0;
+    return 1;
+}
+
+/* The files, all or none (tools/cli_files.h): the CSV family and the plots are replaced
+ * together only once every one of them is written in full. */
 static int write_outputs(const eval_args *a, const sjk_eval_study *st)
 {
     int ok = 1;
-    if (a->csv) {
-        char base[4000], path[4096];
-        snprintf(base, sizeof base, "%s", a->csv);
-        size_t l = strlen(base);
-        if (l > 4 && !strcmp(base + l - 4, ".csv")) base[l - 4] = 0;
-        ok &= write_to(a->csv, sjk_eval_write_csv_configs, st);
-        if (snprintf(path, sizeof path, "%s-pairs.csv", base) < (int)sizeof path)
-            ok &= write_to(path, sjk_eval_write_csv_pairs, st);
-        if (snprintf(path, sizeof path, "%s-positions.csv", base) < (int)sizeof path)
-            ok &= write_to(path, sjk_eval_write_csv_positions, st);
+    out_paths o;
+    if (!check_outputs(a) || !output_paths(a, &o)) return 0;
+    study_out so[5];
+    sjk_cli_out outs[5];
+    for (size_t i = 0; i < o.n; i++) {
+        so[i].fn = o.fn[i];
+        so[i].st = st;
+        outs[i].path = o.p[i];
+        outs[i].write = write_study;
+        outs[i].ctx = &so[i];
     }
-    if (a->svg) {
-        char path[4096];
-        if (mkdir(a->svg, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "sjkvarn eval: --svg %s: %s\n", a->svg, strerror(errno));
-            return 0;
-        }
-        if (snprintf(path, sizeof path, "%s/frontier.svg", a->svg) < (int)sizeof path)
-            ok &= write_to(path, sjk_eval_write_svg_frontier, st);
-        if (snprintf(path, sizeof path, "%s/positions.svg", a->svg) < (int)sizeof path)
-            ok &= write_to(path, sjk_eval_write_svg_positions, st);
-    }
+    if (o.n && !sjk_cli_write_set("sjkvarn eval", outs, o.n)) ok = 0;
+    for (size_t i = 0; ok && i < o.n; i++) fprintf(stderr, "sjkvarn eval: wrote %s\n", o.p[i]);
     sjk_status s = a->json ? sjk_eval_write_json(st, stdout) : sjk_eval_write_table(st, stdout);
     if (s != SJK_OK) { fprintf(stderr, "sjkvarn eval: writing results: %s\n", sjk_status_str(s)); ok = 0; }
     return ok;
@@ -519,15 +526,16 @@ int sjk_cmd_eval(int argc, char **argv)
         fprintf(stderr, "(sjkvarn eval --help for usage)\n");
         return 2;
     }
+    if (!check_outputs(&a)) return 2; /* before any work */
     if (a.merging) return run_merge(&a);
     char model_path[4096] = "";
     if (!a.synthetic && !sjk_cli_resolve_model("sjkvarn eval", a.model, model_path, sizeof model_path)) return 2;
-    static char kv_auto[64]; /* --kv auto: the tier chosen for --ctx under --mem-budget */
+    static char kv_auto[SJKH_KV_STR_MAX + 1]; /* --kv auto: the tier chosen for --ctx under --mem-budget */
     for (size_t i = 0; i < a.n_kv; i++) {
         if (strcmp(a.kv[i], "auto")) continue;
         if (a.synthetic) { fprintf(stderr, "sjkvarn eval: --kv auto needs a model\n"); return 2; }
-        if (!sjk_kv_auto_resolve(&a.ka, "sjkvarn eval", model_path, a.model, (uint32_t)a.n_ctx, 512,
-                                 (uint32_t)a.threads, "auto", kv_auto, sizeof kv_auto))
+        if (!sjk_kv_auto_resolve(&a.ka, "sjkvarn eval", model_path, a.model, a.n_ctx, a.chunk,
+                                 a.threads, "auto", kv_auto, sizeof kv_auto))
             return 2;
         a.kv[i] = kv_auto;
         for (size_t j = 0; j < a.n_kv; j++)
@@ -562,7 +570,7 @@ int sjk_cmd_eval(int argc, char **argv)
     int rc = 0;
     sjk_eval_study *st = NULL;
     if (be.n_ctx_max && (size_t)a.n_ctx > be.n_ctx_max) {
-        fprintf(stderr, "sjkvarn eval: --ctx %ld exceeds the model's context %zu\n", a.n_ctx, be.n_ctx_max);
+        fprintf(stderr, "sjkvarn eval: --ctx %u exceeds the model's context %zu\n", a.n_ctx, be.n_ctx_max);
         rc = 2;
         goto out;
     }
@@ -591,7 +599,7 @@ int sjk_cmd_eval(int argc, char **argv)
     for (size_t i = 0; i < nd; i++) doc_names[i] = docs[i].name;
     st = sjk_eval_study_create(a.n_kv, a.kv, nd, doc_names);
     if (!st) { fprintf(stderr, "sjkvarn eval: out of memory\n"); rc = 1; goto out; }
-    fprintf(stderr, "sjkvarn eval: %zu document(s), context %ld (prompt <= %zu, %ld generated), "
+    fprintf(stderr, "sjkvarn eval: %zu document(s), context %u (prompt <= %zu, %u generated), "
             "reference %s, %zu candidate(s)\n", nd, a.n_ctx, n_prompt, a.n_gen, a.ref ? a.ref : "f16", a.n_kv);
 
     sjk_eval_progress prog;
@@ -609,7 +617,7 @@ int sjk_cmd_eval(int argc, char **argv)
             sjk_eval_progress_end(&prog);
             if (*what && s == SJK_ERR_RANGE)
                 fprintf(stderr, "sjkvarn eval: %s: needle study: the haystack, 8 facts and 8 "
-                        "questions do not fit --ctx %ld (at least 512; try 2048 or more)\n",
+                        "questions do not fit --ctx %u (at least 512; try 2048 or more)\n",
                         docs[i].name, a.n_ctx);
             else
                 fprintf(stderr, "sjkvarn eval: %s: %s%s%s%s\n", docs[i].name, what,

@@ -1,4 +1,4 @@
-/* cmd_plan.c — `sjkvarn plan`: the capacity table of a model (seed 003 §1): per cache
+/* cmd_plan.c — `sjkvarn plan`: the capacity table of a model (docs/DESIGN.md §5): per cache
  * configuration, KiB per token, % of f16, the largest context resident in a budget and
  * the sessions that fit at a context; and what `--kv auto` would choose. Metadata only:
  * no weights are read, so any GGUF works, however large. All numbers come from the size
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_parse.h"
 #include "kv_auto.h"
 #include "sjkplan.h"
 
@@ -38,29 +39,21 @@ static void usage(FILE *f)
             "      --kv LIST      configurations to show, comma-separated (default: f16, q8_0,\n"
             "                     q8_0/q4_0, q5_0, q4_0, tq5_0, turbo4, turbo3, sj:4/4, sj:3/3t,\n"
             "                     sj:3/2t, kvarn:4/4)\n"
-            "  -t, --threads N    threads per session, as `run` would use (default: online CPUs;\n"
-            "                     the cache keeps scratch per thread)\n"
+            "  -t, --threads N    threads per session, as `run` would use, 1..256 (default: online\n"
+            "                     CPUs). KV memory grows with -t (up to 64, the cache's threads)\n"
+            "                     times -b: the cache keeps attention scratch per thread\n"
             "  -b, --batch-size N prefill chunk, as `run` (default 512)\n"
             "      --window T     storage of sliding-window layers, as `run`: f16 (default) | q8_0\n"
             "      --kl-floor X|off, --quality-floor FILE   the floor of the auto-tier line\n"
             "      --json         JSON on stdout instead of the table\n"
             "\n"
+            "       sjkvarn plan --make-quality-floor MODEL=STUDY.csv [MODEL=STUDY.csv ...]\n"
+            "                     the quality-floor table (docs/quality-floor.csv) from study CSVs\n"
+            "                     (docs/results/kl-*.csv), on stdout\n"
+            "\n"
             "Sizes are exact: they are what sjkvarn run / eval allocate for the KV caches\n"
             "(weights and activations are not in the budget).\n");
     sjk_model_usage(f);
-}
-
-static int parse_u32(const char *flag, const char *v, unsigned long lo, unsigned long hi, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long d = v ? strtoull(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || d < lo || d > hi) {
-        fprintf(stderr, PROG ": %s needs an integer in [%lu, %lu]%s%s\n", flag, lo, hi, v ? ", got " : "", v ? v : "");
-        return 0;
-    }
-    *out = (uint32_t)d;
-    return 1;
 }
 
 static int flag_is(const char *a, const char *s1, const char *s2)
@@ -90,6 +83,7 @@ static void json_str(FILE *f, const char *s)
 
 int sjk_cmd_plan(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--make-quality-floor")) return sjk_plan_make_quality_floor(argc - 2, argv + 2);
     const char *model = NULL, *kv_list = NULL, *budget_s = "8GiB";
     uint32_t n_ctx = 0, sessions = 1, threads = 0, batch = 512, window_type = SJKH_WINDOW_F16;
     int json = 0;
@@ -121,17 +115,12 @@ int sjk_cmd_plan(int argc, char **argv)
         if (IS("-m", "--model")) model = v;
         else if (IS("--kv", NULL)) kv_list = v;
         else if (IS("--budget", "--mem-budget")) budget_s = v;
-        else if (IS("-c", "--ctx")) ok = parse_u32(a, v, 1, 1u << 30, &n_ctx);
-        else if (IS("--sessions", NULL)) ok = parse_u32(a, v, 1, 1u << 20, &sessions);
-        else if (IS("-t", "--threads")) ok = parse_u32(a, v, 1, 64, &threads);
-        else if (IS("-b", "--batch-size")) ok = parse_u32(a, v, 1, 65536, &batch);
-        else if (IS("--window", NULL)) {
-            char werr[128];
-            if (sjkh_window_type_parse(v, &window_type, werr, sizeof werr)) {
-                fprintf(stderr, PROG ": --window: %s\n", werr);
-                ok = 0;
-            }
-        } else {
+        else if (IS("-c", "--ctx")) ok = sjk_cli_flag_u32(PROG, a, v, 1, 1u << 30, &n_ctx);
+        else if (IS("--sessions", NULL)) ok = sjk_cli_flag_u32(PROG, a, v, 1, 1u << 20, &sessions);
+        else if (IS("-t", "--threads")) ok = sjk_cli_flag_threads(PROG, a, v, &threads);
+        else if (IS("-b", "--batch-size")) ok = sjk_cli_flag_u32(PROG, a, v, 1, 65536, &batch);
+        else if (IS("--window", NULL)) ok = sjk_cli_flag_window(PROG, a, v, &window_type);
+        else {
             fprintf(stderr, PROG ": unknown flag %s\n", a);
             usage(stderr);
             return 2;
@@ -146,14 +135,8 @@ int sjk_cmd_plan(int argc, char **argv)
         return 2;
     }
     size_t budget;
-    if (sjkh_parse_size(budget_s, &budget)) {
-        fprintf(stderr, PROG ": --budget '%s' is not a size (512M, 8G, 8GiB, bytes)\n", budget_s);
-        return 2;
-    }
-    if (!threads) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (uint32_t)(n > 64 ? 64 : n) : 1;
-    }
+    if (!sjk_cli_flag_size(PROG, "--budget", budget_s, &budget)) return 2;
+    if (!threads) threads = sjk_cli_threads_default();
     const char *cfgs[MAX_CFGS];
     size_t n_cfgs = 0;
     char list_buf[2048];
@@ -168,7 +151,12 @@ int sjk_cmd_plan(int argc, char **argv)
                 fprintf(stderr, PROG ": at most %d configurations\n", MAX_CFGS);
                 return 2;
             }
+            if (!sjk_cli_check_kv(PROG, "--kv", t, 0)) return 2;
             cfgs[n_cfgs++] = t;
+        }
+        if (!n_cfgs) {
+            fprintf(stderr, PROG ": --kv needs at least one configuration\n");
+            return 2;
         }
     } else {
         for (size_t i = 0; i < sizeof g_default_cfgs / sizeof g_default_cfgs[0]; i++) cfgs[n_cfgs++] = g_default_cfgs[i];
@@ -210,7 +198,7 @@ int sjk_cmd_plan(int argc, char **argv)
 
     /* what --kv auto would choose here */
     sjkh_tier_request treq = {"auto", budget, NULL, key, SJK_KV_AUTO_KL_FLOOR};
-    if (ka.kl_floor) treq.max_kl = strcmp(ka.kl_floor, "off") ? strtod(ka.kl_floor, NULL) : -1.0;
+    if (ka.kl_floor) treq.max_kl = sjk_kv_auto_kl_floor(&ka);
     char fbuf[4096];
     const char *fp = treq.max_kl >= 0 ? sjk_cli_floor_path(&ka, fbuf, sizeof fbuf) : NULL;
     if (fp && sjkh_quality_floor_load(fp, &floor, err, sizeof err)) {

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_files.h"
+#include "cli_parse.h"
 #include "kv_auto.h"
 #include "prefix_store.h"
 #include "sjkhost.h"
@@ -26,7 +28,9 @@ static void usage(FILE *f)
             "  -n, --n-predict N  tokens to generate (default 64)\n"
             "  -c, --ctx-size N   context positions (default min(4096, the model's))\n"
             "  -b, --batch-size N prefill chunk (default 512)\n"
-            "  -t, --threads N    threads (default: online CPUs)\n"
+            "  -t, --threads N    threads, 1..256 (default: online CPUs; the cache runs at most 64).\n"
+            "                     Greedy output depends on -t and -b (float summation order), and\n"
+            "                     KV memory grows with -t x -b (cache scratch): see `sjkvarn plan`\n"
             "  --act-quant 0|1    1 (default): 8-bit activations as llama.cpp; 0: exact f32\n"
             "                     activations (slower; logits continuous in the KV cache)\n"
             "      --kv CONFIG    KV cache of the growing layers: f16 (default), q8_0, q8_0/q4_0,\n"
@@ -69,49 +73,12 @@ static double cpu_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static char *read_file(const char *path, size_t *n)
+/* 0 if a session save to path could start now, else prints why. */
+static int st_check_save(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "sjkvarn run: %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        size_t r = fread(buf + len, 1, cap - len - 1, f);
-        len += r;
-        if (len + 1 < cap) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        }
-        buf = nb;
-    }
-    fclose(f);
-    if (!buf) {
-        fprintf(stderr, "sjkvarn run: out of memory reading %s\n", path);
-        return NULL;
-    }
-    buf[len] = 0;
-    *n = len;
-    return buf;
-}
-
-static int parse_num(const char *flag, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || errno || end == v || *end || !(d >= lo && d <= hi)) {
-        fprintf(stderr, "sjkvarn run: %s needs a number in [%g, %g]%s%s\n", flag, lo, hi, v ? ", got " : "",
-                v ? v : "");
-        return 0;
-    }
-    *out = d;
+    char err[512];
+    if (sjkh_session_save_check(path, err, sizeof err) == SJK_OK) return 0;
+    fprintf(stderr, "sjkvarn run: --save %s\n", err);
     return 1;
 }
 
@@ -124,12 +91,15 @@ int sjk_cmd_run(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16", *save_path = NULL, *load_path = NULL;
     const char *store_url = NULL;
-    double store_ttl = 86400;
+    uint32_t store_ttl = 86400;
     sjks_store *store = NULL;
-    double act_quant = 1, n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, temp = 0.8, top_k = 40, top_p = 0.95, seed = 1;
+    uint32_t act_quant = 1, n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, top_k = 40;
+    uint64_t seed = 1;
+    double temp = 0.8, top_p = 0.95;
     int chat = 0, ka_r;
     uint32_t window_type = SJKH_WINDOW_F16;
     sjk_kv_auto_opts ka = {NULL, NULL, NULL};
+    const char *P = "sjkvarn run";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define IS(s1, s2) flag_is(a, s1, s2)
@@ -149,28 +119,22 @@ int sjk_cmd_run(int argc, char **argv)
         if (IS("-m", "--model")) model = v;
         else if (IS("-p", "--prompt")) prompt = v;
         else if (IS("-f", "--file")) file = v;
-        else if (IS("--kv", NULL)) kv = v;
+        else if (IS("--kv", NULL)) ok = sjk_cli_check_kv(P, a, kv = v, 1);
         else if (IS("--save", NULL)) save_path = v;
         else if (IS("--load", NULL)) load_path = v;
         else if (IS("--prefix-store", NULL)) store_url = v;
-        else if (IS("--prefix-store-ttl", NULL)) ok = parse_num(a, v, 1, 4e9, &store_ttl);
-        else if ((ka_r = sjk_kv_auto_flag(&ka, "sjkvarn run", a, v)) != 0) ok = ka_r > 0;
-        else if (IS("-n", "--n-predict")) ok = parse_num(a, v, 0, 1e7, &n_predict);
-        else if (IS("-c", "--ctx-size")) ok = parse_num(a, v, 1, 1 << 24, &n_ctx);
-        else if (IS("-b", "--batch-size")) ok = parse_num(a, v, 1, 65536, &n_batch);
-        else if (IS("-t", "--threads")) ok = parse_num(a, v, 1, 256, &n_threads);
-        else if (IS("--act-quant", NULL)) ok = parse_num(a, v, 0, 1, &act_quant);
-        else if (IS("--window", NULL)) {
-            char werr[128];
-            if (sjkh_window_type_parse(v, &window_type, werr, sizeof werr)) {
-                fprintf(stderr, "sjkvarn run: --window: %s\n", werr);
-                ok = 0;
-            }
-        }
-        else if (IS("--temp", NULL)) ok = parse_num(a, v, 0, 100, &temp);
-        else if (IS("--top-k", NULL)) ok = parse_num(a, v, 0, 1e9, &top_k);
-        else if (IS("--top-p", NULL)) ok = parse_num(a, v, 0, 1, &top_p);
-        else if (IS("--seed", NULL)) ok = parse_num(a, v, 0, 1.8e19, &seed);
+        else if (IS("--prefix-store-ttl", NULL)) ok = sjk_cli_flag_u32(P, a, v, 1, 4000000000u, &store_ttl);
+        else if ((ka_r = sjk_kv_auto_flag(&ka, P, a, v)) != 0) ok = ka_r > 0;
+        else if (IS("-n", "--n-predict")) ok = sjk_cli_flag_u32(P, a, v, 0, 10000000, &n_predict);
+        else if (IS("-c", "--ctx-size")) ok = sjk_cli_flag_u32(P, a, v, 1, 1u << 24, &n_ctx);
+        else if (IS("-b", "--batch-size")) ok = sjk_cli_flag_u32(P, a, v, 1, 65536, &n_batch);
+        else if (IS("-t", "--threads")) ok = sjk_cli_flag_threads(P, a, v, &n_threads);
+        else if (IS("--act-quant", NULL)) ok = sjk_cli_flag_u32(P, a, v, 0, 1, &act_quant);
+        else if (IS("--window", NULL)) ok = sjk_cli_flag_window(P, a, v, &window_type);
+        else if (IS("--temp", NULL)) ok = sjk_cli_flag_real(P, a, v, 0, 100, &temp);
+        else if (IS("--top-k", NULL)) ok = sjk_cli_flag_u32(P, a, v, 0, 1000000000, &top_k);
+        else if (IS("--top-p", NULL)) ok = sjk_cli_flag_real(P, a, v, 0, 1, &top_p);
+        else if (IS("--seed", NULL)) ok = sjk_cli_flag_u64(P, a, v, 0, UINT64_MAX, &seed);
         else {
             fprintf(stderr, "sjkvarn run: unknown flag %s\n", a);
             usage(stderr);
@@ -188,10 +152,12 @@ int sjk_cmd_run(int argc, char **argv)
 
     char path[4096], err[1024] = "";
     if (!sjk_cli_resolve_model("sjkvarn run", model, path, sizeof path)) return 1;
+    /* --save's target is checked now, not after the whole generation */
+    if (save_path && (st_check_save(save_path) != 0)) return 1;
     char *ptext = NULL;
     size_t plen = 0;
     if (file) {
-        if (!(ptext = read_file(file, &plen))) return 1;
+        if (!(ptext = sjk_cli_read_text(P, file, &plen))) return 1;
     } else {
         if (!prompt) prompt = ""; /* --load alone: continue from the pending token */
         plen = strlen(prompt);
@@ -240,13 +206,12 @@ int sjk_cmd_run(int argc, char **argv)
         }
     }
     const char *text = rendered ? rendered : ptext;
-    size_t tlen = strlen(text), cap = tlen * 2 + 2, n_ids = 0;
-    ids = malloc(cap * sizeof *ids);
-    if (!ids) goto done;
+    size_t tlen = strlen(text), n_ids = 0;
     unsigned flags = (load_path ? 0 : SJKH_TOKENIZE_ADD_SPECIAL) | (chat ? SJKH_TOKENIZE_PARSE_SPECIAL : 0);
-    if ((st = sjkh_tokenizer_encode(tok, text, tlen, flags, ids, cap, &n_ids))) {
-        fprintf(stderr, "sjkvarn run: cannot tokenize the prompt (%s)\n", sjk_status_str(st));
-        goto done;
+    if (!(ids = sjk_cli_tokenize(P, "the prompt", tok, text, tlen, flags, &n_ids))) goto done;
+    if (n_ids == 0 && load_path) { /* room for the pending token */
+        free(ids);
+        if (!(ids = malloc(sizeof *ids))) goto done;
     }
     if (n_ids == 0 && !load_path) {
         fprintf(stderr, "sjkvarn run: the prompt is empty\n");
@@ -254,13 +219,12 @@ int sjk_cmd_run(int argc, char **argv)
     }
 
     sjkh_session_params sp = sjkh_session_params_default();
-    sp.n_ctx = n_ctx > 0 ? (uint32_t)n_ctx : (in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
-    sp.n_batch = (uint32_t)n_batch;
-    sp.act_quant = (uint32_t)act_quant;
+    sp.n_ctx = n_ctx > 0 ? n_ctx : (in->n_ctx_train < 4096 ? in->n_ctx_train : 4096);
+    sp.n_batch = n_batch;
+    sp.act_quant = act_quant;
     sp.window_type = window_type;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    sp.n_threads = n_threads > 0 ? (uint32_t)n_threads : (uint32_t)(ncpu > 0 ? ncpu : 1);
-    char kv_chosen[64];
+    sp.n_threads = n_threads > 0 ? n_threads : sjk_cli_threads_default();
+    char kv_chosen[SJKH_KV_STR_MAX + 1];
     if (!sjk_kv_auto_resolve(&ka, "sjkvarn run", path, model, sp.n_ctx, sp.n_batch, sp.n_threads, kv, kv_chosen,
                              sizeof kv_chosen))
         goto done;
@@ -295,7 +259,7 @@ int sjk_cmd_run(int argc, char **argv)
         }
         pending = -1;
     }
-    sjkh_sampler_params smpp = {(float)temp, (int32_t)top_k, (float)top_p, (uint64_t)seed};
+    sjkh_sampler_params smpp = {(float)temp, (int32_t)top_k, (float)top_p, seed};
     if ((st = sjkh_sampler_create(&smpp, in->n_vocab, &smp))) {
         fprintf(stderr, "sjkvarn run: bad sampling parameters\n");
         goto done;
@@ -326,7 +290,7 @@ int sjk_cmd_run(int argc, char **argv)
         goto done;
     }
     double t1 = now_s(), c1 = cpu_s();
-    size_t n_gen = 0, want = (size_t)n_predict;
+    size_t n_gen = 0, want = n_predict;
     const uint32_t n_past = sjkh_session_n_past(s);
     if (want > sp.n_ctx - n_past) {
         fprintf(stderr, "sjkvarn run: generation limited to %zu tokens by the context\n", (size_t)(sp.n_ctx - n_past));

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "kv_auto.h"
 #include "sjkplan.h"
 
@@ -31,21 +32,24 @@ int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, co
     }
     if (slot == &o->budget) {
         size_t b;
-        if (sjkh_parse_size(value, &b)) {
-            fprintf(stderr, "%s: --mem-budget '%s' is not a size (512M, 8G, 8GiB, bytes)\n", prog, value);
-            return -1;
-        }
+        if (!sjk_cli_flag_size(prog, flag, value, &b)) return -1;
     } else if (slot == &o->kl_floor && strcmp(value, "off")) {
-        char *end;
-        errno = 0;
-        double d = strtod(value, &end);
-        if (errno || end == value || *end || !(d >= 0)) {
+        double d;
+        if (!sjk_cli_parse_real(value, 0, 1e9, &d)) {
             fprintf(stderr, "%s: --kl-floor '%s' is neither a mean KL >= 0 nor 'off'\n", prog, value);
             return -1;
         }
     }
     *slot = value;
     return 1;
+}
+
+double sjk_kv_auto_kl_floor(const sjk_kv_auto_opts *o)
+{
+    double d = SJK_KV_AUTO_KL_FLOOR;
+    if (o->kl_floor && !strcmp(o->kl_floor, "off")) return -1.0;
+    if (o->kl_floor) sjk_cli_parse_real(o->kl_floor, 0, 1e9, &d); /* checked by sjk_kv_auto_flag */
+    return d;
 }
 
 const char *sjk_cli_floor_path(const sjk_kv_auto_opts *o, char *buf, size_t cap)
@@ -108,8 +112,8 @@ int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char 
         goto done;
     }
     sjkh_tier_request r = {kv, 0, NULL, NULL, SJK_KV_AUTO_KL_FLOOR};
-    sjkh_parse_size(o->budget, &r.budget_nbytes);
-    if (o->kl_floor) r.max_kl = strcmp(o->kl_floor, "off") ? strtod(o->kl_floor, NULL) : -1.0;
+    sjk_cli_parse_size(o->budget, &r.budget_nbytes);
+    if (o->kl_floor) r.max_kl = sjk_kv_auto_kl_floor(o);
     sjk_cli_model_key(model_name ? model_name : model_path, key, sizeof key);
     r.model_key = key;
     if (is_auto && r.max_kl >= 0) {

@@ -33,6 +33,9 @@ extern const char sjk_kv_auto_usage[];
  * prints why it is bad and returns -1. Returns 0 for any other flag. */
 int sjk_kv_auto_flag(sjk_kv_auto_opts *o, const char *prog, const char *flag, const char *value);
 
+/* The floor to apply: the --kl-floor value, -1 for "off", else SJK_KV_AUTO_KL_FLOOR. */
+double sjk_kv_auto_kl_floor(const sjk_kv_auto_opts *o);
+
 /* The quality-floor table to read: o->floor_path, else $SJK_QUALITY_FLOOR, else
  * docs/quality-floor.csv beside the executable (., .., ../..), else in the working
  * directory. Returns path or NULL when none exists. */

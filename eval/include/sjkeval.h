@@ -1,4 +1,4 @@
-/* sjkeval.h — the KL study behind `sjkvarn eval` (SPEC §4, seed §1), as a small library
+/* sjkeval.h — the KL study behind `sjkvarn eval` (docs/DESIGN.md §4, docs/EVAL.md), as a small library
  * inside libsjkhost. Dependencies point one way: the CLI uses this, this uses the host
  * through a table of callbacks (sjk_eval_backend), the host uses libsjkvarn.
  *
@@ -44,7 +44,7 @@ typedef struct sjk_eval_cmp {
 
 /* KL(p ‖ q) where p = softmax(p_logits), q = softmax(q_logits), both [n_vocab], computed
  * in double with max subtraction: KL = Σ_i p_i (log p_i − log q_i). Exact (no cut-off, no
- * u16 storage as llama-perplexity has, reference/engine.md §6.5). SJK_ERR_PARAM for
+ * u16 storage as llama-perplexity has, docs/BACKGROUND.md, "Engine facts"). SJK_ERR_PARAM for
  * n_vocab = 0 or NULL pointers; SJK_ERR_RANGE if any logit is NaN or +Inf (−Inf is a
  * token with probability 0; KL is +Inf when q gives 0 to a token p does not). Never
  * allocates; thread-safe. */
@@ -283,7 +283,7 @@ typedef struct sjk_eval_backend {
     sjk_status (*tokenize)(void *user, const char *text, size_t n, int add_bos,
                            int32_t *tokens, size_t cap, size_t *n_out);
     /* Creates a context of n_ctx positions whose KV cache has configuration kv (a
-     * configuration string such as "f16", "q8_0/q4_0", "sj4/4"). */
+     * configuration string such as "f16", "q8_0/q4_0", "sj:4/4"). */
     sjk_status (*ctx_create)(void *user, const char *kv, size_t n_ctx, void **ctx);
     void (*ctx_free)(void *user, void *ctx);
     /* Appends n tokens at the context's next positions and writes the logits after the

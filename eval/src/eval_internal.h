@@ -6,7 +6,7 @@
 #include "sjkeval.h"
 
 #define SJK_EVAL_MAX_CONFIGS 64
-#define SJK_EVAL_NAME_MAX 64
+#define SJK_EVAL_NAME_MAX 128 /* SJKH_KV_STR_MAX + 1: a name is a --kv string */
 
 typedef struct eval_col {
     char name[SJK_EVAL_NAME_MAX];

@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/file.h"
 #include "common/util.h"
 #include "eval_internal.h"
 
@@ -88,8 +90,13 @@ static int positions_path(const char *path, char *buf, size_t cap)
 static sjk_status read_all(merger *m, const char *path, char **out, size_t *n)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return fail(m, SJK_ERR_IO, "%s: %s", path, strerror(errno));
+    int fd = sjk_file_open_regular(path, NULL); /* a FIFO is refused, never waited on */
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return fail(m, SJK_ERR_IO, "%s: %s", path, fd == -2 ? "not a regular file" : strerror(e));
+    }
     size_t len = 0, cap = 1 << 16;
     char *buf = malloc(cap + 1);
     while (buf) {
@@ -405,7 +412,7 @@ static sjk_status dedupe(merger *m)
     mrow *r = m->rows;
     size_t n = m->n_rows;
     char pa[MERGE_PATH_MAX], pb[MERGE_PATH_MAX];
-    qsort(r, n, sizeof *r, cmp_group);
+    if (n) qsort(r, n, sizeof *r, cmp_group); /* r is NULL for an empty study */
     for (size_t i = 1; i < n; i++)
         if (r[i].cfg == r[i - 1].cfg && r[i].doc == r[i - 1].doc && r[i].file == r[i - 1].file &&
             r[i].pos == r[i - 1].pos) {
@@ -439,7 +446,7 @@ static sjk_status dedupe(merger *m)
         }
         g = e;
     }
-    qsort(r, n, sizeof *r, cmp_seq);
+    if (n) qsort(r, n, sizeof *r, cmp_seq);
     return SJK_OK;
 }
 

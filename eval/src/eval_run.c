@@ -1,4 +1,4 @@
-/* eval_run.c — the lockstep driver of the KL study (SPEC §4, seed §1).
+/* eval_run.c — the lockstep driver of the KL study (docs/DESIGN.md §4).
  *
  * One context per configuration, the reference's (an fp16 cache) first. All are fed the
  * same tokens; after each feed the reference's next-token logits p are compared with
@@ -11,7 +11,7 @@
  *
  * Only distributions that predict a generated token are scored: the one after the last
  * prompt token and the one after each generated token but the last. Prompt positions are
- * never scored (their rare huge spikes would swamp a mean, seed §1).
+ * never scored (their rare huge spikes would swamp a mean: docs/BACKGROUND.md, "The SJ-KVaRN proposal").
  *
  * The needle study plants facts at known look-back distances, asks for each, and scores
  * the teacher-forced answer tokens the same way. */

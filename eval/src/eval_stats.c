@@ -1,5 +1,5 @@
 /* eval_stats.c — KL of two next-token distributions, summaries, and paired bootstrap
- * comparisons for the KL study (SPEC §4).
+ * comparisons for the KL study (docs/DESIGN.md §4).
  *
  * KL is heavy-tailed: a few positions carry most of the mass. So a configuration is
  * described by its mean and its high percentiles, and two configurations are compared by

@@ -25,6 +25,7 @@
 
 #include "sjkhost.h"
 
+#include "common/file.h"
 #include "hcommon.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" read as u32 LE */
@@ -456,27 +457,20 @@ sjk_status sjkh_gguf_open(const char *path, sjkh_gguf **out, char *err, size_t e
 {
     if (!out || !path) return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "gguf: bad arguments");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t fsize = 0;
+    int fd = sjk_file_open_regular(path, &fsize); /* a FIFO is refused, never waited on */
     if (fd < 0) {
         int e = errno;
-        sjkh_fail(0, err, err_cap, "%s: %s", path, strerror(e));
+        sjkh_fail(0, err, err_cap, "%s: %s", path, fd == -2 ? "not a regular file" : strerror(e));
         errno = e;
         return SJK_ERR_IO;
     }
-    struct stat stt;
-    if (fstat(fd, &stt) != 0 || !S_ISREG(stt.st_mode)) {
-        int e = errno;
-        close(fd);
-        sjkh_fail(0, err, err_cap, "%s: not a regular file", path);
-        errno = e;
-        return SJK_ERR_IO;
-    }
-    if ((uint64_t)stt.st_size < 8 || (uint64_t)stt.st_size > SIZE_MAX) {
+    if (fsize < 8 || fsize > SIZE_MAX) {
         close(fd);
         return sjkh_fail(SJK_ERR_FORMAT, err, err_cap, "%s: not a GGUF file (%lld bytes)", path,
-                         (long long)stt.st_size);
+                         (long long)fsize);
     }
-    size_t size = (size_t)stt.st_size;
+    size_t size = (size_t)fsize;
     void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);

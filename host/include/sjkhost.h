@@ -186,7 +186,7 @@ const sjkh_tensor *sjkh_gguf_find_tensor(const sjkh_gguf *g, const char *name);
  *       into words (every \p{N} digit alone, then the GPT-2 pattern), each word's bytes are
  *       mapped to printable code points, and pairs merge by rank from the merges list.
  *
- * Both first cut the text at special tokens (reference/engine.md §5.1): USER_DEFINED
+ * Both first cut the text at special tokens (docs/BACKGROUND.md, "Engine facts"): USER_DEFINED
  * tokens always, CONTROL and UNKNOWN ones only with SJKH_TOKENIZE_PARSE_SPECIAL; longest
  * first (ties: lower id first), leftmost occurrences. A tokenizer is immutable after
  * create and may be used from many threads at once; it owns copies of every string, so
@@ -376,16 +376,20 @@ typedef enum sjkh_window_type {
                              8.5 bits, 0.53x the bytes); needs head_dim % 32 == 0 */
 } sjkh_window_type;
 
-/* "f16" or "q8_0" -> *out. SJK_ERR_PARAM for anything else, with err saying what is
- * accepted (err may be NULL). */
-sjk_status sjkh_window_type_parse(const char *s, uint32_t *out, char *err, size_t err_cap);
-/* "f16", "q8_0", or NULL for an unknown value. */
+/* "f16", "q8_0", or NULL for an unknown value (the CLI's --window parses these names:
+ * tools/cli_parse.h). */
 const char *sjkh_window_type_name(uint32_t t);
+
+/* The most threads one session runs (its own pool), and the longest KV configuration
+ * string it keeps (session files store it in 128 bytes). */
+#define SJKH_SESSION_MAX_THREADS 256
+#define SJKH_KV_STR_MAX 127
 
 typedef struct sjkh_session_params {
     uint32_t n_ctx;        /* positions this session can hold (<= n_ctx_train) */
     uint32_t n_batch;      /* most tokens per forward pass (prefill chunk), >= 1 */
-    uint32_t n_threads;    /* threads including the caller, >= 1 */
+    uint32_t n_threads;    /* threads including the caller, 1..SJKH_SESSION_MAX_THREADS; its
+                              libsjkvarn cache runs min(n_threads, SJK_CACHE_MAX_THREADS) */
     const char *kv;        /* cache configuration for the growing layers: "host-f16" (the
                               host's own fp16 cache) or any libsjkvarn configuration
                               string ("f16", "q8_0/q4_0", "sj:4/4", ...) */
@@ -413,8 +417,18 @@ void sjkh_session_free(sjkh_session *s);
 
 /* Runs n tokens at positions n_past … n_past + n − 1 (split into n_batch chunks) and
  * advances n_past. logits: NULL, [n_vocab] (the last token's) when all_logits is 0, or
- * [n][n_vocab] when it is 1. SJK_ERR_RANGE (with err) if the context would overflow or a
- * token id is outside the vocabulary; nothing is appended then. */
+ * [n][n_vocab] when it is 1. SJK_ERR_PARAM or SJK_ERR_RANGE (with err) if the arguments
+ * are bad, the context would overflow or a token id is outside the vocabulary: checked
+ * first, nothing is appended then.
+ * A failure in the middle of a chunk — SJK_ERR_CORRUPT when a layer's output turns
+ * non-finite (the model's weights hold NaN or Inf; err names the layer), or the KV cache
+ * refusing positions it was sized for (an internal error, not expected after the checks
+ * above) — leaves the chunks before it fed, and the failing chunk in some layers and not
+ * in others (n_past says nothing reliable about that chunk; logits hold nothing useful).
+ * The session then refuses every feed and sjkh_session_save with an error until
+ * sjkh_session_reset, or a successful sjkh_session_load, starts it over. Non-finite
+ * logits from the output projection (SJK_ERR_CORRUPT, err says so) come after every layer
+ * took the chunk: n_past counts it and the session stays usable. */
 sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, float *logits,
                              int all_logits, char *err, size_t err_cap);
 uint32_t sjkh_session_n_past(const sjkh_session *s);
@@ -430,12 +444,20 @@ sjk_status sjkh_session_reset(sjkh_session *s);
  * Load validates everything before it changes anything: SJK_ERR_FORMAT (not a session
  * file, another version), SJK_ERR_CORRUPT (checksum, truncation, bounds),
  * SJK_ERR_MISMATCH (another model or session shape), SJK_ERR_IO, SJK_ERR_NOMEM; err says
- * what. Save allocates one buffer the size of the cache part; load one the size of the
- * file. */
+ * what. Every restored value is checked: a non-finite fp16 value or q8_0 block scale in
+ * any layer is SJK_ERR_CORRUPT. Save refuses a path that exists and is not a regular file
+ * (SJK_ERR_PARAM: a device node or FIFO is never replaced); load refuses to open one (a
+ * FIFO never blocks it). Save allocates one buffer the size of the cache part; load one
+ * the size of the file. */
 sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_token, char *err,
                              size_t err_cap);
 sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending_token, char *err,
                              size_t err_cap);
+/* Checks, before a long generation, that sjkh_session_save(path) could write: path is
+ * missing or a regular file (SJK_ERR_PARAM, err says why), its name fits, and a temporary
+ * file can be created beside it (SJK_ERR_IO with errno: a read-only or missing
+ * directory). Creates and removes one temporary file; changes nothing else. */
+sjk_status sjkh_session_save_check(const char *path, char *err, size_t err_cap);
 /* 32 bytes identifying a model file (CRC-32C of its hyper-parameters, tensor table, size
  * and sampled tensor data; not cryptographic). */
 void sjkh_model_fingerprint(const sjkh_model *m, uint8_t out[SJK_FINGERPRINT_NBYTES]);

@@ -1,7 +1,7 @@
 /* quants.c — scalar reference kernels for the ggml weight formats, the activation
  * quantizers, and the per-type traits table that picks the fastest kernel once.
  *
- * Block layouts are drawn in reference/engine.md §2 and pinned by the _Static_asserts in
+ * Block layouts (docs/BACKGROUND.md, "ggml block formats") are pinned by the _Static_asserts in
  * quants.h. Dot products follow llama.cpp's integer formulation so that our logits carry
  * the same activation-quantization noise as llama.cpp's (the oracle we are compared to):
  *

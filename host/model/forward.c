@@ -399,6 +399,17 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             for (size_t t = 0; t < n; t++)
                 rmsnorm(s->xb2 + t * E, s->xb2 + t * E, L->post_ffw_norm, E, in->rms_eps);
         for (size_t i = 0; i < n * E; i++) s->x[i] += s->xb2[i];
+        /* A NaN or Inf in a weight (or an input) would otherwise reach the logits, where
+         * greedy sampling reads NaN as a valid maximum: stop at the first layer that
+         * makes one, and say which. n * E additions per layer: nothing next to the
+         * matmuls. The positions stay appended (the caller resets or truncates). */
+        float acc = 0.0f;
+        for (size_t i = 0; i < n * E; i++) acc += s->x[i] * 0.0f; /* NaN iff some x is NaN or Inf */
+        if (acc != acc) {
+            s->bad_layer = (int32_t)il;
+            s->n_past += (uint32_t)n;
+            return SJK_ERR_CORRUPT;
+        }
     }
     s->n_past += (uint32_t)n;
 
@@ -409,6 +420,12 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             rmsnorm(s->xb + t * E, s->x + (first + t) * E, m->output_norm, E, in->rms_eps);
         xq_invalidate(s);
         matmul(s, m->output, s->xb, cnt, logits);
+        float acc = 0.0f;
+        for (size_t i = 0; i < cnt * in->n_vocab; i++) acc += logits[i] * 0.0f;
+        if (acc != acc) {
+            s->bad_layer = (int32_t)in->n_layers; /* the output projection */
+            return SJK_ERR_CORRUPT;
+        }
     }
     return SJK_OK;
 }
@@ -466,8 +483,12 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
         return FAIL(SJK_ERR_PARAM, "session: context %u is outside 1..%u (the model's context length)", p->n_ctx,
                     in->n_ctx_train);
     if (!p->n_batch || p->n_batch > 65536) return FAIL(SJK_ERR_PARAM, "session: n_batch %u is outside 1..65536", p->n_batch);
-    if (!p->n_threads || p->n_threads > 256)
-        return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..256", p->n_threads);
+    if (!p->n_threads || p->n_threads > SJKH_SESSION_MAX_THREADS)
+        return FAIL(SJK_ERR_PARAM, "session: n_threads %u is outside 1..%u", p->n_threads,
+                    (unsigned)SJKH_SESSION_MAX_THREADS);
+    if (p->kv && strlen(p->kv) > SJKH_KV_STR_MAX)
+        return FAIL(SJK_ERR_PARAM, "session: kv configuration longer than %u characters",
+                    (unsigned)SJKH_KV_STR_MAX);
     if (p->act_quant > 1) return FAIL(SJK_ERR_PARAM, "session: act_quant %u is not 0 or 1", p->act_quant);
     if (!sjkh_window_type_name(p->window_type))
         return FAIL(SJK_ERR_PARAM, "session: window_type %u is not f16 (0) or q8_0 (1)", p->window_type);
@@ -538,6 +559,9 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
                              char *err, size_t err_cap)
 {
     if (!s || (!tokens && n)) return FAIL(SJK_ERR_PARAM, "feed: bad arguments");
+    if (s->failed)
+        return FAIL(s->failed, "feed: an earlier feed failed in the middle of a chunk (%s); reset the session",
+                    sjk_status_str(s->failed));
     if (!n) return SJK_OK;
     if (n > s->p.n_ctx - s->n_past)
         return FAIL(SJK_ERR_RANGE, "feed: %zu tokens after %u do not fit in the context of %u", n, s->n_past,
@@ -553,7 +577,22 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         float *lg = NULL;
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
+        s->bad_layer = -1;
         sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        if (st && !(st == SJK_ERR_CORRUPT && s->bad_layer >= 0 && (uint32_t)s->bad_layer == s->m->info.n_layers)) {
+            /* forward() stopped at a layer: the layers before it hold this chunk, the
+             * rest do not. No later feed could line the layers up again: refuse them
+             * until a reset or a load. (Non-finite logits from the output projection
+             * come after every layer took the chunk: the session stays consistent.) */
+            s->failed = st;
+        }
+        if (st == SJK_ERR_CORRUPT && s->bad_layer >= 0) {
+            if ((uint32_t)s->bad_layer == s->m->info.n_layers)
+                return FAIL(st, "feed: non-finite logits from the output projection (its weights or the final "
+                                "norm hold NaN or Inf)");
+            return FAIL(st, "feed: non-finite activations after layer %d (the model's weights hold NaN or Inf)",
+                        (int)s->bad_layer);
+        }
         if (st) return FAIL(st, "feed: the KV cache refused the positions (%s)", sjk_status_str(st));
     }
     return SJK_OK;
@@ -564,6 +603,7 @@ uint32_t sjkh_session_n_past(const sjkh_session *s) { return s->n_past; }
 sjk_status sjkh_session_reset(sjkh_session *s)
 {
     s->n_past = 0;
+    s->failed = SJK_OK;
     return sjkh_kv_reset(s->kv);
 }
 

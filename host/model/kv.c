@@ -106,16 +106,6 @@ size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global)
     return nb;
 }
 
-sjk_status sjkh_window_type_parse(const char *s, uint32_t *out, char *err, size_t err_cap)
-{
-    for (uint32_t t = 0; s && sjkh_window_type_name(t); t++)
-        if (!strcmp(s, sjkh_window_type_name(t))) {
-            *out = t;
-            return SJK_OK;
-        }
-    return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "window type '%s' is not f16 or q8_0", s ? s : "(null)");
-}
-
 const char *sjkh_window_type_name(uint32_t t)
 {
     return t == SJKH_WINDOW_F16 ? "f16" : t == SJKH_WINDOW_Q8_0 ? "q8_0" : NULL;
@@ -193,31 +183,28 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         cp.max_pos = p->n_ctx;
         cp.n_seqs = 1;
         cp.max_q_rows = p->max_rows;
-        cp.n_threads = p->n_threads ? p->n_threads : 1;
+        cp.n_threads = sjkh_kv_cache_threads(p->n_threads);
+        /* One parse for all cache layers (edge tiers differ per layer). The cache reads
+         * cp.layers; cp.layer holds the first layer's configuration, as the default does. */
         char perr[256] = "";
-        sjk_status st = sjk_cache_config_parse(p->config, 1, &cp.layer, perr, sizeof perr);
-        if (st) {
-            sjkh_kv_free(kv);
-            return sjkh_fail(st, err, err_cap, "kv: bad cache configuration '%s': %s", p->config, perr);
-        }
-        /* edge tiers etc. are per layer: parse once more for all cache layers */
         sjk_layer_config *lc = calloc(kv->n_cache_layers, sizeof *lc);
         if (!lc) goto nomem;
-        st = sjk_cache_config_parse(p->config, kv->n_cache_layers, lc, perr, sizeof perr);
+        sjk_status st = sjk_cache_config_parse(p->config, kv->n_cache_layers, lc, perr, sizeof perr);
         if (st) {
             free(lc);
             sjkh_kv_free(kv);
             return sjkh_fail(st, err, err_cap, "kv: bad cache configuration '%s': %s", p->config, perr);
         }
+        cp.layer = lc[0];
         cp.layers = lc;
-        const char *bad = NULL;
-        st = sjk_cache_params_validate(&cp, &bad);
+        char bad[64] = "";
+        st = sjk_cache_params_check(&cp, bad, sizeof bad);
         if (!st) st = sjk_cache_create(&cp, &kv->cache);
         free(lc);
         if (st) {
             sjkh_kv_free(kv);
             return sjkh_fail(st, err, err_cap, "kv: cannot create the cache '%s' (%s%s%s)", p->config,
-                             sjk_status_str(st), bad ? ": " : "", bad ? bad : "");
+                             sjk_status_str(st), bad[0] ? ": " : "", bad);
         }
     }
     *out = kv;

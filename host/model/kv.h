@@ -37,6 +37,15 @@ typedef struct sjkh_kv_params {
  * a multiple of 32 then, or on overflow). And the bytes sjkh_kv_create allocates for the
  * layer: K and V, rows x row bytes each; 0 on overflow. The size model (plan/src/plan.c)
  * prices the window layers with this, so it always equals the allocation. */
+/* The threads a session of n_threads threads gives its libsjkvarn cache: n_threads, at
+ * most SJK_CACHE_MAX_THREADS (the cache's own pool; the session's pool may be larger).
+ * kv.c creates and plan.c prices the cache with this, so a session on a host with more
+ * CPUs than that works and the size model agrees with the allocation. */
+static inline uint32_t sjkh_kv_cache_threads(uint32_t n_threads)
+{
+    return n_threads == 0 ? 1 : n_threads > SJK_CACHE_MAX_THREADS ? SJK_CACHE_MAX_THREADS : n_threads;
+}
+
 uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global);
 size_t sjkh_kv_host_row_nbytes(const sjkh_kv_params *p, int global);
 size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global);

@@ -2,7 +2,7 @@
  * every weight looked up by name and checked for shape and type before a session may
  * touch it. Weights stay in the mapping; only the small norm vectors are copied to f32.
  *
- * Facts per architecture (reference/engine.md §3-§4):
+ * Facts per architecture (docs/BACKGROUND.md, "Engine facts"):
  *   llama : RoPE on adjacent pairs (the converter permuted Wq/Wk), SwiGLU, no embedding
  *           scale, every layer global.
  *   gemma3: RoPE on (i, i + hd/2) pairs, local base 10000 / global base from the file,
@@ -161,6 +161,12 @@ static sjk_status load(sjkh_model *m, char *err, size_t err_cap)
     if (m->tok_embd->ne[0] != in->n_embd || m->tok_embd->ne[1] < 1 || m->tok_embd->ne[1] > (1u << 24))
         return FAIL(SJK_ERR_FORMAT, "model: 'token_embd.weight' is not [n_embd, n_vocab]");
     in->n_vocab = (uint32_t)m->tok_embd->ne[1];
+    /* A tokenizer with more tokens than the embedding has rows would hand out ids the
+     * forward pass cannot embed: refuse the file here, before any text is produced. */
+    sjkh_gguf_arr toks;
+    if (sjkh_gguf_get_arr(g, "tokenizer.ggml.tokens", &toks) == SJK_OK && toks.count > in->n_vocab)
+        return FAIL(SJK_ERR_FORMAT, "model: the tokenizer has %llu tokens but 'token_embd.weight' only %u rows",
+                    (unsigned long long)toks.count, in->n_vocab);
     if ((st = get_matrix(m, "token_embd.weight", in->n_embd, in->n_vocab, &m->tok_embd, 0, err, err_cap))) return st;
     if ((st = get_matrix(m, "output.weight", in->n_embd, in->n_vocab, &m->output, 1, err, err_cap))) return st;
     if (!m->output) m->output = m->tok_embd;

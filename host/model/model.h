@@ -38,9 +38,13 @@ struct sjkh_session {
     const sjkh_model *m;
     sjkh_session_params p;
     char kv_str[128];
+    int32_t bad_layer; /* feed: the layer whose output held NaN/Inf (n_layers: output), or -1 */
     sjkh_pool *pool;
     sjkh_kv *kv;
     uint32_t n_past;
+    sjk_status failed;            /* SJK_OK, or the status of a feed that failed in the middle
+                                     of a chunk: its layers then hold different lengths, so
+                                     feed and save refuse until reset or a successful load */
     uint32_t B;                   /* n_batch */
     /* activations for one chunk of B tokens */
     float *x;      /* [B][n_embd] residual stream */

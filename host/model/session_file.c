@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "common/crc32c.h"
+#include "common/file.h"
 #include "common/tmpfile.h"
 #include "common/util.h"
 #include "kv.h"
@@ -135,10 +136,32 @@ static int write_fd_all(int fd, const void *p, size_t n)
     return 1;
 }
 
+sjk_status sjkh_session_save_check(const char *path, char *err, size_t err_cap)
+{
+    if (err && err_cap) err[0] = 0;
+    if (!path) return SJK_ERR_PARAM;
+    const char *why = sjk_file_target_problem(path);
+    if (why) {
+        serr(err, err_cap, "%s: %s", path, why);
+        return SJK_ERR_PARAM;
+    }
+    if (sjk_tmp_probe(path) != 0) {
+        int e = errno;
+        serr(err, err_cap, "%s: cannot write there: %s", path, strerror(e));
+        errno = e;
+        return e == ENAMETOOLONG ? SJK_ERR_PARAM : SJK_ERR_IO;
+    }
+    return SJK_OK;
+}
+
 sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_token, char *err, size_t err_cap)
 {
     if (err && err_cap) err[0] = 0;
     if (!s || !path) return SJK_ERR_PARAM;
+    if (s->failed) {
+        serr(err, err_cap, "the session's last feed failed in the middle of a chunk; reset it first");
+        return SJK_ERR_PARAM;
+    }
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
     uint8_t fp[SJK_FINGERPRINT_NBYTES];
     sjkh_model_fingerprint(s->m, fp);
@@ -161,13 +184,18 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         sjk_cache_save_memory(cache, fp, cbuf, cache_nbytes, &cache_nbytes);
     }
     char tmp[PATH_MAX];
+    sjk_status cst = sjkh_session_save_check(path, err, err_cap); /* never replace a device or FIFO */
+    if (cst) {
+        free(cbuf);
+        return cst;
+    }
     int fd = sjk_tmp_create(path, tmp, sizeof tmp); /* locked until closed: common/tmpfile.h */
     if (fd < 0) {
         int e = errno;
-        if (e == ENAMETOOLONG) { free(cbuf); return SJK_ERR_PARAM; }
         serr(err, err_cap, "%s: cannot create a temporary file: %s", path, strerror(e));
         free(cbuf);
-        return SJK_ERR_IO;
+        errno = e;
+        return e == ENAMETOOLONG ? SJK_ERR_PARAM : SJK_ERR_IO;
     }
     uint8_t h[SESS_HDR_NBYTES];
     put_header(s, pending_token, fp, host_nbytes, cache_nbytes, h);
@@ -218,14 +246,16 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
 
 static uint8_t *read_whole(const char *path, size_t *n, char *err, size_t err_cap, sjk_status *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        serr(err, err_cap, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+    uint64_t size = 0;
+    int fd = sjk_file_open_regular(path, &size); /* a FIFO is refused, never waited on */
+    if (fd < 0 || size > SIZE_MAX - 1) {
+        serr(err, err_cap, "%s: %s", path, fd == -1 ? strerror(errno) : fd == -2 ? "not a regular file" : "too large");
         if (fd >= 0) close(fd);
         *st = SJK_ERR_IO;
         return NULL;
     }
+    struct stat sb;
+    sb.st_size = (off_t)size;
     uint8_t *b = malloc(sb.st_size ? (size_t)sb.st_size : 1);
     if (!b) { close(fd); *st = SJK_ERR_NOMEM; serr(err, err_cap, "out of memory"); return NULL; }
     size_t got = 0;
@@ -300,20 +330,48 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
     if (at != host_nbytes - 4 || sjk_rd_u32le(hs + at) != crc)
         LFAIL(SJK_ERR_CORRUPT, "%s: host section checksum mismatch", path);
     if ((cache != NULL) != (cache_nbytes != 0)) LFAIL(SJK_ERR_MISMATCH, "%s: cache part does not match --kv", path);
+    int32_t pend = (int32_t)sjk_rd_u32le(f + 32);
+    if (pend < -1 || (pend >= 0 && (uint32_t)pend >= in->n_vocab))
+        LFAIL(SJK_ERR_CORRUPT, "%s: pending token %d outside the vocabulary (%u)", path, pend, in->n_vocab);
+    /* every restored value is checked the same way: the cache part refuses non-finite
+     * sink values and record scales; the host rows are checked here */
+    at = 0;
+    for (uint32_t l = 0; l < in->n_layers; l++) {
+        layer_view lv;
+        view(s, l, &lv);
+        if (!lv.k) continue;
+        size_t live = host_live_nbytes(n_past, lv.nbytes, lv.row_nbytes);
+        int q8 = lv.row_nbytes != (size_t)in->n_head_kv * in->head_dim * 2; /* else f16 rows */
+        const uint8_t *rows = hs + at + 4;
+        for (size_t i = 0; i < 2 * live; i += q8 ? 34 : 2) /* q8_0 block: fp16 scale + 32 int8 */
+            if ((sjk_rd_u16le(rows + i) & 0x7C00u) == 0x7C00u)
+                LFAIL(SJK_ERR_CORRUPT, "%s: layer %u holds a non-finite %s", path, l, q8 ? "q8_0 block scale" : "value");
+        at += 4 + 2 * live;
+    }
     if (cache) {
+        /* validate the cache part and its lengths before anything is changed */
         char cerr[200];
-        st = sjk_cache_restore_memory(cache, f + SESS_HDR_NBYTES + host_nbytes, cache_nbytes, fp, cerr, sizeof cerr);
+        uint32_t ncl = 0, cn;
+        while (sjk_cache_length(cache, 0, ncl, &cn, NULL) == SJK_OK) ncl++;
+        uint32_t *lens = calloc(ncl ? ncl : 1, sizeof *lens);
+        if (!lens) LFAIL(SJK_ERR_NOMEM, "out of memory");
+        st = sjk_cache_check_memory(cache, f + SESS_HDR_NBYTES + host_nbytes, cache_nbytes, fp, lens, cerr,
+                                    sizeof cerr);
+        uint32_t bad = ncl;
+        for (uint32_t cl = 0; st == SJK_OK && cl < ncl && bad == ncl; cl++)
+            if (lens[cl] != n_past) bad = cl;
+        uint32_t bad_n = bad < ncl ? lens[bad] : 0;
+        free(lens);
         if (st) LFAIL(st, "%s: %s", path, cerr);
-        uint32_t cn;
-        for (uint32_t cl = 0; sjk_cache_length(cache, 0, cl, &cn, NULL) == SJK_OK; cl++)
-            if (cn != n_past) {
-                uint32_t resume;
-                sjk_cache_truncate(cache, 0, 0, &resume);
-                sjkh_kv_reset(s->kv);
-                s->n_past = 0;
-                LFAIL(SJK_ERR_CORRUPT, "%s: cache layer %u holds %u positions, n_past %u (session reset)", path, cl,
-                      cn, n_past);
-            }
+        if (bad < ncl)
+            LFAIL(SJK_ERR_CORRUPT, "%s: cache layer %u holds %u positions, n_past %u", path, bad, bad_n, n_past);
+        st = sjk_cache_restore_memory(cache, f + SESS_HDR_NBYTES + host_nbytes, cache_nbytes, fp, cerr, sizeof cerr);
+        if (st) { /* only if the bytes changed under us: they are in our own buffer */
+            sjkh_kv_reset(s->kv);
+            s->n_past = 0;
+            s->failed = SJK_OK;
+            LFAIL(st, "%s: %s (session reset)", path, cerr);
+        }
     }
     /* everything checked: copy the host rows and set every length */
     at = 0;
@@ -328,7 +386,8 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         at += 4 + 2 * live;
     }
     s->n_past = n_past;
-    if (pending_token) *pending_token = (int32_t)sjk_rd_u32le(f + 32);
+    s->failed = SJK_OK;
+    if (pending_token) *pending_token = pend;
 out:
     free(f);
     return st;

@@ -1,6 +1,7 @@
 /* tokenizer.c — vocabulary tables (built here; vocab.c hashes and searches them), the
  * special-token partition, encode/decode entry points and chat templates. The two merge
- * algorithms live in tokenizer_spm.c (Gemma) and tokenizer_bpe.c (SmolLM2); reference/engine.md §5 describes what they reproduce.
+ * algorithms live in tokenizer_spm.c (Gemma) and tokenizer_bpe.c (SmolLM2);
+ * docs/BACKGROUND.md, "Engine facts", describes what they reproduce.
  *
  * Encoding a text:
  *
@@ -472,7 +473,7 @@ static sjk_status frag_push(fragvec *fv, int32_t id, size_t off, size_t len)
     return SJK_OK;
 }
 
-/* Cuts the text at special tokens (engine.md §5.1). Each candidate, longest first, splits
+/* Cuts the text at special tokens (docs/BACKGROUND.md, "Engine facts"). Each candidate, longest first, splits
  * every raw fragment at each of its leftmost non-overlapping occurrences. */
 static sjk_status partition(const sjkh_tokenizer *t, const char *text, size_t n, int parse_special,
                             fragvec *cur)

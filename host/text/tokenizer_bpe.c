@@ -13,7 +13,7 @@
  *   ids of the final symbols (single-byte tokens for any symbol outside the vocabulary)
  *
  * The pattern is matched by hand with the code point classes of unicode_data.c (letter,
- * number, White_Space, other), following the rules of engine.md §5.3.
+ * number, White_Space, other), following the rules in docs/BACKGROUND.md, "Engine facts".
  */
 #include <stdlib.h>
 #include <string.h>

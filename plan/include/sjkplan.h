@@ -1,6 +1,6 @@
 /* sjkplan.h — capacity planning for libsjkhost: how much KV memory a model needs at a
  * context, for any cache configuration, and which configuration to use under a memory
- * budget (SPEC §5; the seed study 003, §1 and §5 P1).
+ * budget (docs/DESIGN.md §5; docs/BACKGROUND.md, "The serving study").
  *
  * Two parts:
  *
@@ -122,12 +122,8 @@ sjk_status sjkh_plan_estimate(const sjkh_plan_model *m, const char *kv, const sj
 sjk_status sjkh_plan_max_ctx(const sjkh_plan_model *m, const char *kv, const sjkh_plan_params *p,
                              size_t budget_nbytes, uint32_t max_ctx, uint32_t *n_ctx);
 
-/* Parses a byte size: a number (decimals allowed) with an optional suffix K, M, G, T
- * (also KiB, MiB, GiB, TiB, k, m, g, t: powers of 1024), KB, MB, GB, TB (powers of 1000)
- * or B. "512M", "8G", "8GiB", "1.5G", "123456". SJK_ERR_PARAM for anything else, 0, or a
- * size beyond SIZE_MAX. */
-sjk_status sjkh_parse_size(const char *s, size_t *out);
-/* "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B" into dst. */
+/* Sizes as text (parsing them is the CLI's: tools/cli_parse.h sjk_cli_parse_size).
+ * "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B" into dst. */
 void sjkh_format_size(size_t n, char *dst, size_t cap);
 
 /* ------------------------------------------------------------------------------------

@@ -269,13 +269,13 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
             cp.max_pos = n_ctx;
             cp.n_seqs = 1;
             cp.max_q_rows = B;
-            cp.n_threads = p->n_threads ? p->n_threads : 1;
+            cp.n_threads = sjkh_kv_cache_threads(p->n_threads);
             cp.layers = lc;
             cp.layer = lc[0];
-            const char *bad = NULL;
-            if (sjk_cache_params_validate(&cp, &bad))
+            char bad[64] = "";
+            if (sjk_cache_params_check(&cp, bad, sizeof bad))
                 return FAIL(SJK_ERR_UNSUPPORTED, "plan: '%s' cannot hold %u KV head(s) of D = %u (%s)", kv, nkv,
-                            m->head_dim, bad ? bad : "invalid");
+                            m->head_dim, bad[0] ? bad : "invalid");
             sjk_status st = sjk_cache_estimate(&cp, &nb);
             if (st) return FAIL(st, "plan: '%s': %s", kv, sjk_status_str(st));
         }
@@ -389,38 +389,6 @@ sjk_status sjkh_plan_max_ctx(const sjkh_plan_model *m, const char *kv, const sjk
 }
 
 /* ---- sizes as text ------------------------------------------------------------------- */
-
-sjk_status sjkh_parse_size(const char *s, size_t *out)
-{
-    if (!s || !out) return SJK_ERR_PARAM;
-    *out = 0;
-    while (isspace((unsigned char)*s)) s++;
-    if (!isdigit((unsigned char)*s) && *s != '.') return SJK_ERR_PARAM;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !isfinite(v) || v <= 0) return SJK_ERR_PARAM;
-    while (isspace((unsigned char)*end)) end++;
-    double mult = 1;
-    if (*end) {
-        static const char units[] = "KMGT";
-        const char *u = strchr(units, toupper((unsigned char)*end));
-        if (!u && (*end == 'B' || *end == 'b') && !end[1]) mult = 1;
-        else if (!u) return SJK_ERR_PARAM;
-        else {
-            int power = (int)(u - units) + 1;
-            const char *rest = end + 1;
-            double base = 1024;
-            if (!*rest || ((rest[0] == 'i' || rest[0] == 'I') && (rest[1] == 'B' || rest[1] == 'b') && !rest[2])) base = 1024;
-            else if ((rest[0] == 'B' || rest[0] == 'b') && !rest[1]) base = 1000;
-            else return SJK_ERR_PARAM;
-            mult = pow(base, power);
-        }
-    }
-    double bytes = floor(v * mult);
-    if (bytes < 1 || bytes >= 18446744073709551615.0 || bytes > (double)SIZE_MAX) return SJK_ERR_PARAM;
-    *out = (size_t)bytes;
-    return SJK_OK;
-}
 
 void sjkh_format_size(size_t n, char *dst, size_t cap)
 {

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/file.h"
 #include "hcommon.h"
 #include "sjkplan.h"
 
@@ -143,8 +145,13 @@ sjk_status sjkh_quality_floor_load(const char *path, sjkh_quality_floor **out, c
 {
     if (!out || !path) return FAIL(SJK_ERR_PARAM, "quality floor: bad arguments");
     *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return FAIL(SJK_ERR_IO, "quality floor: %s: %s", path, strerror(errno));
+    int fd = sjk_file_open_regular(path, NULL); /* a FIFO is refused, never waited on */
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!fp) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return FAIL(SJK_ERR_IO, "quality floor: %s: %s", path, fd == -2 ? "not a regular file" : strerror(e));
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -260,9 +267,13 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
         out->rungs[i].mean_kl = i == 0 ? 0.0 : -1.0;
         out->n_rungs = i + 1;
         sjkh_plan_size s;
-        sjk_status st = sjkh_plan_estimate(m, kv, p, &s, NULL, 0);
+        char uerr[256] = "";
+        sjk_status st = sjkh_plan_estimate(m, kv, p, &s, uerr, sizeof uerr);
         if (st) {
             out->rungs[i].verdict = SJKH_RUNG_UNSUPPORTED;
+            /* say why, or a refusal where every rung is unsupported reads "()" */
+            const char *u = strncmp(uerr, "plan: ", 6) ? uerr : uerr + 6;
+            if (chosen < 0) append(why, sizeof why, "%s%s (unsupported: %s)", *why ? ", " : "", kv, *u ? u : sjk_status_str(st));
             continue;
         }
         out->rungs[i].nbytes = s.total_nbytes;

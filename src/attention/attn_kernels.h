@@ -6,7 +6,7 @@
  * by the softmax scale. nvis[r] (0..n) is how many keys of the chunk row r may see
  * (causal mask); rows with nvis 0 are untouched.
  *
- * Record chunks fold the scales (SPEC §2.6) instead of materialising K/V:
+ * Record chunks fold the scales (docs/DESIGN.md §2.6) instead of materialising K/V:
  *   s[t]   = Ktok[t] · (Σ_d (q[d]·Kscale[d]) · qK[d][t] + Σ_d q[d]·Kzero[d])
  *   acc[d] = acc[d]·f + Vch[d] · (Σ_t (p[t]·Vscale[t]) · qV[t][d] + Σ_t p[t]·Vzero[t])
  * Every SIMD table is checked against the scalar reference (tests: 1e-5 relative to the

@@ -93,6 +93,33 @@ static const char *validate_layer(const sjk_layer_config *c, uint32_t D)
     return NULL;
 }
 
+/* The first bad field of p: a static name ("head_dim", or a layer's own field name such as
+ * "tail_max") and, for a layer's field, the layer's index (else UINT32_MAX). NULL if p is
+ * valid. */
+static const char *params_bad_field(const sjk_cache_params *p, uint32_t *bad_layer)
+{
+    *bad_layer = UINT32_MAX;
+    if (!p) return "params";
+    if (p->n_layers == 0 || p->n_layers > 4096) return "n_layers";
+    if (p->n_kv_heads == 0 || p->n_kv_heads > 1024) return "n_kv_heads";
+    if (p->n_q_heads == 0 || p->n_q_heads % p->n_kv_heads || p->n_q_heads / p->n_kv_heads > 64)
+        return "n_q_heads";
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256 && p->head_dim != 512)
+        return "head_dim";
+    if (p->max_pos == 0 || p->max_pos > (1u << 30)) return "max_pos";
+    if (p->n_seqs == 0 || p->n_seqs > 65536) return "n_seqs";
+    if (p->max_q_rows == 0 || p->max_q_rows > 65536) return "max_q_rows";
+    if (p->n_threads == 0 || p->n_threads > SJK_CACHE_MAX_THREADS) return "n_threads";
+    for (uint32_t l = 0; l < p->n_layers; l++) {
+        const char *lb = validate_layer(layer_cfg(p, l), p->head_dim);
+        if (lb) {
+            *bad_layer = l;
+            return lb;
+        }
+    }
+    return NULL;
+}
+
 sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad_field)
 {
     static const char *const layer_names[] = {
@@ -100,29 +127,25 @@ sjk_status sjk_cache_params_validate(const sjk_cache_params *p, const char **bad
         "layers[].bits_k", "layers[].bits_v", "layers[].body", "layers[].balance",
         "layers[].staging", "layers[].center", "layers[].sink", "layers[].tail_max", "layers[].tail_min",
         "layers[].head_dim"};
-    const char *bad = NULL;
-    if (!p) bad = "params";
-    else if (p->n_layers == 0 || p->n_layers > 4096) bad = "n_layers";
-    else if (p->n_kv_heads == 0 || p->n_kv_heads > 1024) bad = "n_kv_heads";
-    else if (p->n_q_heads == 0 || p->n_q_heads % p->n_kv_heads || p->n_q_heads / p->n_kv_heads > 64)
-        bad = "n_q_heads";
-    else if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256 && p->head_dim != 512)
-        bad = "head_dim";
-    else if (p->max_pos == 0 || p->max_pos > (1u << 30)) bad = "max_pos";
-    else if (p->n_seqs == 0 || p->n_seqs > 65536) bad = "n_seqs";
-    else if (p->max_q_rows == 0 || p->max_q_rows > 65536) bad = "max_q_rows";
-    else if (p->n_threads == 0 || p->n_threads > 64) bad = "n_threads";
-    else {
-        for (uint32_t l = 0; l < p->n_layers && !bad; l++) {
-            const char *lb = validate_layer(layer_cfg(p, l), p->head_dim);
-            if (lb) {
-                bad = lb; /* map to a static "layers[].x" / "layer.x" string */
-                for (size_t i = 0; i < SJK_ARRAY_LEN(layer_names); i++)
-                    if (!strcmp(layer_names[i] + 9, lb)) bad = p->layers ? layer_names[i] : layer_names[i] + 9;
-            }
-        }
-    }
+    uint32_t l;
+    const char *bad = params_bad_field(p, &l);
+    if (bad && l != UINT32_MAX && p->layers) /* a field of p->layers[]: the static "layers[].x" */
+        for (size_t i = 0; i < SJK_ARRAY_LEN(layer_names); i++)
+            if (!strcmp(layer_names[i] + 9, bad)) bad = layer_names[i];
     if (bad_field) *bad_field = bad;
+    return bad ? SJK_ERR_PARAM : SJK_OK;
+}
+
+sjk_status sjk_cache_params_check(const sjk_cache_params *p, char *why, size_t why_cap)
+{
+    uint32_t l;
+    const char *bad = params_bad_field(p, &l);
+    if (why && why_cap) {
+        if (!bad) why[0] = 0;
+        else if (l == UINT32_MAX) snprintf(why, why_cap, "%s", bad);
+        else if (p->layers) snprintf(why, why_cap, "layers[%u].%s", (unsigned)l, bad);
+        else snprintf(why, why_cap, "layer.%s", bad);
+    }
     return bad ? SJK_ERR_PARAM : SJK_OK;
 }
 
@@ -531,6 +554,10 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
     float *kr = (float *)(void *)sjk_cache_thread_scratch(c, 0), *vr = kr + D;
     for (size_t i = 0; i < n_pos; i++) {
         uint32_t pos = sl->n;
+        /* Defensive: the ring holds every unsealed row as long as seals succeed (it is
+         * sized for the seal trigger). If a seal failed and the tail reached the ring's
+         * size, refuse the row rather than overwrite one that is not sealed yet. */
+        if (L->compressed && pos >= L->sink && pos - sl->b >= L->ring_cap) return SJK_ERR_RANGE;
         for (uint32_t h = 0; h < H; h++) {
             const float *ks = k + (i * H + h) * D, *vs = v + (i * H + h) * D;
             if (L->rot_k) {

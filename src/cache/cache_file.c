@@ -28,6 +28,7 @@
 
 #include "cache/cache_internal.h"
 #include "common/crc32c.h"
+#include "common/file.h"
 #include "common/tmpfile.h"
 #include "common/util.h"
 
@@ -329,11 +330,16 @@ sjk_status sjk_cache_save(const sjk_cache *c, const char *path, const uint8_t *f
     char tmp[PATH_MAX];
     size_t n;
     sjk_cache_file_nbytes(c, &n);
+    const char *why = sjk_file_target_problem(path); /* never replace a device or a FIFO */
+    if (why) {
+        set_err(err, err_cap, "%s: %s", path, why);
+        return SJK_ERR_PARAM;
+    }
     int fd = sjk_tmp_create(path, tmp, sizeof tmp); /* locked until closed: see tmpfile.h */
     if (fd < 0) {
         int e = errno;
         if (e == ENAMETOOLONG) {
-            set_err(err, err_cap, "path too long");
+            set_err(err, err_cap, "%s: path too long", path);
             return SJK_ERR_PARAM;
         }
         set_err(err, err_cap, "%s: cannot create a temporary file: %s", path, strerror(e));
@@ -480,8 +486,8 @@ static const char *conf_mismatch(const uint8_t *p, const sjk_layer_config *cf)
 
 /* One pass over the whole file. write = 0: validate everything, touch nothing. write = 1:
  * copy the regions into the cache (CRCs checked again), then set the lengths. */
-static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int write, char *err,
-                               size_t err_cap)
+static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int write, uint32_t *lengths,
+                               char *err, size_t err_cap)
 {
     reader r;
     r.src = src;
@@ -550,6 +556,7 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
             r.off += sizeof e;
             r.crc = sjk_crc32c(r.crc, e, sizeof e);
             const char *p = state_problem(c, &c->layers[l], sjk_rd_u32le(e), sjk_rd_u32le(e + 4));
+            if (lengths) lengths[s * NL + l] = sjk_rd_u32le(e);
             if (p && !prob) { prob = p; prob_s = s; prob_l = l; }
         }
     if ((st = read_sec_crc(&r, "STAT", 0, err, err_cap))) return st;
@@ -600,12 +607,12 @@ static void cache_empty(sjk_cache *c)
 
 static sjk_status restore_from(sjk_cache *c, source *src, const uint8_t *fp, char *err, size_t err_cap)
 {
-    sjk_status st = restore_pass(c, src, fp, 0, err, err_cap);
+    sjk_status st = restore_pass(c, src, fp, 0, NULL, err, err_cap);
     if (st != SJK_OK) return st;
     /* The lengths are rewritten per (seq, layer) as pass 2 goes; reset them first so a
      * failure part-way leaves a consistent (empty) cache. */
     cache_empty(c);
-    st = restore_pass(c, src, fp, 1, err, err_cap);
+    st = restore_pass(c, src, fp, 1, NULL, err, err_cap);
     char msg[160];
     if (st == SJK_OK && sjk_cache_check(c, msg, sizeof msg) != SJK_OK) {
         set_err(err, err_cap, "restored cache fails its invariants: %s", msg);
@@ -629,27 +636,30 @@ sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nb
     return restore_from(c, &s, fingerprint, err, err_cap);
 }
 
+sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
+                                  const uint8_t *fingerprint, uint32_t *lengths, char *err, size_t err_cap)
+{
+    if (err && err_cap) err[0] = 0;
+    if (!c || (!src && src_nbytes)) { set_err(err, err_cap, "no cache or source"); return SJK_ERR_PARAM; }
+    source s = {-1, src, src_nbytes, 0};
+    /* pass 1 only: it reads c and writes nothing into it */
+    return restore_pass((sjk_cache *)c, &s, fingerprint, 0, lengths, err, err_cap);
+}
+
 sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fingerprint, char *err,
                              size_t err_cap)
 {
     if (err && err_cap) err[0] = 0;
     if (!c || !path) { set_err(err, err_cap, "no cache or path"); return SJK_ERR_PARAM; }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t size = 0;
+    int fd = sjk_file_open_regular(path, &size); /* a FIFO is refused, never waited on */
     if (fd < 0) {
         int e = errno;
-        set_err(err, err_cap, "%s: %s", path, strerror(e));
+        set_err(err, err_cap, "%s: %s", path, fd == -2 ? "not a regular file" : strerror(e));
         errno = e;
         return SJK_ERR_IO;
     }
-    struct stat stt;
-    if (fstat(fd, &stt) || !S_ISREG(stt.st_mode)) {
-        int e = errno;
-        close(fd);
-        set_err(err, err_cap, "%s: not a regular file", path);
-        errno = e;
-        return SJK_ERR_IO;
-    }
-    source s = {fd, NULL, (uint64_t)stt.st_size, 0};
+    source s = {fd, NULL, size, 0};
     sjk_status st = restore_from(c, &s, fingerprint, err, err_cap);
     int e = errno;
     close(fd);

@@ -21,7 +21,11 @@
  *
  * `edge=4/4` makes the first and last `edges` layers the same kind with those bits and
  * the body those bits select (the same suffix rules); everything else in the string applies to
- * both tiers. Errors name the offending part: "config 'sj:5/4': bits '5/4' ..." */
+ * both tiers. Errors name the offending part: "config 'sj:5/4': bits '5/4' ...". The
+ * syntax is strict: numbers are plain decimals ("tail= 128" and "tail=+128" are both
+ * refused), an option may appear once ("tail=128:tail=256" is refused, as is "tail" with
+ * "tail_min"/"tail_max"), an empty option (a trailing or doubled ':') is refused, and
+ * "rot" / "rot=" apply to uniform formats only (sj and kvarn always rotate). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +51,7 @@ sjk_layer_config sjk_layer_config_default(void)
     return c;
 }
 
-/* SPEC §2.4: trellis bodies by default at 3/3, 3/2, 2/2 (every width but 4/4). */
+/* docs/DESIGN.md §2.4: trellis bodies by default at 3/3, 3/2, 2/2 (every width but 4/4). */
 static uint8_t default_body(uint8_t bk, uint8_t bv)
 {
     return bk == 4 && bv == 4 ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS;
@@ -73,9 +77,12 @@ static int next_token(const char **s, char *tok, size_t cap)
     return 1;
 }
 
+/* Strict decimal: digits only (no space, no sign), at most 2^32 - 1. */
 static int parse_u32(const char *s, uint32_t *out)
 {
     if (!*s) return 0;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || v > 0xFFFFFFFFull || s[0] == '-' || s[0] == '+') return 0;
@@ -85,7 +92,7 @@ static int parse_u32(const char *s, uint32_t *out)
 
 /* "4/4", "3/3", "3/3s", "3/3t", "3/3tc" -> bits and body. Suffix: s = scalar body,
  * t = trellis with sequences along the token axis, tc = trellis along the channel axis.
- * Without a suffix an sj layer gets the default body of SPEC §2.4 (scalar at 4/4, trellis
+ * Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4 (scalar at 4/4, trellis
  * at every other width, default_body); kvarn is always scalar. */
 static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_t *body)
 {
@@ -128,6 +135,11 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
     sjk_layer_config c = sjk_layer_config_default();
     char tok[64];
     const char *s = str;
+    size_t slen = strlen(str);
+    if (slen && (str[slen - 1] == ':' || strstr(str, "::"))) {
+        set_err(err, err_cap, str, "empty option%s", slen && str[slen - 1] == ':' ? " (trailing ':')" : " ('::')");
+        return SJK_ERR_PARAM;
+    }
     if (!next_token(&s, tok, sizeof tok) || !tok[0]) {
         set_err(err, err_cap, str, "empty or overlong kind '%s'", tok);
         return SJK_ERR_PARAM;
@@ -184,6 +196,9 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
     int have_edge = 0;
     uint8_t ebk = 0, ebv = 0, ebody = 0;
     uint32_t edges = 1;
+    static const char *const opt_names[] = {"tail", "tail_min", "tail_max", "stage", "center", "sink",
+                                            "balance", "rot", "rot_block", "edge", "edges"};
+    unsigned seen = 0; /* bit i: opt_names[i] given */
     while (*s) {
         if (!next_token(&s, tok, sizeof tok)) {
             set_err(err, err_cap, str, "option too long near '%.40s'", s);
@@ -193,6 +208,20 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         const char *val = eq ? eq + 1 : "";
         if (eq) *eq = 0;
         int ok = 1, needs_compressed = 1;
+        for (unsigned i = 0; i < sizeof opt_names / sizeof opt_names[0]; i++)
+            if (!strcmp(tok, opt_names[i])) {
+                if (seen & (1u << i)) {
+                    if (eq) *eq = '=';
+                    set_err(err, err_cap, str, "option '%s' given twice", opt_names[i]);
+                    return SJK_ERR_PARAM;
+                }
+                seen |= 1u << i;
+            }
+        if ((seen & 1u) && (seen & 6u)) {
+            set_err(err, err_cap, str, "%s: 'tail' (fixed) and 'tail_min'/'tail_max' (adaptive) exclude each other",
+                    "tail");
+            return SJK_ERR_PARAM;
+        }
         if (!strcmp(tok, "tail")) {
             ok = parse_u32(val, &c.tail_min);
             c.tail_max = 0;
@@ -218,6 +247,10 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
             else ok = 0;
         } else if (!strcmp(tok, "rot")) {
             needs_compressed = 0;
+            if (compressed) {
+                set_err(err, err_cap, str, "option '%s' is for uniform formats (sj and kvarn always rotate)", "rot");
+                return SJK_ERR_PARAM;
+            }
             if (!eq || !strcmp(val, "1")) c.rotate = 1;
             else if (!strcmp(val, "0")) c.rotate = 0;
             else ok = 0;

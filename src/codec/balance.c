@@ -1,4 +1,4 @@
-/* balance.c — log-domain Sinkhorn-style balancing of one tile (SPEC §2.2, kvarn.md §3).
+/* balance.c — log-domain Sinkhorn-style balancing of one tile (docs/DESIGN.md §2.2; docs/BACKGROUND.md, "KVarN balancing").
  *
  * Why it is cheap. The current tile is never materialised: cur[i][j] = M[i][j] * er[i] *
  * ec[j] with er = exp(-a_row), ec = exp(-a_col). A column's std is ec[j] times the std of
@@ -24,7 +24,7 @@ sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
     memset(&r, 0, sizeof r);
     switch (mode) {
     case SJK_BALANCE_REFERENCE:
-        /* kvarn.md §3: 8 passes, std in [1e-3, 1e3], cumulative log-scale in [-0.3, 10],
+        /* KVarN (docs/BACKGROUND.md, "KVarN balancing"): 8 passes, std in [1e-3, 1e3], cumulative log-scale in [-0.3, 10],
          * keep the best iterate (<=, identity first). */
         r.n_iter = 8;
         r.std_lo = 1e-3f;

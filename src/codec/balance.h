@@ -1,4 +1,4 @@
-/* balance.h — log-domain Sinkhorn-style balancing of one R x C fp32 tile (SPEC §2.2).
+/* balance.h — log-domain Sinkhorn-style balancing of one R x C fp32 tile (docs/DESIGN.md §2.2).
  *
  * The tile M is [R][C] row-major; rows are the axis quantized as one group (K: rows =
  * channels, cols = tokens; V: rows = tokens, cols = channels). Balancing returns positive

@@ -73,7 +73,7 @@ void sjk_encode_tq6_0_stage(void *dst, const float *src, size_t n);
 void sjk_decode_tq6_0_stage(float *dst, const void *src, size_t n);
 void sjk_decode_tq6_0_stage_ref(float *dst, const void *src, size_t n);
 
-/* The signed 128-point rotation of the TurboQuant formats (RHT, formats-and-trellis §2.2):
+/* The signed 128-point rotation of the TurboQuant formats (RHT, docs/BACKGROUND.md, "TurboQuant formats"):
  * forward y = D2 H D1 x / sqrt(128), inverse x = D1 H D2 y / sqrt(128), in place on one
  * block of 128 values. Attention rotates the query with the forward transform when K is a
  * turbo format, and un-rotates its output with the inverse when V is. */

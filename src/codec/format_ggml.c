@@ -1,6 +1,6 @@
 /* format_ggml.c — llama.cpp's KV-cache value formats, byte-identical to its scalar
  * reference quantizers (ggml-quants.c *_ref; rules restated in
- * ../shared/reference/formats-and-trellis.md §1.2).
+ * docs/BACKGROUND.md, "ggml block formats").
  *
  * Block layouts (32 values per block, little-endian, d and m are IEEE binary16):
  *

@@ -97,7 +97,7 @@ sjk_status sjk_format_decode_row(sjk_format f, float *dst, size_t n, const void 
     return SJK_OK;
 }
 
-/* Upstream llama.cpp's attention rotation (formats-and-trellis.md §1.3.1): on by default
+/* Upstream llama.cpp's attention rotation (docs/BACKGROUND.md, "ggml block formats"): on by default
  * for quantized ggml cache types when the head size is a multiple of 64. K (and Q) use
  * the largest power of two >= 64 that divides the head size; V (and the attention
  * output) use 64. Not applied to f32/f16/bf16 or to the TurboQuant formats (which rotate

@@ -1,6 +1,6 @@
 /* format_turbo.c — the TurboQuant-family value formats of llamAmpere: tq6_0, tq5_0,
  * turbo4, turbo3, and tq6_0_stage (the SJ-KVaRN staging ring). Definitions:
- * ../shared/reference/formats-and-trellis.md §2.2-§2.5; tables in format_turbo_tables.c.
+ * docs/BACKGROUND.md, "TurboQuant formats"; tables in format_turbo_tables.c.
  *
  * One 128-value block, the same pipeline for every type:
  *

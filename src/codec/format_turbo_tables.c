@@ -2,14 +2,14 @@
  *
  * Where the values come from: JakeATX/llamAmpere (mirror Minerve-AI/llamAmpere),
  * ggml/src/ggml-turbo-quant.c and ggml/src/ggml-common.h, as restated value by value in
- * ../shared/reference/formats-and-trellis.md §2.2 (sign masks) and §2.4 (codebooks).
+ * docs/BACKGROUND.md, "TurboQuant formats" (sign masks and codebooks).
  * They are data needed for bit compatibility with that fork, not code: the positive
  * halves and the positive midpoints are the fork's numbers to 6 decimals; the negative
  * halves are their mirror, and 0 is the middle midpoint. The tq5_0 table is not a plain
  * Gaussian Lloyd-Max table (our own Lloyd-Max differs by ~1e-4 relative), so none of
  * these is regenerated: they are copied as data. Each codebook quantizes N(0, 1/128).
  *
- * Sign masks: bit e of word e/32 set <=> sign[e] = -1 ("seed 42" in the fork);
+ * Sign masks: bit e of word e/32 set <=> sign[e] = -1 (the forks generate them from random seed 42);
  * signs1 has 60 negatives, signs2 has 70 (tests/test_formats.c checks both). Checked
  * against the fork's float sign tables (turbo_cpu_s1/s2) at commit cee74b6d, whose CPU
  * reference also fixes the arithmetic format_turbo.c follows (reciprocal-multiply

@@ -1,5 +1,5 @@
 /* record.c — sealing (encode) and decoding of one record: K and V of one 128-token group
- * of one KV head (SPEC §2.3, record format v1 in docs/FORMAT.md, layout in record.h).
+ * of one KV head (docs/DESIGN.md §2.3, record format v1 in docs/FORMAT.md, layout in record.h).
  *
  * The seal, for each of the two tiles (K as [D channels][G tokens], V as [G tokens][D
  * channels], "rows" = the axis quantized as one group):

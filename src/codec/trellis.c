@@ -29,7 +29,7 @@
  *
  * Refit. With the symbols fixed, each scale row's (scale, offset) is refit. Least squares
  * minimises the row's squared error by construction; moment matching (keep the row's mean
- * and standard deviation, the seed's wording) measured 0.01–0.09 dB lower on Gaussian
+ * and standard deviation, the SJ-KVaRN note's wording, docs/BACKGROUND.md) measured 0.01–0.09 dB lower on Gaussian
  * tiles and up to 0.23 dB lower on the outlier generator (`sjkvarn bench trellis`, part 2),
  * so records use least squares. Model KL has not been compared yet.
  */

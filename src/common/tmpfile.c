@@ -1,6 +1,9 @@
 /* tmpfile.c — see tmpfile.h. */
 #include "common/tmpfile.h"
 
+#include "common/crc32c.h"
+#include "common/file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,10 +16,36 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The temporary's stem in the directory of path: the base name itself, or, when
+ * base + ".tmp-XXXXXX" would exceed NAME_MAX, its first bytes + "~" + 8 hex digits of the
+ * CRC-32C of the whole base name (so two long names that share a prefix differ). The
+ * sweep matches the same stem, so long names are swept too. */
+#define TMP_SUFFIX_LEN 11 /* ".tmp-XXXXXX" */
+static void tmp_stem(const char *base, char *stem /* NAME_MAX + 1 */)
+{
+    size_t n = strlen(base);
+    if (n + TMP_SUFFIX_LEN <= NAME_MAX) {
+        memcpy(stem, base, n + 1);
+        return;
+    }
+    size_t keep = NAME_MAX - TMP_SUFFIX_LEN - 9;
+    memcpy(stem, base, keep);
+    snprintf(stem + keep, 10, "~%08x", (unsigned)sjk_crc32c(0, base, n));
+}
+
 int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap)
 {
+    if (sjk_file_target_problem(path)) {
+        const char *why = sjk_file_target_problem(path);
+        errno = strstr(why, "too long") ? ENAMETOOLONG : strstr(why, "directory") ? EISDIR : EINVAL;
+        return -1;
+    }
+    const char *slash = strrchr(path, '/');
+    char stem[NAME_MAX + 1];
+    tmp_stem(slash ? slash + 1 : path, stem);
     for (int attempt = 0; attempt < 16; attempt++) {
-        if ((size_t)snprintf(tmp, tmp_cap, "%s.tmp-XXXXXX", path) >= tmp_cap) {
+        if ((size_t)snprintf(tmp, tmp_cap, "%.*s%s.tmp-XXXXXX", slash ? (int)(slash + 1 - path) : 0, path, stem) >=
+            tmp_cap) {
             errno = ENAMETOOLONG;
             return -1;
         }
@@ -33,6 +62,16 @@ int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap)
     }
     errno = EEXIST;
     return -1;
+}
+
+int sjk_tmp_probe(const char *path)
+{
+    char tmp[PATH_MAX];
+    int fd = sjk_tmp_create(path, tmp, sizeof tmp);
+    if (fd < 0) return -1;
+    unlink(tmp);
+    close(fd);
+    return 0;
 }
 
 /* 1 if name is base + ".tmp-" + six [A-Za-z0-9]. */
@@ -60,8 +99,10 @@ int sjk_tmp_sweep(const char *path)
         memcpy(dir, path, n);
         dir[n] = 0;
     }
-    size_t base_len = strlen(base);
-    if (!base_len) return 0;
+    if (!*base) return 0;
+    char stem[NAME_MAX + 1];
+    tmp_stem(base, stem);
+    size_t base_len = strlen(stem);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return 0;
     int removed = 0;
@@ -73,7 +114,7 @@ int sjk_tmp_sweep(const char *path)
         for (ssize_t off = 0; off < got;) {
             const struct dirent64 *d = (const struct dirent64 *)(buf + off);
             off += d->d_reclen;
-            if (!is_tmp_of(d->d_name, base, base_len)) continue;
+            if (!is_tmp_of(d->d_name, stem, base_len)) continue;
             int fd = openat(dfd, d->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
             if (fd < 0) continue;
             struct stat sb;

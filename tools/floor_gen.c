@@ -1,0 +1,200 @@
+/* floor_gen.c — `sjkvarn plan --make-quality-floor MODEL=STUDY.csv ...`: the quality-floor
+ * table of `--kv auto` (docs/quality-floor.csv) generated from committed study CSVs
+ * (docs/results/kl-*.csv: what `sjkvarn eval --csv` writes, headed by '#' provenance
+ * lines), so the table is never copied by hand.
+ *
+ * For each MODEL, in the order given, and each rung of the auto ladder but f16 (the
+ * reference, always allowed): the rung's mean_kl from STUDY.csv, the configuration
+ * compared in canonical form (q8_0 == q8_0/q8_0), the number copied as the study writes
+ * it, and as the source the study's path and its provenance lines; a rung the study did
+ * not measure is "unmeasured", with the command that would measure it. The output depends
+ * on nothing but the arguments and the files: tests/test_plan.c runs the command named in
+ * the table's own header and checks the committed table equals its output byte for byte. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "common/file.h"
+#include "sjkplan.h"
+#include "sjkvarn.h"
+
+#define PROG "sjkvarn plan --make-quality-floor"
+#define STUDY_MAX_ROWS 256
+
+typedef struct study {
+    char prov[2048];                 /* the '#' lines, joined by " | " */
+    char cfg[STUDY_MAX_ROWS][160];   /* canonical configuration */
+    char kl[STUDY_MAX_ROWS][32];     /* mean_kl as written */
+    size_t n;
+} study;
+
+static void canonical(const char *kv, char *dst, size_t cap)
+{
+    sjk_layer_config lc;
+    if (sjk_cache_config_parse(kv, 1, &lc, NULL, 0) || sjk_layer_config_str(&lc, dst, cap))
+        snprintf(dst, cap, "%s", kv);
+}
+
+/* Index of name in the comma-separated header line, or -1. */
+static int column(const char *hdr, const char *name)
+{
+    int i = 0;
+    for (const char *p = hdr;; i++) {
+        size_t k = strcspn(p, ",\r\n");
+        if (k == strlen(name) && !strncmp(p, name, k)) return i;
+        if (p[k] != ',') return -1;
+        p += k + 1;
+    }
+}
+
+/* Field i of a comma-separated line into dst; 0 if absent. */
+static int field(const char *line, int i, char *dst, size_t cap)
+{
+    const char *p = line;
+    for (int k = 0; k < i; k++) {
+        p = strchr(p, ',');
+        if (!p) return 0;
+        p++;
+    }
+    size_t n = strcspn(p, ",\r\n");
+    if (n + 1 > cap) return 0;
+    memcpy(dst, p, n);
+    dst[n] = 0;
+    return 1;
+}
+
+static int read_study(const char *path, study *s)
+{
+    memset(s, 0, sizeof *s);
+    int fd = sjk_file_open_regular(path, NULL);
+    FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+    if (!f) {
+        fprintf(stderr, PROG ": %s: %s\n", path, fd == -2 ? "not a regular file" : strerror(errno));
+        return 0;
+    }
+    char line[4096];
+    int c_cfg = -1, c_kl = -1, have_hdr = 0, ok = 1;
+    size_t np = 0;
+    while (ok && fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            const char *t = line + 1 + (line[1] == ' ');
+            size_t n = strcspn(t, "\r\n");
+            np += (size_t)snprintf(s->prov + np, np < sizeof s->prov ? sizeof s->prov - np : 0, "%s%.*s",
+                                   np ? " | " : "", (int)n, t);
+            if (np >= sizeof s->prov) np = sizeof s->prov - 1;
+            continue;
+        }
+        if (!have_hdr) {
+            c_cfg = column(line, "config");
+            c_kl = column(line, "mean_kl");
+            have_hdr = 1;
+            if (c_cfg < 0 || c_kl < 0) {
+                fprintf(stderr, PROG ": %s: the first line is not an `eval --csv` header (config, mean_kl)\n", path);
+                ok = 0;
+            }
+            continue;
+        }
+        if (line[0] == '\n' || line[0] == '\r') continue;
+        char cfg[160];
+        if (s->n == STUDY_MAX_ROWS || !field(line, c_cfg, cfg, sizeof cfg) ||
+            !field(line, c_kl, s->kl[s->n], sizeof s->kl[s->n])) {
+            fprintf(stderr, PROG ": %s: a row without config and mean_kl (or more than %d rows)\n", path,
+                    STUDY_MAX_ROWS);
+            ok = 0;
+            break;
+        }
+        canonical(cfg, s->cfg[s->n], sizeof s->cfg[s->n]);
+        s->n++;
+    }
+    fclose(f);
+    if (ok && !have_hdr) {
+        fprintf(stderr, PROG ": %s: empty\n", path);
+        ok = 0;
+    }
+    return ok;
+}
+
+static const char k_header[] =
+    "# quality-floor.csv — measured mean KL (nats, vs the f16 reference) per model and cache\n"
+    "# configuration: the quality floor of `--kv auto` (docs/PLAN.md, \"Quality floor\").\n"
+    "#\n"
+    "# GENERATED from the committed study CSVs: do not edit; change a study CSV (or rerun the\n"
+    "# study, scripts/kl-study) and regenerate with\n"
+    "#   %s\n"
+    "#\n"
+    "# Columns: model,config,mean_kl,source\n"
+    "#   model    the name `sjkvarn run -m` takes (gemma3-270m, smollm2-135m), a GGUF file's\n"
+    "#            base name without .gguf, or * for any model\n"
+    "#   config   a KV configuration string (compared in canonical form: q8_0 == q8_0/q8_0)\n"
+    "#   mean_kl  the mean KL of `sjkvarn eval` for that configuration, or \"unmeasured\"\n"
+    "#   source   the study CSV and its provenance lines (the commands, trees and dates), or\n"
+    "#            for an unmeasured row the command that would measure it (the rest of the\n"
+    "#            line; commas allowed)\n"
+    "#\n"
+    "# A ladder rung without a measured row is NOT allowed under the floor (only f16, the\n"
+    "# reference, always is).\n"
+    "model,config,mean_kl,source\n";
+
+int sjk_plan_make_quality_floor(int argc, char **argv)
+{
+    if (argc < 1) {
+        fprintf(stderr, "usage: " PROG " MODEL=STUDY.csv [MODEL=STUDY.csv ...] > docs/quality-floor.csv\n");
+        return 2;
+    }
+    char cmd[4096];
+    size_t nc = (size_t)snprintf(cmd, sizeof cmd, "sjkvarn plan --make-quality-floor");
+    for (int i = 0; i < argc && nc < sizeof cmd; i++)
+        nc += (size_t)snprintf(cmd + nc, sizeof cmd - nc, " %s", argv[i]);
+    if (nc >= sizeof cmd) {
+        fprintf(stderr, PROG ": arguments too long\n");
+        return 2;
+    }
+    study *s = malloc(sizeof *s);
+    if (!s) return 1;
+    size_t n_ladder;
+    const char *const *ladder = sjkh_plan_ladder(&n_ladder);
+    /* everything is read and checked before anything is printed */
+    for (int i = 0; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i] || !eq[1]) {
+            fprintf(stderr, PROG ": '%s' is not MODEL=STUDY.csv\n", argv[i]);
+            free(s);
+            return 2;
+        }
+        if (!read_study(eq + 1, s)) {
+            free(s);
+            return 1;
+        }
+    }
+    printf(k_header, cmd);
+    for (int i = 0; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        int ml = (int)(eq - argv[i]);
+        read_study(eq + 1, s);
+        char missing[1024] = "";
+        size_t nm = 0;
+        for (size_t r = 1; r < n_ladder; r++) {
+            char want[160];
+            canonical(ladder[r], want, sizeof want);
+            size_t k = 0;
+            while (k < s->n && strcmp(s->cfg[k], want)) k++;
+            if (k == s->n) nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%s", nm ? "," : "", ladder[r]);
+        }
+        for (size_t r = 1; r < n_ladder; r++) {
+            char want[160];
+            canonical(ladder[r], want, sizeof want);
+            size_t k = 0;
+            while (k < s->n && strcmp(s->cfg[k], want)) k++;
+            if (k < s->n)
+                printf("%.*s,%s,%s,%s: %s\n", ml, argv[i], ladder[r], s->kl[k], eq + 1, s->prov);
+            else
+                printf("%.*s,%s,unmeasured,not in %s; measure with: sjkvarn eval -m %.*s --kv %s --docs all "
+                       "--ctx 4096 --csv floor-%.*s.csv\n",
+                       ml, argv[i], ladder[r], eq + 1, ml, argv[i], missing, ml, argv[i]);
+        }
+    }
+    free(s);
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+}
