@@ -31,17 +31,6 @@ static void put_str(sjks_sha256 *c, const char *s, size_t n)
     sjks_sha256_update(c, s, n);
 }
 
-static size_t vtype_nbytes(uint32_t t)
-{
-    switch (t) {
-    case SJKH_GGUF_UINT8: case SJKH_GGUF_INT8: case SJKH_GGUF_BOOL: return 1;
-    case SJKH_GGUF_UINT16: case SJKH_GGUF_INT16: return 2;
-    case SJKH_GGUF_UINT32: case SJKH_GGUF_INT32: case SJKH_GGUF_FLOAT32: return 4;
-    case SJKH_GGUF_UINT64: case SJKH_GGUF_INT64: case SJKH_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 /* One metadata value: its type and bytes (integers as i64/u64, floats as f32 bits,
  * strings, arrays element by element). */
 static void put_kv(sjks_sha256 *c, const sjkh_gguf *g, int64_t i)
@@ -66,7 +55,7 @@ static void put_kv(sjks_sha256 *c, const sjkh_gguf *g, int64_t i)
                 put_str(c, s ? s : "", s ? n : 0);
             }
         } else if (a.data) {
-            sjks_sha256_update(c, a.data, (size_t)a.count * vtype_nbytes(a.elem_type));
+            sjks_sha256_update(c, a.data, (size_t)a.count * sjkh_gguf_vtype_nbytes(a.elem_type));
         }
     } else if (t == SJKH_GGUF_FLOAT32 || t == SJKH_GGUF_FLOAT64) {
         float f = 0;

@@ -163,6 +163,10 @@ sjk_status sjkh_gguf_get_str(const sjkh_gguf *g, const char *key, const char **s
 sjk_status sjkh_gguf_get_cstr(const sjkh_gguf *g, const char *key, char *buf, size_t cap);
 sjk_status sjkh_gguf_get_arr(const sjkh_gguf *g, const char *key, sjkh_gguf_arr *out);
 
+/* Bytes of one value of a numeric type (1, 2, 4 or 8); 0 for STRING, ARRAY or an
+ * unknown code. */
+size_t sjkh_gguf_vtype_nbytes(uint32_t vtype);
+
 /* Array element accessors (i < count is the caller's job; out-of-range gives 0 / NULL).
  * arr_i64 reads any integer element type; arr_f32 reads FLOAT32/FLOAT64/integers. */
 int64_t sjkh_gguf_arr_i64(const sjkh_gguf_arr *a, uint64_t i);
