@@ -32,7 +32,15 @@ ALLOC_HOOK ?= 0
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
-CPPFLAGS_ALL := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -Istore -D_GNU_SOURCE
+# Include folders: each library sees only what it may depend on (the host: the public
+# header include/sjkvarn.h and its own headers, never src/); tools, tests and benches see
+# everything.
+INCS_LIB  := -Iinclude -Isrc
+INCS_HOST := -Iinclude -Ihost/include -Ihost
+INCS_PLAN := $(INCS_HOST) -Iplan/include
+INCS_EVAL := -Iinclude -Isrc -Ieval/include
+INCS      := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -Istore
+CPPFLAGS_ALL = $(INCS) -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
 LDLIBS_ALL   := -lm -lpthread $(LDLIBS)
 
@@ -71,9 +79,12 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 # (src/common/alloc_hook.h; tests/test_alloc_fail.c). A plain `make` does not: the
 # libraries call malloc and pthread_create directly.
 ifeq ($(ALLOC_HOOK),1)
-HOOK_FLAGS := -DSJK_ALLOC_HOOK=1 -include common/alloc_hook.h
+HOOK_FLAGS := -DSJK_ALLOC_HOOK=1 -include src/common/alloc_hook.h
 endif
-$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ): CPPFLAGS_ALL += $(HOOK_FLAGS)
+$(LIB_OBJ):  INCS := $(INCS_LIB) $(HOOK_FLAGS)
+$(HOST_OBJ): INCS := $(INCS_HOST) $(HOOK_FLAGS)
+$(PLAN_OBJ): INCS := $(INCS_PLAN) $(HOOK_FLAGS)
+$(EVAL_OBJ): INCS := $(INCS_EVAL) $(HOOK_FLAGS)
 
 LIB_A   := $(BUILD)/libsjkvarn.a
 LIB_SO  := $(BUILD)/libsjkvarn.so

@@ -25,6 +25,16 @@ static inline uint16_t sjkh_rd_u16(const void *p) { uint16_t v; memcpy(&v, p, 2)
 static inline uint32_t sjkh_rd_u32(const void *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static inline uint64_t sjkh_rd_u64(const void *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline float sjkh_rd_f32(const void *p) { float v; memcpy(&v, p, 4); return v; }
+/* Little-endian on every host (the session file's fields). */
+static inline uint16_t sjkh_rd_u16le(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t sjkh_rd_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline void sjkh_wr_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
 
 static inline uint32_t sjkh_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float sjkh_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -73,6 +73,29 @@ enum {
 unsigned sjk_cpu_features(void);
 
 /* ------------------------------------------------------------------------------------
+ * Thread pool
+ *
+ * The worker pool a cache runs its seals and attention on, for a host's own parallel
+ * loops (libsjkhost's matmuls and attention use it). sjk_pool_run calls fn(arg, item,
+ * worker) once for every item in [0, n_items), spread over the n_threads − 1 workers and
+ * the caller's thread (worker 0; worker < n_threads), and returns when all are done;
+ * items are claimed one at a time, so uneven items balance. One run at a time per pool.
+ * spin: after a job, each worker polls for the next one (and the caller, for the end of
+ * its job) this many pause instructions before sleeping; 0 sleeps at once, about 2000
+ * suits jobs that follow each other within microseconds. A NULL pool runs everything on
+ * the caller's thread. sjk_pool_create: SJK_ERR_PARAM unless 1 <= n_threads <=
+ * SJK_POOL_MAX_THREADS; SJK_ERR_NOMEM if memory or a thread cannot be had (the threads
+ * already started are joined). sjk_pool_run never allocates.
+ * ---------------------------------------------------------------------------------- */
+#define SJK_POOL_MAX_THREADS 256
+typedef struct sjk_pool sjk_pool;
+typedef void (*sjk_pool_fn)(void *arg, uint32_t item, uint32_t worker);
+sjk_status sjk_pool_create(uint32_t n_threads, uint32_t spin, sjk_pool **out);
+void sjk_pool_free(sjk_pool *p);
+uint32_t sjk_pool_n_threads(const sjk_pool *p); /* 1 for NULL */
+void sjk_pool_run(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items);
+
+/* ------------------------------------------------------------------------------------
  * Rotation: orthonormal Walsh–Hadamard transform
  *
  * Sylvester order, scaled by 1/sqrt(block), no random signs: H = H^T = H^-1.
@@ -499,6 +522,30 @@ sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nb
 sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
                                   const uint8_t *fingerprint, uint32_t *lengths, char *err,
                                   size_t err_cap);
+
+/* What cache files are made with, for a host whose own files are made the same way
+ * (libsjkhost's models and session files). Thread-safe; none of them allocates.
+ *  sjk_crc32c: the CRC-32C (Castagnoli) of the file sections, incremental
+ *    (crc = sjk_crc32c(crc, next, n), starting from 0).
+ *  sjk_tmp_create: creates and flocks the temporary file `path.tmp-XXXXXX` of an atomic
+ *    save, its name into tmp (tmp_cap bytes); returns the descriptor (O_CLOEXEC, mode
+ *    0600), or -1 with errno set; keep it open until after the rename.
+ *  sjk_tmp_probe: 0 if a save of path could start now (a temporary is created and removed
+ *    at once), else -1 with errno.
+ *  sjk_tmp_sweep: removes the `path.tmp-XXXXXX` files whose writer is gone, as
+ *    sjk_cache_save does after each save; returns how many.
+ *  sjk_file_open_regular: opens path read-only (O_CLOEXEC) if it is a regular file, never
+ *    blocking on a FIFO; *nbytes (may be NULL) receives its size. The descriptor, -1 with
+ *    errno when the OS refuses, or -2 (errno EINVAL) when path is not a regular file.
+ *  sjk_file_target_problem: NULL if path may be the target of an atomic save (absent, or
+ *    a regular file), else why not, as a phrase for "PATH: <phrase>".
+ * src/common/tmpfile.h and src/common/file.h say how they work. */
+uint32_t sjk_crc32c(uint32_t crc, const void *data, size_t n);
+int sjk_tmp_create(const char *path, char *tmp, size_t tmp_cap);
+int sjk_tmp_probe(const char *path);
+int sjk_tmp_sweep(const char *path);
+int sjk_file_open_regular(const char *path, uint64_t *nbytes);
+const char *sjk_file_target_problem(const char *path);
 
 /* ------------------------------------------------------------------------------------
  * Blocks: export and import of final 128-token blocks (docs/FORMAT.md "## Cache blocks")

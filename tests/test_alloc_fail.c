@@ -25,7 +25,6 @@
 #define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h"
 #include "harness.h"
-#include "model/pool.h" /* host/model: sjkh_pool_create */
 #include "sjkhost.h"
 #include "sjkvarn.h"
 
@@ -356,15 +355,15 @@ static long every_thread_failure_point(const char *what, attempt_fn attempt, rel
     return -1;
 }
 
-typedef struct pool_ctx { int n_threads; } pool_ctx;
+typedef struct pool_ctx { uint32_t n_threads; } pool_ctx;
 static sjk_status try_host_pool(void *ctx, void **obj)
 {
-    sjkh_pool *p = NULL;
-    sjk_status st = sjkh_pool_create(((pool_ctx *)ctx)->n_threads, &p);
+    sjk_pool *p = NULL;
+    sjk_status st = sjk_pool_create(((pool_ctx *)ctx)->n_threads, 2000, &p);
     *obj = p;
     return st;
 }
-static void rel_host_pool(void *o) { sjkh_pool_free(o); }
+static void rel_host_pool(void *o) { sjk_pool_free(o); }
 
 TEST(test_thread_fail_cache_create)
 {
@@ -381,8 +380,8 @@ TEST(test_thread_fail_host_pool_create)
 {
     REQUIRE_HOOK();
     pool_ctx c = {5};
-    CHECK(every_thread_failure_point("sjkh_pool_create", try_host_pool, rel_host_pool, &c, 0) == 4);
-    CHECK(every_thread_failure_point("sjkh_pool_create", try_host_pool, rel_host_pool, &c, 1) == 4);
+    CHECK(every_thread_failure_point("sjk_pool_create", try_host_pool, rel_host_pool, &c, 0) == 4);
+    CHECK(every_thread_failure_point("sjk_pool_create", try_host_pool, rel_host_pool, &c, 1) == 4);
 }
 
 /* A session starts the host pool's threads and then the cache's: a failure at any of them

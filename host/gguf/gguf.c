@@ -23,10 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sjkhost.h"
-
-#include "common/file.h"
 #include "hcommon.h"
+#include "sjkhost.h"
 
 #define GGUF_MAGIC 0x46554747u /* "GGUF" read as u32 LE */
 #define GGUF_DEFAULT_ALIGNMENT 32u

@@ -13,10 +13,13 @@
 #include "kv.h"
 #include "model.h"
 #include "kernels/ops.h"
-#include "pool.h"
 #include "kernels/quants.h"
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
+
+/* The session's pool (sjk_pool_create) polls this many pause instructions for the next
+ * job before sleeping: the next matmul usually follows within microseconds. */
+#define POOL_SPIN 2000
 
 /* ---- the gated feed-forward activation ------------------------------------------- */
 
@@ -86,7 +89,7 @@ typedef struct quant_job {
     size_t n_in, row_nbytes;
 } quant_job;
 
-static void quant_task(void *ctx, size_t t, int thread)
+static void quant_task(void *ctx, uint32_t t, uint32_t thread)
 {
     const quant_job *j = ctx;
     j->q(j->x + t * j->n_in, j->xq + t * j->row_nbytes, j->n_in);
@@ -134,7 +137,7 @@ static inline void prefetch_span(const uint8_t *p, size_t ahead, size_t n)
 /* Rows [r0, r1) of the output for every token, in 16 x 16 tiles so that the weight rows
  * and activation rows of a tile stay in L1 while they are combined. */
 #define MM_TILE 16
-static void mm_task(void *ctx, size_t task, int thread)
+static void mm_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const mm_job *j = ctx;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
@@ -227,7 +230,7 @@ static void mmx_mins_correct(const mmx_job *j, size_t rt, size_t nr, float *buf)
     }
 }
 
-static void mmx_task(void *ctx, size_t task, int thread)
+static void mmx_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const mmx_job *j = ctx;
     float *buf = j->wdq + (size_t)thread * j->wdq_per_thread;
@@ -262,13 +265,13 @@ static void mmx_task(void *ctx, size_t task, int thread)
 static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, const float *xd, size_t n, float *y)
 {
     size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
-    size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
+    size_t nt = (size_t)sjk_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)MM_EXACT_ROWS, SJKH_MIN((size_t)256, rpt));
     rpt = (rpt + SJKH_MM_PANEL - 1) / SJKH_MM_PANEL * SJKH_MM_PANEL;
     mmx_job j = {W->data, W->row_nbytes, W->type, x, xd, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
                  s->wdq, s->wdq_per_thread, sjkh_ops_get()};
-    sjkh_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
+    sjk_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
 }
 
 /* Quantizes x [n][n_in] to W's dot type into s->xq (and, with expand, back to f32 into
@@ -281,7 +284,7 @@ static size_t act_quantize(sjkh_session *s, const sjkh_qtraits *qt, const float 
     if (s->xq_src == x && s->xq_type == qt->dot_type && s->xq_n_in == n_in && (s->xq_expanded || !expand))
         return row;
     quant_job qj = {qt->quantize, qt->dot_type, x, s->xq, expand ? s->xr : NULL, s->xd, n_in, row};
-    if (n >= 8) sjkh_pool_run(s->pool, quant_task, &qj, n);
+    if (n >= 8) sjk_pool_run(s->pool, quant_task, &qj, n);
     else
         for (size_t t = 0; t < n; t++) quant_task(&qj, t, 0);
     s->xq_src = x;
@@ -325,11 +328,11 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
         xa_row = act_quantize(s, qt, x, n, n_in, 0);
         xa = s->xq;
     }
-    size_t nt = (size_t)sjkh_pool_n_threads(s->pool);
+    size_t nt = (size_t)sjk_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)4, SJKH_MIN((size_t)256, rpt));
     mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot, qt->vec_dot4};
-    sjkh_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
+    sjk_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
 }
 
 /* The activation buffer changed: the quantized copy is stale. */
@@ -442,7 +445,7 @@ void sjkh_session_free(sjkh_session *s)
 {
     if (!s) return;
     sjkh_kv_free(s->kv);
-    sjkh_pool_free(s->pool);
+    sjk_pool_free(s->pool);
     free(s->x);
     free(s->xb);
     free(s->xb2);
@@ -532,7 +535,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
         sjkh_session_free(s);
         return FAIL(SJK_ERR_NOMEM, "session: out of memory for activations (batch %u)", B);
     }
-    sjk_status st = sjkh_pool_create((int)p->n_threads, &s->pool);
+    sjk_status st = sjk_pool_create(p->n_threads, POOL_SPIN, &s->pool);
     if (st) {
         sjkh_session_free(s);
         return FAIL(st, "session: cannot start %u threads", p->n_threads);

@@ -291,7 +291,7 @@ static void slot_wsum(const sjkh_ops *ops, const host_layer *h, size_t slot, siz
 /* One (query row, KV head): the G query heads of the group read each K and V row once;
  * scores and the weighted sum of V rows run over all visible rows per call (ops.h
  * scores_f16_multi, wsum_f16_multi, or their q8_0 twins). */
-static void attend_task(void *ctx, size_t task, int thread)
+static void attend_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const attend_job *j = ctx;
     sjkh_kv *kv = j->kv;
@@ -352,7 +352,7 @@ typedef struct split_job {
     int phase;
 } split_job;
 
-static void split_task(void *ctx, size_t task, int thread)
+static void split_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const split_job *sj = ctx;
     const attend_job *j = sj->a;
@@ -404,13 +404,13 @@ static void split_task(void *ctx, size_t task, int thread)
 }
 
 sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_rows, float scale, float *out,
-                          sjkh_pool *pool)
+                          sjk_pool *pool)
 {
     if (layer >= kv->p.n_layers) return SJK_ERR_PARAM;
     if (!n_rows || n_rows > kv->len[layer] || n_rows > kv->p.max_rows) return SJK_ERR_RANGE;
     if (kv->cache_layer[layer] >= 0)
         return sjk_cache_attend(kv->cache, 0, (uint32_t)kv->cache_layer[layer], q, n_rows, scale, out);
-    if (sjkh_pool_n_threads(pool) > (int)kv->n_scratch) return SJK_ERR_PARAM;
+    if (sjk_pool_n_threads(pool) > kv->n_scratch) return SJK_ERR_PARAM;
     size_t nq = kv->p.n_q_heads, hd = kv->p.head_dim, nkv = kv->p.n_kv_heads;
     sjkh_ops_get()->round_f16(q, kv->qr, n_rows * nq * hd);
     const host_layer *h = &kv->host[layer];
@@ -420,8 +420,8 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
     j.n_vis = pos - j.lo + 1;
     j.split_len = SJKH_MAX(256u, (j.n_vis + SPLIT_MAX - 1) / SPLIT_MAX);
     j.n_split = (j.n_vis + j.split_len - 1) / j.split_len;
-    if (n_rows > 1 || j.n_split < 2 || sjkh_pool_n_threads(pool) < 2) {
-        sjkh_pool_run(pool, attend_task, &j, n_rows * nkv);
+    if (n_rows > 1 || j.n_split < 2 || sjk_pool_n_threads(pool) < 2) {
+        sjk_pool_run(pool, attend_task, &j, n_rows * nkv);
         return SJK_OK;
     }
     float gmax[64];
@@ -429,20 +429,20 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
     j.gmax = gmax;
     j.inv = inv;
     split_job sj = {&j, 0};
-    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    sjk_pool_run(pool, split_task, &sj, j.n_split * nkv);
     for (size_t hq = 0; hq < nq; hq++) {
         gmax[hq] = -INFINITY;
         for (uint32_t s = 0; s < j.n_split; s++) gmax[hq] = SJKH_MAX(gmax[hq], kv->smax[s * nq + hq]);
     }
     sj.phase = 1;
-    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    sjk_pool_run(pool, split_task, &sj, j.n_split * nkv);
     for (size_t hq = 0; hq < nq; hq++) {
         double sum = 0;
         for (uint32_t s = 0; s < j.n_split; s++) sum += kv->ssum[s * nq + hq];
         inv[hq] = 1.0 / sum;
     }
     sj.phase = 2;
-    sjkh_pool_run(pool, split_task, &sj, j.n_split * nkv);
+    sjk_pool_run(pool, split_task, &sj, j.n_split * nkv);
     memcpy(out, kv->po, nq * hd * sizeof *out);
     for (uint32_t s = 1; s < j.n_split; s++)
         for (size_t e = 0; e < nq * hd; e++) out[e] += kv->po[s * nq * hd + e];

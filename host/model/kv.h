@@ -15,7 +15,6 @@
 #ifndef SJKH_KV_H
 #define SJKH_KV_H
 
-#include "pool.h"
 #include "sjkhost.h"
 
 typedef struct sjkh_kv sjkh_kv;
@@ -56,7 +55,7 @@ void sjkh_kv_free(sjkh_kv *kv);
 sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const float *v, size_t n);
 /* The n_rows queries are the newest n_rows positions of the layer (append them first). */
 sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_rows, float scale,
-                          float *out, sjkh_pool *pool);
+                          float *out, sjk_pool *pool);
 sjk_status sjkh_kv_reset(sjkh_kv *kv);
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);

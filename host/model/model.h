@@ -4,7 +4,6 @@
 #define SJKH_MODEL_H
 
 #include "kv.h"
-#include "pool.h"
 #include "sjkhost.h"
 
 typedef struct sjkh_layer_w {
@@ -39,7 +38,7 @@ struct sjkh_session {
     sjkh_session_params p;
     char kv_str[128];
     int32_t bad_layer; /* feed: the layer whose output held NaN/Inf (n_layers: output), or -1 */
-    sjkh_pool *pool;
+    sjk_pool *pool;
     sjkh_kv *kv;
     uint32_t n_past;
     sjk_status failed;            /* SJK_OK, or the status of a feed that failed in the middle

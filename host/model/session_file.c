@@ -27,10 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/crc32c.h"
-#include "common/file.h"
-#include "common/tmpfile.h"
-#include "common/util.h"
+#include "hcommon.h"
 #include "kv.h"
 #include "model.h"
 
@@ -78,7 +75,7 @@ void sjkh_model_fingerprint(const sjkh_model *m, uint8_t out[SJK_FINGERPRINT_NBY
         const sjkh_tensor *t = sjkh_gguf_tensor(g, (int64_t)k * (nt - 1) / 4);
         f[3 + k] = sjk_crc32c(0, t->data, t->nbytes < 65536 ? t->nbytes : 65536);
     }
-    for (int i = 0; i < 8; i++) sjk_wr_u32le(out + 4 * i, f[i]);
+    for (int i = 0; i < 8; i++) sjkh_wr_u32le(out + 4 * i, f[i]);
 }
 
 /* Live slots of a host layer: positions 0..len-1 live in slots (pos % rows). */
@@ -106,21 +103,21 @@ static void put_header(const sjkh_session *s, int32_t pending, const uint8_t *fp
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
     memset(h, 0, SESS_HDR_NBYTES);
     memcpy(h, k_sess_magic, 8);
-    sjk_wr_u32le(h + 8, SESS_VERSION);
-    sjk_wr_u32le(h + 12, SESS_HDR_NBYTES);
-    sjk_wr_u32le(h + 16, s->n_past);
-    sjk_wr_u32le(h + 20, in->n_layers);
-    sjk_wr_u32le(h + 24, s->p.n_ctx);
-    sjk_wr_u32le(h + 28, s->p.n_batch);
-    sjk_wr_u32le(h + 32, (uint32_t)pending);
-    sjk_wr_u32le(h + 36, s->p.window_type);
-    sjk_wr_u32le(h + 40, (uint32_t)host_nbytes);
-    sjk_wr_u32le(h + 44, (uint32_t)(host_nbytes >> 32));
-    sjk_wr_u32le(h + 48, (uint32_t)cache_nbytes);
-    sjk_wr_u32le(h + 52, (uint32_t)(cache_nbytes >> 32));
+    sjkh_wr_u32le(h + 8, SESS_VERSION);
+    sjkh_wr_u32le(h + 12, SESS_HDR_NBYTES);
+    sjkh_wr_u32le(h + 16, s->n_past);
+    sjkh_wr_u32le(h + 20, in->n_layers);
+    sjkh_wr_u32le(h + 24, s->p.n_ctx);
+    sjkh_wr_u32le(h + 28, s->p.n_batch);
+    sjkh_wr_u32le(h + 32, (uint32_t)pending);
+    sjkh_wr_u32le(h + 36, s->p.window_type);
+    sjkh_wr_u32le(h + 40, (uint32_t)host_nbytes);
+    sjkh_wr_u32le(h + 44, (uint32_t)(host_nbytes >> 32));
+    sjkh_wr_u32le(h + 48, (uint32_t)cache_nbytes);
+    sjkh_wr_u32le(h + 52, (uint32_t)(cache_nbytes >> 32));
     memcpy(h + 56, fp, SJK_FINGERPRINT_NBYTES);
     snprintf((char *)h + 88, KVSTR_NBYTES, "%s", s->kv_str);
-    sjk_wr_u32le(h + 252, sjk_crc32c(0, h, 252));
+    sjkh_wr_u32le(h + 252, sjk_crc32c(0, h, 252));
 }
 
 static int write_fd_all(int fd, const void *p, size_t n)
@@ -206,7 +203,7 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         view(s, l, &lv);
         if (!lv.k) continue;
         uint8_t b[4];
-        sjk_wr_u32le(b, *lv.len);
+        sjkh_wr_u32le(b, *lv.len);
         size_t live = host_live_nbytes(*lv.len, lv.nbytes, lv.row_nbytes);
         crc = sjk_crc32c(crc, b, 4);
         crc = sjk_crc32c(crc, lv.k, live);
@@ -214,7 +211,7 @@ sjk_status sjkh_session_save(sjkh_session *s, const char *path, int32_t pending_
         ok = write_fd_all(fd, b, 4) && write_fd_all(fd, lv.k, live) && write_fd_all(fd, lv.v, live);
     }
     uint8_t cb[4];
-    sjk_wr_u32le(cb, crc);
+    sjkh_wr_u32le(cb, crc);
     ok = ok && write_fd_all(fd, cb, 4) && (!cache_nbytes || write_fd_all(fd, cbuf, cache_nbytes));
     int e = errno;
     ok = ok && fsync(fd) == 0;
@@ -283,30 +280,30 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
     const sjkh_model_info *in = sjkh_model_get_info(s->m);
     if (n < 8 || memcmp(f, k_sess_magic, 8)) LFAIL(SJK_ERR_FORMAT, "%s: not a sjkvarn session file", path);
     if (n < SESS_HDR_NBYTES) LFAIL(SJK_ERR_CORRUPT, "%s: truncated header", path);
-    if (sjk_rd_u32le(f + 252) != sjk_crc32c(0, f, 252)) LFAIL(SJK_ERR_CORRUPT, "%s: header checksum mismatch", path);
-    uint32_t version = sjk_rd_u32le(f + 8);
+    if (sjkh_rd_u32le(f + 252) != sjk_crc32c(0, f, 252)) LFAIL(SJK_ERR_CORRUPT, "%s: header checksum mismatch", path);
+    uint32_t version = sjkh_rd_u32le(f + 8);
     if (version != 1 && version != SESS_VERSION)
         LFAIL(SJK_ERR_FORMAT, "%s: session file version %u; this build reads 1 and %u", path, version, SESS_VERSION);
     uint8_t fp[SJK_FINGERPRINT_NBYTES];
     sjkh_model_fingerprint(s->m, fp);
     if (memcmp(f + 56, fp, sizeof fp)) LFAIL(SJK_ERR_MISMATCH, "%s: saved with another model", path);
-    if (sjk_rd_u32le(f + 20) != in->n_layers || sjk_rd_u32le(f + 24) != s->p.n_ctx ||
-        sjk_rd_u32le(f + 28) != s->p.n_batch)
+    if (sjkh_rd_u32le(f + 20) != in->n_layers || sjkh_rd_u32le(f + 24) != s->p.n_ctx ||
+        sjkh_rd_u32le(f + 28) != s->p.n_batch)
         LFAIL(SJK_ERR_MISMATCH, "%s: saved with context %u, batch %u; this session has %u, %u", path,
-              sjk_rd_u32le(f + 24), sjk_rd_u32le(f + 28), s->p.n_ctx, s->p.n_batch);
+              sjkh_rd_u32le(f + 24), sjkh_rd_u32le(f + 28), s->p.n_ctx, s->p.n_batch);
     if (memchr(f + 88, 0, KVSTR_NBYTES) == NULL || strcmp((const char *)f + 88, s->kv_str))
         LFAIL(SJK_ERR_MISMATCH, "%s: saved with --kv %.*s; this session uses %s", path, 64, (const char *)f + 88,
               s->kv_str);
-    uint32_t wt = version == 1 ? SJKH_WINDOW_F16 : sjk_rd_u32le(f + 36);
+    uint32_t wt = version == 1 ? SJKH_WINDOW_F16 : sjkh_rd_u32le(f + 36);
     if (wt != s->p.window_type) {
         const char *wn = sjkh_window_type_name(wt);
         LFAIL(SJK_ERR_MISMATCH, "%s: saved with --window %s; this session uses %s", path, wn ? wn : "(unknown)",
               sjkh_window_type_name(s->p.window_type));
     }
-    uint32_t n_past = sjk_rd_u32le(f + 16);
+    uint32_t n_past = sjkh_rd_u32le(f + 16);
     if (n_past > s->p.n_ctx) LFAIL(SJK_ERR_CORRUPT, "%s: n_past %u beyond the context", path, n_past);
-    uint64_t host_nbytes = sjk_rd_u32le(f + 40) | (uint64_t)sjk_rd_u32le(f + 44) << 32;
-    uint64_t cache_nbytes = sjk_rd_u32le(f + 48) | (uint64_t)sjk_rd_u32le(f + 52) << 32;
+    uint64_t host_nbytes = sjkh_rd_u32le(f + 40) | (uint64_t)sjkh_rd_u32le(f + 44) << 32;
+    uint64_t cache_nbytes = sjkh_rd_u32le(f + 48) | (uint64_t)sjkh_rd_u32le(f + 52) << 32;
     if (host_nbytes < 4 || host_nbytes > n - SESS_HDR_NBYTES || cache_nbytes != n - SESS_HDR_NBYTES - host_nbytes)
         LFAIL(SJK_ERR_CORRUPT, "%s: sizes do not add up (truncated?)", path);
     /* host section: walk it once to check bounds and CRC, copy later */
@@ -320,17 +317,17 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         if (lv.cache) cache = lv.cache;
         if (!lv.k) continue;
         if (at + 4 > host_nbytes - 4) LFAIL(SJK_ERR_CORRUPT, "%s: host section truncated", path);
-        uint32_t len = sjk_rd_u32le(hs + at);
+        uint32_t len = sjkh_rd_u32le(hs + at);
         if (len != n_past) LFAIL(SJK_ERR_CORRUPT, "%s: layer %u length %u, n_past %u", path, l, len, n_past);
         size_t live = host_live_nbytes(len, lv.nbytes, lv.row_nbytes);
         if (2 * (uint64_t)live > host_nbytes - 4 - at - 4) LFAIL(SJK_ERR_CORRUPT, "%s: host section truncated", path);
         crc = sjk_crc32c(crc, hs + at, 4 + 2 * live);
         at += 4 + 2 * live;
     }
-    if (at != host_nbytes - 4 || sjk_rd_u32le(hs + at) != crc)
+    if (at != host_nbytes - 4 || sjkh_rd_u32le(hs + at) != crc)
         LFAIL(SJK_ERR_CORRUPT, "%s: host section checksum mismatch", path);
     if ((cache != NULL) != (cache_nbytes != 0)) LFAIL(SJK_ERR_MISMATCH, "%s: cache part does not match --kv", path);
-    int32_t pend = (int32_t)sjk_rd_u32le(f + 32);
+    int32_t pend = (int32_t)sjkh_rd_u32le(f + 32);
     if (pend < -1 || (pend >= 0 && (uint32_t)pend >= in->n_vocab))
         LFAIL(SJK_ERR_CORRUPT, "%s: pending token %d outside the vocabulary (%u)", path, pend, in->n_vocab);
     /* every restored value is checked the same way: the cache part refuses non-finite
@@ -344,7 +341,7 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         int q8 = lv.row_nbytes != (size_t)in->n_head_kv * in->head_dim * 2; /* else f16 rows */
         const uint8_t *rows = hs + at + 4;
         for (size_t i = 0; i < 2 * live; i += q8 ? 34 : 2) /* q8_0 block: fp16 scale + 32 int8 */
-            if ((sjk_rd_u16le(rows + i) & 0x7C00u) == 0x7C00u)
+            if ((sjkh_rd_u16le(rows + i) & 0x7C00u) == 0x7C00u)
                 LFAIL(SJK_ERR_CORRUPT, "%s: layer %u holds a non-finite %s", path, l, q8 ? "q8_0 block scale" : "value");
         at += 4 + 2 * live;
     }

@@ -20,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/file.h"
 #include "hcommon.h"
 #include "sjkplan.h"
 

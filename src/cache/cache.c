@@ -356,7 +356,7 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
         memset(rec, 0, L->rec_nbytes);
         if (st != SJK_OK) { free(base); return st == SJK_ERR_PARAM ? SJK_ERR_UNSUPPORTED : st; }
     }
-    if (sjk_pool_init(&c->pool, p->n_threads, c->workers)) { free(base); return SJK_ERR_NOMEM; }
+    if (sjk_pool_init(&c->pool, p->n_threads, 0, c->workers)) { free(base); return SJK_ERR_NOMEM; }
     *out = c;
     return SJK_OK;
 }

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "attention/attn_layout.h"
-#include "cache/pool.h"
+#include "common/pool.h"
 #include "codec/record.h"
 #include "sjkvarn.h"
 

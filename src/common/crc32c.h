@@ -11,7 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-uint32_t sjk_crc32c(uint32_t crc, const void *data, size_t n);
+#include "sjkvarn.h" /* sjk_crc32c */
+
 /* The two implementations, for tests. sjk_crc32c_hw() falls back to software when the
  * CPU lacks SSE4.2; sjk_crc32c_hw_available() says which ran. */
 uint32_t sjk_crc32c_sw(uint32_t crc, const void *data, size_t n);
