@@ -17,6 +17,7 @@
 #   eval/include/sjkeval.h  eval/src                                      -> libsjkeval
 #   store  (the prefix store; the only code that links hiredis)          -> libsjkstore
 #   tools/*.c (main.c: the command table)                                 -> sjkvarn (CLI)
+#   server/*.c (sjkvarn serve; libmicrohttpd, jansson)                    -> linked into the CLI
 #   tests/test_*.c                                                        -> one binary each
 # Files named *_avx2.c / *_avx512.c sit beside the module they speed up, are compiled for
 # that instruction set only and are reached through run-time dispatch (src/common/cpu.h).
@@ -63,7 +64,22 @@ TEST_HELPER_SRC := $(sort $(wildcard tests/support/*.c))
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
+# `sjkvarn serve` (server/) links libmicrohttpd and jansson, the CLI's only dependencies
+# beyond libc/libm/pthreads (Debian: libmicrohttpd-dev libjansson-dev). Without them the
+# CLI is built without the server (`sjkvarn serve` then says what to install).
+SERVER_OK := $(shell printf '\043include <microhttpd.h>\n\043include <jansson.h>\nint main(void){return 0;}\n' | \
+  $(CC) -x c - -o /dev/null -lmicrohttpd -ljansson >/dev/null 2>&1 && echo 1)
+ifeq ($(SERVER_OK),1)
+SERVER_SRC  := $(sort $(wildcard server/*.c))
+SERVER_LIBS := -lmicrohttpd -ljansson
+else
+SERVER_SRC  :=
+SERVER_LIBS :=
+$(warning sjkvarn serve is not built: it needs libmicrohttpd and jansson (apt-get install libmicrohttpd-dev libjansson-dev))
+endif
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
 PLAN_OBJ := $(PLAN_SRC:%.c=$(BUILD)/obj/%.o)
 EVAL_OBJ := $(EVAL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -116,7 +132,10 @@ $(FLAGS_STAMP): FORCE
 .PHONY: FORCE
 FORCE:
 
-$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(STORE_OBJ) $(TOOL_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(STORE_OBJ) $(TOOL_OBJ) $(SERVER_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+ifeq ($(SERVER_OK),1)
+$(TOOL_OBJ) $(SERVER_OBJ): CPPFLAGS_ALL += -Iserver -DSJK_HAVE_SERVER
+endif
 
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
@@ -161,8 +180,8 @@ $(EVAL_A): $(EVAL_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(CLI): $(TOOL_OBJ) $(STORE_A) $(ALL_A)
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+$(CLI): $(TOOL_OBJ) $(SERVER_OBJ) $(STORE_A) $(ALL_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(SERVER_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL) $(SERVER_LIBS)
 
 # tests of the prefix store link it and hiredis (the more specific pattern wins)
 $(BUILD)/tests/test_store_%: tests/test_store_%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(ALL_A)
@@ -187,6 +206,14 @@ $(BUILD)/bench/store_%: bench/store_%.c $(FLAGS_STAMP) $(STORE_A) $(ALL_A) $(BUI
 $(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(ALL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(ALL_A) $(LDLIBS_ALL)
+
+# The server's test (tests/server/): a launcher that the runner starts like the C tests;
+# it runs the Python client tests against the real server (scripts/server-venv).
+$(BUILD)/tests/test_server: tests/server/run.sh tests/server/test_server.py $(CLI)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh tests/server/run.sh "%s"\n' "$(abspath $(CLI))" > $@
+	@chmod +x $@
+TEST_BIN += $(BUILD)/tests/test_server
 
 tests: $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN) $(CLI)
 examples: $(EXAMPLE_BIN)

@@ -391,7 +391,8 @@ void sjk_cache_free(sjk_cache *c);
  * (sjk_cache_length says how many); the call's later positions are not; the body is as
  * before the seal, its rows still in the ring, and the next append or sjk_cache_seal
  * retries it. No stored row is ever overwritten: should the ring fill up because seals
- * keep failing, append returns SJK_ERR_RANGE without storing the position. */
+ * keep failing, append tries the seal once more and returns its error, or SJK_ERR_RANGE,
+ * without storing the position. */
 sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer,
                             const float *k, const float *v, size_t n_pos);
 

@@ -533,6 +533,46 @@ TEST(test_params_validate_names_field)
     CHECK(sjk_cache_create(&p, &c) == SJK_ERR_PARAM && c == NULL);
 }
 
+/* sjk_cache_append never overwrites a row that is not sealed yet. The ring is sized for
+ * the seal trigger, so only seals that do not happen (a seal that failed) could fill it;
+ * here the trigger is moved out of reach after create, the ring fills, and the next
+ * position is refused with SJK_ERR_RANGE while the stored ones stay as they were. */
+TEST(test_append_refuses_rather_than_overwrite_an_unsealed_row)
+{
+    sjk_layer_config layers[1];
+    sjk_cache_params p = small_params("sj:4/4:tail_min=128:tail_max=256", 1, 1, 2, 64, 4096, 1, layers);
+    sjk_cache *c = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+    if (!c) return;
+    const uint32_t D = 64, ring = c->layers[0].ring_cap, sink = c->layers[0].sink;
+    CHECK(ring == 256 && sink == 128);
+    c->layers[0].cfg.tail_max = 1u << 20; /* no seal will come: as if every seal failed */
+    sjk_rng r;
+    sjk_rng_seed(&r, 41);
+    float *k = malloc((sink + ring + 1) * D * sizeof *k), *v = malloc((sink + ring + 1) * D * sizeof *v);
+    float q[2 * 64], out[2 * 64], out2[2 * 64];
+    if (!k || !v) { free(k); free(v); sjk_cache_free(c); return; }
+    for (size_t i = 0; i < (size_t)(sink + ring + 1) * D; i++) {
+        k[i] = sjk_rng_normal(&r);
+        v[i] = sjk_rng_normal(&r);
+    }
+    for (size_t i = 0; i < 2 * D; i++) q[i] = sjk_rng_normal(&r);
+    CHECK(sjk_cache_append(c, 0, 0, k, v, sink + ring) == SJK_OK); /* the ring is full now */
+    uint32_t n = 0;
+    CHECK(sjk_cache_length(c, 0, 0, &n, NULL) == SJK_OK && n == sink + ring);
+    CHECK(sjk_cache_attend(c, 0, 0, q, 1, 0.125f, out) == SJK_OK);
+    CHECK(sjk_cache_append(c, 0, 0, k + (size_t)(sink + ring) * D, v + (size_t)(sink + ring) * D, 1) == SJK_ERR_RANGE);
+    CHECK(sjk_cache_length(c, 0, 0, &n, NULL) == SJK_OK && n == sink + ring);
+    CHECK(sjk_cache_attend(c, 0, 0, q, 1, 0.125f, out2) == SJK_OK);
+    CHECK(memcmp(out, out2, sizeof out) == 0); /* the oldest ring row was not overwritten */
+    c->layers[0].cfg.tail_max = 256; /* seals work again: the next append seals and goes on */
+    CHECK(sjk_cache_append(c, 0, 0, k + (size_t)(sink + ring) * D, v + (size_t)(sink + ring) * D, 1) == SJK_OK);
+    CHECK(sjk_cache_length(c, 0, 0, &n, NULL) == SJK_OK && n == sink + ring + 1);
+    free(k);
+    free(v);
+    sjk_cache_free(c);
+}
+
 /* The validator's message says which layer is bad: "layers[3].tail_max", not the
  * "layers[].tail_max" that the static name of sjk_cache_params_validate gives. */
 TEST(test_params_check_names_the_layer_index)
@@ -609,6 +649,7 @@ int main(void)
     RUN(test_append_past_max_pos_is_range_error);
     RUN(test_params_validate_names_field);
     RUN(test_params_check_names_the_layer_index);
+    RUN(test_append_refuses_rather_than_overwrite_an_unsealed_row);
     RUN(test_nonfinite_rows_do_not_poison);
     return test_summary();
 }

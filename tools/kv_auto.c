@@ -87,12 +87,28 @@ const char *sjk_cli_floor_path(const sjk_kv_auto_opts *o, char *buf, size_t cap)
 int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char *model_path, const char *model_name,
                         uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads, const char *kv, char *out, size_t cap)
 {
+    sjk_kv_auto_result res;
+    if (!sjk_kv_auto_resolve_sessions(o, prog, model_path, model_name, n_ctx, n_batch, n_threads, 1, kv, &res))
+        return 0;
+    if (snprintf(out, cap, "%s", res.kv) >= (int)cap) return 0;
+    return 1;
+}
+
+int sjk_kv_auto_resolve_sessions(const sjk_kv_auto_opts *o, const char *prog, const char *model_path,
+                                 const char *model_name, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
+                                 uint32_t n_sessions, const char *kv, sjk_kv_auto_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->fits = 1;
+    char *out = res->kv;
+    size_t cap = sizeof res->kv;
     int is_auto = kv && !strcmp(kv, "auto");
     if (!is_auto && !o->budget) { /* nothing to decide or check */
         if (snprintf(out, cap, "%s", kv ? kv : "f16") >= (int)cap) {
             fprintf(stderr, "%s: --kv '%s' is too long\n", prog, kv);
             return 0;
         }
+        snprintf(res->reason, sizeof res->reason, "explicit --kv %s (no --mem-budget to check it against)", out);
         return 1;
     }
     if (is_auto && !o->budget) {
@@ -127,17 +143,30 @@ int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char 
         }
     }
     r.floor = floor;
-    sjkh_plan_params p = {n_ctx, n_batch, n_threads, 1, SJKH_WINDOW_F16}; /* f16 windows: an upper bound */
-    sjkh_tier_choice c;
-    sjk_status st = sjkh_plan_choose_tier(m, &p, &r, &c);
+    sjkh_plan_params p = {n_ctx, n_batch, n_threads, n_sessions ? n_sessions : 1,
+                          SJKH_WINDOW_F16}; /* f16 windows: an upper bound */
+    sjkh_tier_choice *c = calloc(1, sizeof *c);
+    if (!c) goto done;
+    sjk_status st = sjkh_plan_choose_tier(m, &p, &r, c);
+    snprintf(res->reason, sizeof res->reason, "%s", c->reason);
+    if (is_auto && floor) {
+        size_t n = strlen(res->reason);
+        snprintf(res->reason + n, sizeof res->reason - n, " [quality floor: mean KL <= %g, table %s]", r.max_kl,
+                 floor->path);
+    }
+    res->planned_nbytes = c->size.total_nbytes;
+    res->fits = st == SJK_OK && c->fits;
     if (st) {
-        fprintf(stderr, "%s: %s%s\n", prog, is_auto ? "kv auto: " : "", c.reason);
+        fprintf(stderr, "%s: %s%s\n", prog, is_auto ? "kv auto: " : "", c->reason);
+        free(c);
         goto done;
     }
-    fprintf(stderr, "%s: %s", prog, c.reason);
-    if (is_auto && floor) fprintf(stderr, " [quality floor: mean KL <= %g, table %s]", r.max_kl, floor->path);
-    fputc('\n', stderr);
-    if (snprintf(out, cap, "%s", c.kv) >= (int)cap) goto done;
+    fprintf(stderr, "%s: %s\n", prog, res->reason);
+    if (snprintf(out, cap, "%s", c->kv) >= (int)cap) {
+        free(c);
+        goto done;
+    }
+    free(c);
     ok = 1;
 done:
     sjkh_quality_floor_free(floor);

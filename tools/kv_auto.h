@@ -47,4 +47,18 @@ int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char 
                         const char *model_name, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
                         const char *kv, char *out, size_t cap);
 
+/* The same for n_sessions sessions sharing the budget (sjkvarn serve --parallel), with
+ * the outcome kept: the configuration, the one-line reason (as logged), the plan's total
+ * for all sessions (0 when nothing was planned) and whether it fits the budget (1 without
+ * a budget). An explicit --kv that does not fit still returns 1 with fits = 0. */
+typedef struct sjk_kv_auto_result {
+    char kv[64];
+    char reason[1200];
+    size_t planned_nbytes;
+    int fits;
+} sjk_kv_auto_result;
+int sjk_kv_auto_resolve_sessions(const sjk_kv_auto_opts *o, const char *prog, const char *model_path,
+                                 const char *model_name, uint32_t n_ctx, uint32_t n_batch, uint32_t n_threads,
+                                 uint32_t n_sessions, const char *kv, sjk_kv_auto_result *res);
+
 #endif

@@ -10,6 +10,7 @@ static const sjk_cli_cmd commands[] = {
     {"run", "generate text with a GGUF model through a chosen KV cache", sjk_cmd_run},
     {"eval", "the KL study: caches vs an fp16 reference on real texts", sjk_cmd_eval},
     {"plan", "KV memory per cache configuration, budgets and the auto tier", sjk_cmd_plan},
+    {"serve", "an OpenAI-compatible HTTP server: sessions, streaming, batched decode", sjk_cmd_serve},
     {"train-codebook", "train the trellis codebooks (writes src/codec/trellis_codebooks.c)", sjk_cmd_train},
 };
 

@@ -435,9 +435,31 @@ void sjkh_session_free(sjkh_session *s);
  * took the chunk: n_past counts it and the session stays usable. */
 sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, float *logits,
                              int all_logits, char *err, size_t err_cap);
+/* One decode step of n different sessions in one forward pass (a server's sessions that
+ * decode at the same moment): session ss[i] takes tokens[i] at its own next position.
+ * Every matmul multiplies the n rows at once (each weight row is read once per step for
+ * all of them); each row's K/V goes to, and its query attends, its own session's cache.
+ * logits [n][n_vocab]. The pass runs on ss[0]'s threads and activation buffers, so
+ * n <= ss[0]'s n_batch; all sessions must come from the same model with the same
+ * act_quant and n_threads, each at most once, each with room for one more position.
+ * Otherwise SJK_ERR_PARAM / SJK_ERR_RANGE (with err) and no session changes. A cache that
+ * refuses row i, or non-finite activations or logits in row i (SJK_ERR_CORRUPT), fail
+ * that row alone: status[i] receives the error and that session refuses feeds until a
+ * reset (its layers may disagree), the other rows advance as usual and status[j] =
+ * SJK_OK. A session whose earlier feed failed is refused (its status, nothing changes).
+ * With n < 16 (below the prefill matmul path) each row's logits are bit-identical to
+ * those of sjkh_session_feed of that token alone (tests/test_host_batch.c). */
+sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
+                                     sjk_status *status, char *err, size_t err_cap);
 uint32_t sjkh_session_n_past(const sjkh_session *s);
 /* Forgets every position (the cache is emptied, its memory kept). */
 sjk_status sjkh_session_reset(sjkh_session *s);
+/* Forgets positions >= keep, so that a prompt sharing only the first `keep` tokens with
+ * what the session holds continues from there. It may keep fewer: *kept receives how
+ * many positions remain (the start of a sealed record that contains `keep`, or 0 when a
+ * sliding-window layer's ring no longer holds the rows the next position would see);
+ * feed the tokens from *kept on. keep >= n_past keeps everything. */
+sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept);
 
 /* Session files: save the session's whole KV state (every layer, the position count)
  * and one pending token (the sampled token not yet fed, or -1) to path, atomically
@@ -519,6 +541,11 @@ typedef struct sjkh_kv_report {
     double bits_per_value;   /* occupied bits per K/V value of the growing layers */
 } sjkh_kv_report;
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r);
+/* The libsjkvarn cache that holds the session's growing layers (sequence 0, layer i =
+ * the i-th growing layer), or NULL for "host-f16". Owned by the session; for reports
+ * (sjk_cache_memory_report, sjk_cache_length) and sjk_cache_seal_idle between feeds,
+ * never for appends. */
+sjk_cache *sjkh_session_cache(sjkh_session *s);
 
 /* ---- sampling ------------------------------------------------------------------------
  * temp <= 0: greedy (first maximum). Otherwise softmax(logits / temp), restricted to the

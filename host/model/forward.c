@@ -340,7 +340,34 @@ static void xq_invalidate(sjkh_session *s) { s->xq_src = NULL; }
 
 /* ---- the forward pass ------------------------------------------------------------- */
 
-static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits)
+/* Rows of one forward pass that belong to different sessions (sjkh_session_decode_batch):
+ * row t is the next position of rows[t], attends that session's cache only, and a cache
+ * that refuses a row fails that row alone (status[t]); NULL rows: every row is the next
+ * position of the running session. */
+typedef struct fwd_rows {
+    sjkh_session *const *rows;
+    sjk_status *status;
+} fwd_rows;
+
+/* Appends row t's K/V to its own session's cache and attends it (batched decode). */
+static void attend_rows(sjkh_session *s, const fwd_rows *fr, uint32_t il, size_t n)
+{
+    const sjkh_model_info *in = &s->m->info;
+    const size_t qrow = (size_t)in->n_head * in->head_dim, kvrow = (size_t)in->n_head_kv * in->head_dim;
+    for (size_t t = 0; t < n; t++) {
+        sjkh_session *r = fr->rows[t];
+        if (fr->status[t]) continue;
+        sjk_status st = sjkh_kv_append(r->kv, il, s->k + t * kvrow, s->v + t * kvrow, 1);
+        if (!st) st = sjkh_kv_attend(r->kv, il, s->q + t * qrow, 1, s->m->attn_scale, s->att + t * qrow, s->pool);
+        if (st) {
+            fr->status[t] = st;
+            memset(s->att + t * qrow, 0, qrow * sizeof(float));
+        }
+    }
+}
+
+static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                          const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
     const sjkh_model_info *in = &m->info;
@@ -358,9 +385,9 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
     }
     /* rope_cos/sin [2][n][hd/2]: [0] local base, [1] global base */
     for (size_t t = 0; t < n; t++) {
-        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, p0 + (uint32_t)t, hd, in->rope_base_local);
-        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, p0 + (uint32_t)t, hd,
-                   in->rope_base);
+        const uint32_t pos = fr ? fr->rows[t]->n_past : p0 + (uint32_t)t;
+        rope_table(s->rope_cos + t * half, s->rope_sin + t * half, pos, hd, in->rope_base_local);
+        rope_table(s->rope_cos + (s->B + t) * half, s->rope_sin + (s->B + t) * half, pos, hd, in->rope_base);
     }
 
     for (uint32_t il = 0; il < in->n_layers; il++) {
@@ -382,9 +409,13 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             rope(s->q + t * H * hd, H, hd, cs, sn, m->rope_neox);
             rope(s->k + t * KV * hd, KV, hd, cs, sn, m->rope_neox);
         }
-        if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
-        /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
-        if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        if (fr) {
+            attend_rows(s, fr, il, n);
+        } else {
+            if ((st = sjkh_kv_append(s->kv, il, s->k, s->v, n))) return st;
+            /* att [n][H][hd] = softmax(scale q k^T) v over each row's visible past */
+            if ((st = sjkh_kv_attend(s->kv, il, s->q, n, m->attn_scale, s->att, s->pool))) return st;
+        }
         matmul(s, L->wo, s->att, n, s->xb2); /* xb2 [n][E] */
         if (L->post_attn_norm)
             for (size_t t = 0; t < n; t++)
@@ -406,6 +437,14 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
          * greedy sampling reads NaN as a valid maximum: stop at the first layer that
          * makes one, and say which. n * E additions per layer: nothing next to the
          * matmuls. The positions stay appended (the caller resets or truncates). */
+        if (fr) { /* batched rows: a row that makes one fails alone */
+            for (size_t t = 0; t < n; t++) {
+                float a = 0.0f;
+                for (size_t i = 0; i < E; i++) a += s->x[t * E + i] * 0.0f;
+                if (a != a && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+            }
+            continue;
+        }
         float acc = 0.0f;
         for (size_t i = 0; i < n * E; i++) acc += s->x[i] * 0.0f; /* NaN iff some x is NaN or Inf */
         if (acc != acc) {
@@ -414,7 +453,12 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             return SJK_ERR_CORRUPT;
         }
     }
-    s->n_past += (uint32_t)n;
+    if (fr) {
+        for (size_t t = 0; t < n; t++)
+            if (!fr->status[t]) fr->rows[t]->n_past++;
+    } else {
+        s->n_past += (uint32_t)n;
+    }
 
     /* logits [n or 1][V] = output · RMSNorm(x) */
     if (logits) {
@@ -423,6 +467,14 @@ static sjk_status forward(sjkh_session *s, const int32_t *tokens, size_t n, floa
             rmsnorm(s->xb + t * E, s->x + (first + t) * E, m->output_norm, E, in->rms_eps);
         xq_invalidate(s);
         matmul(s, m->output, s->xb, cnt, logits);
+        if (fr) {
+            for (size_t t = 0; t < cnt; t++) {
+                float a = 0.0f;
+                for (size_t i = 0; i < in->n_vocab; i++) a += logits[t * in->n_vocab + i] * 0.0f;
+                if (a != a && !fr->status[t]) fr->status[t] = SJK_ERR_CORRUPT;
+            }
+            return SJK_OK;
+        }
         float acc = 0.0f;
         for (size_t i = 0; i < cnt * in->n_vocab; i++) acc += logits[i] * 0.0f;
         if (acc != acc) {
@@ -581,7 +633,7 @@ sjk_status sjkh_session_feed(sjkh_session *s, const int32_t *tokens, size_t n, f
         if (logits && all_logits) lg = logits + off * V;
         else if (logits && last) lg = logits;
         s->bad_layer = -1;
-        sjk_status st = forward(s, tokens + off, c, lg, all_logits);
+        sjk_status st = forward(s, tokens + off, c, lg, all_logits, NULL);
         if (st && !(st == SJK_ERR_CORRUPT && s->bad_layer >= 0 && (uint32_t)s->bad_layer == s->m->info.n_layers)) {
             /* forward() stopped at a layer: the layers before it hold this chunk, the
              * rest do not. No later feed could line the layers up again: refuse them
@@ -610,4 +662,49 @@ sjk_status sjkh_session_reset(sjkh_session *s)
     return sjkh_kv_reset(s->kv);
 }
 
+sjk_status sjkh_session_truncate(sjkh_session *s, uint32_t keep, uint32_t *kept)
+{
+    if (!s || !kept) return SJK_ERR_PARAM;
+    if (s->failed) { /* the layers may disagree after a failed feed: start over */
+        *kept = 0;
+        return sjkh_session_reset(s);
+    }
+    sjk_status st = sjkh_kv_truncate(s->kv, keep, kept);
+    s->n_past = st ? 0 : *kept;
+    if (st) sjkh_kv_reset(s->kv);
+    return st;
+}
+
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r) { return sjkh_kv_get_report(s->kv, r); }
+
+sjk_cache *sjkh_session_cache(sjkh_session *s) { return s ? sjkh_kv_cache(s->kv) : NULL; }
+
+sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const int32_t *tokens, float *logits,
+                                     sjk_status *status, char *err, size_t err_cap)
+{
+    if (!ss || !tokens || !logits || !status || !n || !ss[0])
+        return FAIL(SJK_ERR_PARAM, "decode batch: bad arguments");
+    sjkh_session *s = ss[0];
+    if (n > s->B) return FAIL(SJK_ERR_PARAM, "decode batch: %zu sessions exceed the batch of %u", n, s->B);
+    for (size_t i = 0; i < n; i++) {
+        const sjkh_session *r = ss[i];
+        if (!r || r->m != s->m || r->p.act_quant != s->p.act_quant || r->p.n_threads != s->p.n_threads)
+            return FAIL(SJK_ERR_PARAM, "decode batch: session %zu is not of the same model, act_quant and threads", i);
+        for (size_t j = 0; j < i; j++)
+            if (ss[j] == r) return FAIL(SJK_ERR_PARAM, "decode batch: session %zu appears twice", i);
+        if (r->failed)
+            return FAIL(r->failed, "decode batch: session %zu failed in an earlier pass; reset it", i);
+        if (r->n_past >= r->p.n_ctx)
+            return FAIL(SJK_ERR_RANGE, "decode batch: session %zu is full (%u positions)", i, r->p.n_ctx);
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= s->m->info.n_vocab)
+            return FAIL(SJK_ERR_RANGE, "decode batch: token id %d is outside the vocabulary (%u)", tokens[i],
+                        s->m->info.n_vocab);
+    }
+    for (size_t i = 0; i < n; i++) status[i] = SJK_OK;
+    fwd_rows fr = {ss, status};
+    sjk_status st = forward(s, tokens, n, logits, 1, &fr);
+    if (st) return FAIL(st, "decode batch: %s", sjk_status_str(st));
+    for (size_t i = 0; i < n; i++)
+        if (status[i]) ss[i]->failed = status[i]; /* its layers may disagree: refused until a reset */
+    return SJK_OK;
+}

@@ -460,6 +460,48 @@ sjk_status sjkh_kv_reset(sjkh_kv *kv)
     return SJK_OK;
 }
 
+/* A window layer's ring holds the newest cap positions; the position after `keep` sees
+ * the window before it, so cutting back from len to keep is possible while those rows
+ * are still in the ring (or the ring holds the whole context). */
+static int window_can_cut(const sjkh_kv *kv, const host_layer *h, uint32_t len, uint32_t keep)
+{
+    return !h->window || h->cap >= kv->p.n_ctx || len - keep + h->window <= h->cap;
+}
+
+sjk_status sjkh_kv_truncate(sjkh_kv *kv, uint32_t keep, uint32_t *kept)
+{
+    uint32_t len = 0;
+    for (uint32_t l = 0; l < kv->p.n_layers; l++) len = SJKH_MAX(len, kv->len[l]);
+    if (keep >= len) {
+        *kept = len;
+        return SJK_OK;
+    }
+    uint32_t target = keep;
+    if (kv->cache) {
+        uint32_t resume = 0;
+        sjk_status st = sjk_cache_truncate(kv->cache, 0, keep, &resume);
+        if (st == SJK_OK || st == SJK_ERR_REPROCESS) target = SJKH_MIN(keep, resume);
+        else target = 0;
+    }
+    for (uint32_t l = 0; l < kv->p.n_layers && target; l++)
+        if (kv->cache_layer[l] < 0 && !window_can_cut(kv, &kv->host[l], kv->len[l], target)) target = 0;
+    if (target == 0) {
+        *kept = 0;
+        return sjkh_kv_reset(kv);
+    }
+    if (kv->cache && target < keep) { /* cut back to a record boundary: every layer to the same length */
+        uint32_t resume = 0;
+        sjk_status st = sjk_cache_truncate(kv->cache, 0, target, &resume);
+        if ((st != SJK_OK && st != SJK_ERR_REPROCESS) || resume != target) {
+            *kept = 0;
+            return sjkh_kv_reset(kv);
+        }
+    }
+    for (uint32_t l = 0; l < kv->p.n_layers; l++) kv->len[l] = SJKH_MIN(kv->len[l], target);
+    *kept = target;
+    return SJK_OK;
+}
+
 sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, uint8_t **k, uint8_t **v,
                                  size_t *nbytes, size_t *row_nbytes, sjk_cache **cache)
 {
@@ -475,6 +517,8 @@ sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, ui
 }
 
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer) { return layer < kv->p.n_layers ? kv->len[layer] : 0; }
+
+sjk_cache *sjkh_kv_cache(sjkh_kv *kv) { return kv->cache; }
 
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r)
 {

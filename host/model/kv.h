@@ -57,8 +57,14 @@ sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const flo
 sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_rows, float scale,
                           float *out, sjk_pool *pool);
 sjk_status sjkh_kv_reset(sjkh_kv *kv);
+/* Keeps the first `keep` positions of every layer, or fewer: *kept is what remains (the
+ * start of a sealed record that contains `keep`; 0 when a sliding-window ring no longer
+ * holds the rows the position after it would see, and then the cache is emptied). */
+sjk_status sjkh_kv_truncate(sjkh_kv *kv, uint32_t keep, uint32_t *kept);
 uint32_t sjkh_kv_length(const sjkh_kv *kv, uint32_t layer);
 sjk_status sjkh_kv_get_report(const sjkh_kv *kv, sjkh_kv_report *r);
+/* The libsjkvarn cache of the growing layers, or NULL when none (host-f16). */
+sjk_cache *sjkh_kv_cache(sjkh_kv *kv);
 
 /* Session files (host/model/session_file.c): the storage of one layer. *len points at the
  * layer's position count; for a host-held layer *k / *v are its rows (fp16 or q8_0),

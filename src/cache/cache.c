@@ -556,8 +556,13 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
         uint32_t pos = sl->n;
         /* Defensive: the ring holds every unsealed row as long as seals succeed (it is
          * sized for the seal trigger). If a seal failed and the tail reached the ring's
-         * size, refuse the row rather than overwrite one that is not sealed yet. */
-        if (L->compressed && pos >= L->sink && pos - sl->b >= L->ring_cap) return SJK_ERR_RANGE;
+         * size, try the seal again, and refuse the row rather than overwrite one that is
+         * not sealed yet. */
+        if (L->compressed && pos >= L->sink && pos - sl->b >= L->ring_cap) {
+            sjk_status st = seal_layers(c, seq, layer, layer + 1, 0, UINT32_MAX);
+            if (st != SJK_OK) return st;
+            if (pos - sl->b >= L->ring_cap) return SJK_ERR_RANGE;
+        }
         for (uint32_t h = 0; h < H; h++) {
             const float *ks = k + (i * H + h) * D, *vs = v + (i * H + h) * D;
             if (L->rot_k) {
