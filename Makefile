@@ -15,6 +15,7 @@
 #   host/include/sjkhost.h  host/gguf  host/text  host/kernels  host/model -> libsjkhost
 #   plan/include/sjkplan.h  plan/src                                      -> libsjkplan
 #   eval/include/sjkeval.h  eval/src                                      -> libsjkeval
+#   store  (the prefix store; the only code that links hiredis)          -> libsjkstore
 #   tools/*.c (main.c: the command table)                                 -> sjkvarn (CLI)
 #   server/*.c (sjkvarn serve; libmicrohttpd, jansson)                    -> linked into the CLI
 #   tests/test_*.c                                                        -> one binary each
@@ -39,7 +40,7 @@ INCS_LIB  := -Iinclude -Isrc
 INCS_HOST := -Iinclude -Ihost/include -Ihost
 INCS_PLAN := $(INCS_HOST) -Iplan/include
 INCS_EVAL := -Iinclude -Isrc -Ieval/include
-INCS      := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include
+INCS      := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -Istore
 CPPFLAGS_ALL = $(INCS) -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
 LDLIBS_ALL   := -lm -lpthread $(LDLIBS)
@@ -56,6 +57,7 @@ LIB_SRC  := $(sort $(shell find src -name '*.c'))
 HOST_SRC := $(sort $(shell find host -name '*.c'))
 PLAN_SRC := $(sort $(shell find plan -name '*.c'))
 EVAL_SRC := $(sort $(shell find eval -name '*.c'))
+STORE_SRC := $(sort $(wildcard store/*.c))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_HELPER_SRC := $(sort $(wildcard tests/support/*.c))
@@ -81,6 +83,7 @@ SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 HOST_OBJ := $(HOST_SRC:%.c=$(BUILD)/obj/%.o)
 PLAN_OBJ := $(PLAN_SRC:%.c=$(BUILD)/obj/%.o)
 EVAL_OBJ := $(EVAL_SRC:%.c=$(BUILD)/obj/%.o)
+STORE_OBJ := $(STORE_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_HELPER_OBJ := $(TEST_HELPER_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -104,6 +107,10 @@ LIB_SO  := $(BUILD)/libsjkvarn.so
 HOST_A  := $(BUILD)/libsjkhost.a
 PLAN_A  := $(BUILD)/libsjkplan.a
 EVAL_A  := $(BUILD)/libsjkeval.a
+STORE_A := $(BUILD)/libsjkstore.a
+# The prefix store (store/) is the only part that talks to Redis: hiredis links into it,
+# the CLI and the tests of the store; libsjkvarn and libsjkhost stay libc/libm/pthreads.
+HIREDIS_LIBS := -lhiredis
 # Link order: a library before the ones it depends on.
 ALL_A   := $(PLAN_A) $(EVAL_A) $(HOST_A) $(LIB_A)
 CLI     := $(BUILD)/sjkvarn
@@ -112,7 +119,7 @@ CLI_A   := $(BUILD)/libsjkcli.a
 CLI_LIB_OBJ := $(filter-out $(BUILD)/obj/tools/main.o,$(TOOL_OBJ))
 
 .PHONY: all test check asan ubsan valgrind install clean tests examples benches fuzz fuzz-build
-all: $(LIB_A) $(LIB_SO) $(ALL_A) $(CLI)
+all: $(LIB_A) $(LIB_SO) $(ALL_A) $(STORE_A) $(CLI)
 	@ln -sf $(CLI) sjkvarn 2>/dev/null || true
 
 # Objects depend on a stamp of the compiler and flags, so a build directory rebuilds what
@@ -125,7 +132,7 @@ $(FLAGS_STAMP): FORCE
 .PHONY: FORCE
 FORCE:
 
-$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(TOOL_OBJ) $(SERVER_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
+$(LIB_OBJ) $(HOST_OBJ) $(PLAN_OBJ) $(EVAL_OBJ) $(STORE_OBJ) $(TOOL_OBJ) $(SERVER_OBJ) $(TEST_HELPER_OBJ): $(FLAGS_STAMP)
 ifeq ($(SERVER_OK),1)
 $(TOOL_OBJ) $(SERVER_OBJ): CPPFLAGS_ALL += -Iserver -DSJK_HAVE_SERVER
 endif
@@ -154,6 +161,11 @@ $(HOST_A): $(HOST_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
+$(STORE_A): $(STORE_OBJ)
+	@rm -f $@
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
 $(CLI_A): $(CLI_LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
@@ -168,12 +180,17 @@ $(EVAL_A): $(EVAL_OBJ)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 
-$(CLI): $(TOOL_OBJ) $(SERVER_OBJ) $(ALL_A)
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(SERVER_OBJ) $(ALL_A) $(LDLIBS_ALL) $(SERVER_LIBS)
+$(CLI): $(TOOL_OBJ) $(SERVER_OBJ) $(STORE_A) $(ALL_A)
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(SERVER_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL) $(SERVER_LIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(CLI_A) $(ALL_A)
+# tests of the prefix store link it and hiredis (the more specific pattern wins)
+$(BUILD)/tests/test_store_%: tests/test_store_%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(STORE_A) $(ALL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS_ALL) -Itools -Itests -Ieval/src $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(CLI_A) $(ALL_A) $(LDLIBS_ALL)
+	$(CC) $(CPPFLAGS_ALL) -Itests $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: tests/%.c tests/harness.h $(FLAGS_STAMP) $(TEST_HELPER_OBJ) $(CLI_A) $(STORE_A) $(ALL_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) -Itools -Itests -Ieval/src $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(TEST_HELPER_OBJ) $(CLI_A) $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
@@ -181,6 +198,11 @@ $(BUILD)/examples/%: examples/%.c $(LIB_A)
 
 # The in-process A/B benchmarks of bench/ (docs/BENCHMARKS.md says how to run them);
 # the suite builds them so that they keep compiling.
+# the prefix-store benchmark links the store, hiredis and the test helper that starts redis-server
+$(BUILD)/bench/store_%: bench/store_%.c $(FLAGS_STAMP) $(STORE_A) $(ALL_A) $(BUILD)/obj/tests/support/redis_proc.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/support/redis_proc.o $(STORE_A) $(ALL_A) $(HIREDIS_LIBS) $(LDLIBS_ALL)
+
 $(BUILD)/bench/%: bench/%.c $(FLAGS_STAMP) $(ALL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(ALL_A) $(LDLIBS_ALL)

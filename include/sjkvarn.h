@@ -419,6 +419,12 @@ sjk_status sjk_cache_seal(sjk_cache *c, uint32_t seq);
  * layer of `seq`, in one multi-threaded batch. */
 sjk_status sjk_cache_seal_idle(sjk_cache *c, uint32_t seq);
 
+/* Seals every full group of every compressed layer of `seq` that ends at or before
+ * position pos (clamped to the length and to the record slots), keeping no tail: the
+ * cut a prefix store publishes at (sjk_cache_block_export), so that a cache importing
+ * the blocks below pos is in exactly this state. */
+sjk_status sjk_cache_seal_to(sjk_cache *c, uint32_t seq, uint32_t pos);
+
 /* Removes positions >= pos of every layer of `seq` (pos may exceed the length: no-op).
  * Positions in the sink or the staging ring are simply dropped. Sealed records are
  * immutable: if pos falls inside the body (pos < B of a layer), the records from the one
@@ -572,6 +578,51 @@ int sjk_tmp_probe(const char *path);
 int sjk_tmp_sweep(const char *path);
 int sjk_file_open_regular(const char *path, uint64_t *nbytes);
 const char *sjk_file_target_problem(const char *path);
+
+/* ------------------------------------------------------------------------------------
+ * Blocks: export and import of final 128-token blocks (docs/FORMAT.md "## Cache blocks")
+ *
+ * Block i of a layer covers positions [128 i, 128 i + 128). For one KV head its bytes are
+ * what the cache holds for those positions: inside the fp16 sink of a compressed layer
+ * K rows then V rows ([128][head_dim] fp16 each); in the body the sealed record
+ * (sjk_record_nbytes bytes); in a uniform layer K rows then V rows in the layer's
+ * formats. A block is final once nothing can change it: sink and uniform rows once
+ * appended, a record once sealed (the staging ring is never exported). Blocks are the
+ * unit a prefix store shares: a fresh cache with the same configuration and geometry
+ * (max_pos may differ as long as the blocks fit) that imports blocks 0 .. n-1 of every
+ * layer is, byte for byte, in the state of the exporting cache cut at 128 n with no
+ * tail (sjk_cache_seal_to(128 n)); appending and attending then give bit-identical
+ * results. The bytes carry no configuration: the caller must key them by it.
+ * ---------------------------------------------------------------------------------- */
+
+/* The version of a block's bytes (sealed record layout, sink and row layouts); it
+ * changes whenever any of them does, so that a store keyed by it never mixes them. */
+#define SJK_CACHE_BLOCK_VERSION 1
+
+/* Bytes of block `block` of one KV head of `layer` (the same for every head and
+ * sequence). SJK_ERR_RANGE past max_pos or the record slots, SJK_ERR_UNSUPPORTED for a
+ * block that straddles the end of a sink that is not a multiple of 128 (a sink clamped
+ * to a small max_pos). Never allocates. */
+sjk_status sjk_cache_block_nbytes(const sjk_cache *c, uint32_t layer, uint32_t block, size_t *nbytes);
+
+/* How many leading blocks of `seq` are final in every layer (the least over layers). */
+sjk_status sjk_cache_blocks_final(const sjk_cache *c, uint32_t seq, uint32_t *n_blocks);
+
+/* Copies block `block` of (seq, layer, head) into dst (dst NULL: size only, in
+ * *nbytes). SJK_ERR_RANGE if the block is not final, SJK_ERR_BUFFER if dst_cap is too
+ * small. Read-only on the cache; never allocates. */
+sjk_status sjk_cache_block_export(const sjk_cache *c, uint32_t seq, uint32_t layer, uint32_t head,
+                                  uint32_t block, void *dst, size_t dst_cap, size_t *nbytes);
+
+/* Appends block `block` of every KV head of (seq, layer): src holds n_kv_heads blocks
+ * back to back, head 0 first (src_nbytes = n_kv_heads * sjk_cache_block_nbytes). The
+ * layer must hold exactly 128 * block positions, all final (nothing staged; else
+ * SJK_ERR_RANGE). The bytes are checked first (SJK_ERR_CORRUPT for a non-finite fp16
+ * sink or f16 row value or record scale field: bytes this cache never writes); a
+ * rejected block changes nothing. The sink's last block also sets the ring center.
+ * Never allocates. */
+sjk_status sjk_cache_block_import(sjk_cache *c, uint32_t seq, uint32_t layer, uint32_t block,
+                                  const void *src, size_t src_nbytes);
 
 #ifdef __cplusplus
 }

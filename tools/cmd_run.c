@@ -15,6 +15,7 @@
 #include "cli_files.h"
 #include "cli_parse.h"
 #include "kv_auto.h"
+#include "prefix_store.h"
 #include "sjkhost.h"
 
 static void usage(FILE *f)
@@ -46,6 +47,11 @@ static void usage(FILE *f)
             "      --load FILE    resume a saved session (same model, -c, -b, --kv, --window): feeds -p/-f\n"
             "                     as a continuation, or else the pending token, then generates.\n"
             "                     With --temp 0 the output continues exactly as without the save.\n"
+            "      --prefix-store redis://HOST:PORT[,HOST:PORT...][?timeout_ms=N]\n"
+            "                     share prompt blocks through Redis (one node or a cluster): import\n"
+            "                     the longest stored prefix, prefill the rest, publish what was\n"
+            "                     missing (docs/STORE.md); a store that is down only costs time\n"
+            "      --prefix-store-ttl S   seconds a published block lives (default 86400)\n"
             "\n"
             "Prompt and generated text go to stdout; speeds and KV memory to stderr.\n");
     fputs(sjk_kv_auto_usage, f);
@@ -103,6 +109,9 @@ static int flag_is(const char *a, const char *s1, const char *s2)
 int sjk_cmd_run(int argc, char **argv)
 {
     const char *model = NULL, *prompt = NULL, *file = NULL, *kv = "f16", *save_path = NULL, *load_path = NULL;
+    const char *store_url = NULL;
+    uint32_t store_ttl = 86400;
+    sjks_store *store = NULL;
     uint32_t act_quant = 1, n_predict = 64, n_ctx = 0, n_batch = 512, n_threads = 0, top_k = 40;
     uint64_t seed = 1;
     double temp = 0.8, top_p = 0.95;
@@ -132,6 +141,8 @@ int sjk_cmd_run(int argc, char **argv)
         else if (IS("--kv", NULL)) ok = sjk_cli_check_kv(P, a, kv = v, 1);
         else if (IS("--save", NULL)) save_path = v;
         else if (IS("--load", NULL)) load_path = v;
+        else if (IS("--prefix-store", NULL)) store_url = v;
+        else if (IS("--prefix-store-ttl", NULL)) ok = sjk_cli_flag_u32(P, a, v, 1, 4000000000u, &store_ttl);
         else if ((ka_r = sjk_kv_auto_flag(&ka, P, a, v)) != 0) ok = ka_r > 0;
         else if (IS("-n", "--n-predict")) ok = sjk_cli_flag_u32(P, a, v, 0, 10000000, &n_predict);
         else if (IS("-c", "--ctx-size")) ok = sjk_cli_flag_u32(P, a, v, 1, 1u << 24, &n_ctx);
@@ -281,10 +292,21 @@ int sjk_cmd_run(int argc, char **argv)
             sp.n_threads, kv, n_ids);
 
     if (save_path) stop_on_signals();
+
+    if (store_url && !load_path) {
+        if ((st = sjks_store_open(store_url, m, &sp, (uint32_t)store_ttl, &store, err, sizeof err))) {
+            fprintf(stderr, "sjkvarn run: --prefix-store: %s\n", err);
+            goto done;
+        }
+    } else if (store_url) {
+        fprintf(stderr, "sjkvarn run: --prefix-store is not used with --load (the session is not fresh)\n");
+    }
+
     fwrite(text, 1, tlen, stdout);
     int out_closed = fflush(stdout) != 0 && errno == EPIPE;
     double t0 = now_s(), c0 = cpu_s();
-    if ((st = sjkh_session_feed(s, ids, n_ids, logits, 0, err, sizeof err))) {
+    sjks_prefill_report srep;
+    if ((st = sjks_store_prefill(store, s, ids, n_ids, logits, &srep, err, sizeof err))) {
         fprintf(stderr, "\nsjkvarn run: %s\n", err);
         goto done;
     }
@@ -338,6 +360,13 @@ int sjk_cmd_run(int argc, char **argv)
                 g_stop_signal == SIGINT ? "interrupted (SIGINT)" : g_stop_signal ? "terminated (SIGTERM)"
                                                                                  : "stdout closed (EPIPE)",
                 n_gen, want);
+
+    if (store)
+        fprintf(stderr,
+                "sjkvarn run: prefix store: %u of %zu prompt tokens from the store, %u prefilled, %u blocks published "
+                "(lookup %.1f ms, fetch+import %.1f ms, publish %.1f ms)\n",
+                srep.cached_tokens, n_ids, srep.prefilled_tokens, srep.published_blocks, srep.lookup_s * 1e3,
+                srep.fetch_s * 1e3, srep.publish_s * 1e3);
     if (save_path) {
         if ((st = sjkh_session_save(s, save_path, pending, err, sizeof err))) {
             fprintf(stderr, "sjkvarn run: --save: %s (%s)\n", err, sjk_status_str(st));
@@ -352,6 +381,7 @@ done:
     free(rendered);
     free(ptext);
     sjkh_sampler_free(smp);
+    sjks_store_close(store);
     sjkh_session_free(s);
     sjkh_tokenizer_free(tok);
     sjkh_model_free(m);

@@ -116,6 +116,8 @@ static size_t vtype_size(uint32_t t)
     }
 }
 
+size_t sjkh_gguf_vtype_nbytes(uint32_t t) { return vtype_size(t); }
+
 static const char *vtype_name(uint32_t t)
 {
     static const char *const names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",

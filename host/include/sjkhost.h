@@ -165,6 +165,10 @@ sjk_status sjkh_gguf_get_str(const sjkh_gguf *g, const char *key, const char **s
 sjk_status sjkh_gguf_get_cstr(const sjkh_gguf *g, const char *key, char *buf, size_t cap);
 sjk_status sjkh_gguf_get_arr(const sjkh_gguf *g, const char *key, sjkh_gguf_arr *out);
 
+/* Bytes of one value of a numeric type (1, 2, 4 or 8); 0 for STRING, ARRAY or an
+ * unknown code. */
+size_t sjkh_gguf_vtype_nbytes(uint32_t vtype);
+
 /* Array element accessors (i < count is the caller's job; out-of-range gives 0 / NULL).
  * arr_i64 reads any integer element type; arr_f32 reads FLOAT32/FLOAT64/integers. */
 int64_t sjkh_gguf_arr_i64(const sjkh_gguf_arr *a, uint64_t i);
@@ -513,6 +517,51 @@ typedef struct sjkh_session_file_info {
  * SJK_ERR_CORRUPT (checksum, truncation, sizes); err says what. Never allocates. */
 sjk_status sjkh_session_file_inspect(const void *data, size_t nbytes, sjkh_session_file_info *info,
                                      char *err, size_t err_cap);
+
+/* ---- prefix blocks (host/src/session_block.c; store/ shares them, docs/STORE.md) --------
+ * Block i is positions [128 i, 128 i + 128) of every layer, in two parts: GROWING (every
+ * growing layer: sjk_cache_block_export's bytes per KV head, or a host-f16 layer's fp16
+ * slots) and WINDOW (every sliding-window layer's slots as its ring holds them). Bytes
+ * carry no configuration: key them by the model and the session's kv / window_type.
+ *
+ * Publisher: feed the prompt up to the cut (sjkh_session_block_cut), sjkh_session_seal_to
+ * it, export blocks [0, cut) of GROWING and [window_first(cut), cut) of WINDOW, then feed
+ * the rest. Reader (a fresh session with the same model, kv and window_type): import
+ * GROWING blocks 0 .. n-1 in order and WINDOW blocks window_first(n) .. n-1, then
+ * sjkh_session_block_finish(n) and feed the rest of the prompt: the state is byte for byte
+ * the publisher's at the cut, so (same n_batch and threads) the logits are bit-identical.
+ * A rejected import (SJK_ERR_CORRUPT from the cache's checks) resets the session. */
+enum { SJKH_BLOCK_TOKENS = 128, SJKH_BLOCK_GROWING = 0, SJKH_BLOCK_WINDOW = 1 };
+/* Blocks a prompt of n_tokens publishes: leaves at least one token to feed and, for a
+ * compressed cache, the newest tail_min positions unsealed (where an idle seal would
+ * stop). 0 if none. */
+uint32_t sjkh_session_block_cut(const sjkh_session *s, uint32_t n_tokens);
+/* Seals the compressed growing layers up to pos (sjk_cache_seal_to); a no-op otherwise. */
+sjk_status sjkh_session_seal_to(sjkh_session *s, uint32_t pos);
+/* The first window block a reader of n_blocks needs (0 without window layers). */
+uint32_t sjkh_session_block_window_first(const sjkh_session *s, uint32_t n_blocks);
+sjk_status sjkh_session_block_nbytes(const sjkh_session *s, int part, uint32_t block, size_t *nbytes);
+/* The pieces of a block's bytes, in order: per layer of the part, one per KV head (a
+ * layer in the libsjkvarn cache) or one for all heads (head = UINT32_MAX: a host layer's
+ * slots). out NULL: count only, in *n; SJK_ERR_BUFFER when more than cap. */
+typedef struct sjkh_block_piece {
+    uint32_t layer, head;
+    size_t nbytes;
+} sjkh_block_piece;
+sjk_status sjkh_session_block_pieces(const sjkh_session *s, int part, uint32_t block, sjkh_block_piece *out,
+                                     size_t cap, size_t *n);
+/* SJK_ERR_RANGE: the block is not final, or (WINDOW) no longer in the ring. dst NULL:
+ * size only. */
+sjk_status sjkh_session_block_export(sjkh_session *s, int part, uint32_t block, void *dst, size_t dst_cap,
+                                     size_t *nbytes);
+/* Into a session with n_past 0, GROWING blocks in order from 0; SJK_ERR_RANGE out of
+ * order, SJK_ERR_BUFFER for a wrong size, SJK_ERR_CORRUPT (session reset) for bytes the
+ * cache never writes. */
+sjk_status sjkh_session_block_import(sjkh_session *s, int part, uint32_t block, const void *src,
+                                     size_t src_nbytes);
+/* Ends an import of n_blocks: checks every growing layer holds 128 n positions and the
+ * window blocks cover what the window needs, then sets n_past = 128 n. */
+sjk_status sjkh_session_block_finish(sjkh_session *s, uint32_t n_blocks);
 
 typedef struct sjkh_kv_report {
     size_t total_nbytes;     /* every cache the session holds (growing + window layers) */

@@ -65,6 +65,7 @@ struct sjkh_session {
     float *xd;     /* with xr: [B][max row / 32] Q8_1 blocks' fp16(s) - d * sum(q) (forward.c) */
     float *wdq;    /* act_quant 0: [n_threads][MM_WDQ_ROWS][max row] weight rows and panel (forward.c) */
     size_t wdq_per_thread;        /* floats per thread */
+    uint32_t blk_win_lo, blk_win_hi; /* window blocks imported so far, [lo, hi) (session_block.c) */
     uint32_t exact_min_tok;       /* act_quant 1: chunks of >= this many tokens run the f32
                                      panel matmul on rounded activations (forward.c matmul;
                                      UINT32_MAX: never; wdq and xr exist when B >= it) */

@@ -463,10 +463,11 @@ static void seal_tile(void *arg, uint32_t item, uint32_t worker)
     }
 }
 
-/* Seals, for layers [lo, hi) of seq, every full group older than the newest keep[l]
- * positions (keep = NULL: each layer's policy — only layers whose tail reached the
- * trigger). Layers are processed in batches of 64 to bound the job descriptor. */
-static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t hi, int idle)
+/* Seals, for layers [lo, hi) of seq, every full group older than the newest tail_min
+ * positions: of the layers whose tail reached the trigger (idle = 0), or of every layer
+ * (idle = 1); or (upto != UINT32_MAX) every full group that ends at or before position
+ * upto. Layers are processed in batches of 64 to bound the job descriptor. */
+static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t hi, int idle, uint32_t upto)
 {
     for (uint32_t b0 = lo; b0 < hi; b0 += 64) {
         uint32_t b1 = SJK_MIN(hi, b0 + 64);
@@ -484,8 +485,13 @@ static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t 
             if (L->compressed && sl->n > sl->b) {
                 uint32_t tail = sl->n - sl->b, tmin = L->cfg.tail_min;
                 int trigger = idle || tail >= sjk_seal_trigger(&L->cfg);
+                if (upto != UINT32_MAX) { /* sjk_cache_seal_to: no tail is kept */
+                    trigger = 1;
+                    tmin = sl->n - SJK_MIN(sl->n, upto);
+                }
                 if (trigger && sl->n >= L->sink + tmin) {
                     uint32_t end = L->sink + (sl->n - tmin - L->sink) / SJK_GROUP * SJK_GROUP;
+                    end = SJK_MIN(end, L->sink + L->n_rec * SJK_GROUP); /* seal_to past the slots */
                     if (end > sl->b) {
                         g0 = (sl->b - L->sink) / SJK_GROUP;
                         g1 = (end - L->sink) / SJK_GROUP;
@@ -519,13 +525,19 @@ sjk_status sjk_cache_set_threads(sjk_cache *c, uint32_t n)
 sjk_status sjk_cache_seal(sjk_cache *c, uint32_t seq)
 {
     if (!c || seq >= c->p.n_seqs) return SJK_ERR_PARAM;
-    return seal_layers(c, seq, 0, c->p.n_layers, 0);
+    return seal_layers(c, seq, 0, c->p.n_layers, 0, UINT32_MAX);
 }
 
 sjk_status sjk_cache_seal_idle(sjk_cache *c, uint32_t seq)
 {
     if (!c || seq >= c->p.n_seqs) return SJK_ERR_PARAM;
-    return seal_layers(c, seq, 0, c->p.n_layers, 1);
+    return seal_layers(c, seq, 0, c->p.n_layers, 1, UINT32_MAX);
+}
+
+sjk_status sjk_cache_seal_to(sjk_cache *c, uint32_t seq, uint32_t pos)
+{
+    if (!c || seq >= c->p.n_seqs) return SJK_ERR_PARAM;
+    return seal_layers(c, seq, 0, c->p.n_layers, 0, pos);
 }
 
 /* ---- append -------------------------------------------------------------------- */
@@ -547,7 +559,7 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
          * size, try the seal again, and refuse the row rather than overwrite one that is
          * not sealed yet. */
         if (L->compressed && pos >= L->sink && pos - sl->b >= L->ring_cap) {
-            sjk_status st = seal_layers(c, seq, layer, layer + 1, 0);
+            sjk_status st = seal_layers(c, seq, layer, layer + 1, 0, UINT32_MAX);
             if (st != SJK_OK) return st;
             if (pos - sl->b >= L->ring_cap) return SJK_ERR_RANGE;
         }
@@ -587,7 +599,7 @@ sjk_status sjk_cache_append(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
         sl->n = pos + 1;
         if (L->compressed && sl->n > sl->b) {
             if (sl->n - sl->b >= sjk_seal_trigger(&L->cfg)) {
-                sjk_status st = seal_layers(c, seq, layer, layer + 1, 0);
+                sjk_status st = seal_layers(c, seq, layer, layer + 1, 0, UINT32_MAX);
                 if (st != SJK_OK) return st;
             }
         }
