@@ -361,7 +361,7 @@ static void gguf_meta_file(const char *path, const char *arch, uint32_t layers, 
     snprintf(key, sizeof key, "%s.context_length", arch);
     gw_kv_u32(&w, key, 32768);
     snprintf(key, sizeof key, "%s.embedding_length", arch);
-    gw_kv_u32(&w, key, 2048);
+    gw_kv_u32(&w, key, heads * 128u); /* a whole number of 128-wide heads */
     snprintf(key, sizeof key, "%s.attention.head_count", arch);
     gw_kv_u32(&w, key, heads);
     snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
