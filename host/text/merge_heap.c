@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "hcommon.h"
-#include "tokenizer_impl.h"
+#include "merge_heap.h"
 
 sjk_status sjkh_idvec_push(sjkh_idvec *iv, int32_t id)
 {

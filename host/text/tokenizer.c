@@ -15,8 +15,10 @@
 #include <string.h>
 
 #include "hcommon.h"
-#include "tokenizer_impl.h"
+#include "merge.h"
+#include "merge_heap.h"
 #include "unicode.h"
+#include "vocab.h"
 
 /* ---- create / free ------------------------------------------------------------------ */
 

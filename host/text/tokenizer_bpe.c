@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "hcommon.h"
-#include "tokenizer_impl.h"
+#include "merge.h"
 #include "unicode.h"
 
 /* ---- the byte mapping ----------------------------------------------------------------- */

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "hcommon.h"
-#include "tokenizer_impl.h"
+#include "merge.h"
 #include "unicode.h"
 
 typedef struct spm_sym {

@@ -1,9 +1,9 @@
 /* vocab.c — the tokenizer's two hash tables: the hashes tokenizer.c builds them with, and
  * the lookups of a token's id by text and of a merge's rank by its two halves
- * (tokenizer_impl.h describes the tables). */
+ * (vocab.h describes the tables). */
 #include <string.h>
 
-#include "tokenizer_impl.h"
+#include "vocab.h"
 
 /* ---- hash tables -------------------------------------------------------------------- */
 

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec/record.h"
+#include "codec/record_layout.h"
 
 #define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
 #define SJK_ATTN_MANY_MIN 16 /* rows per KV head from which attend.c uses chunk_f32_many */
@@ -36,7 +36,7 @@
 
 /* A record as the kernels read it: scales as fp32 (in the worker's scratch), codes either
  * unpacked to bytes (kc / vc) or, for 4-bit payloads, read in place from the record
- * (kc / vc NULL: kp / vp, record.h's nibble order).
+ * (kc / vc NULL: kp / vp, record_layout.h's nibble order).
  *
  * Trellis records (token axis, docs/FORMAT.md) are read in place too: kt and vt (both set
  * or both NULL; when set they take precedence over kc/kp/vc/vp) point at the K and V

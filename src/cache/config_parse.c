@@ -111,17 +111,10 @@ static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_
 static int parse_format(const char *s, uint8_t *out)
 {
     sjk_format f;
-    if (!strcmp(s, "tq6_0s") || !strcmp(s, "tq6_0_stage")) { *out = SJK_FMT_TQ6_0_STAGE; return 1; }
-    /* Name table lives with the formats; fall back to the names this file knows. */
-    static const struct { const char *n; sjk_format f; } known[] = {
-        {"f32", SJK_FMT_F32}, {"f16", SJK_FMT_F16}, {"bf16", SJK_FMT_BF16}, {"q8_0", SJK_FMT_Q8_0},
-        {"q5_1", SJK_FMT_Q5_1}, {"q5_0", SJK_FMT_Q5_0}, {"q4_1", SJK_FMT_Q4_1}, {"q4_0", SJK_FMT_Q4_0},
-        {"tq6_0", SJK_FMT_TQ6_0}, {"tq5_0", SJK_FMT_TQ5_0}, {"turbo4", SJK_FMT_TURBO4},
-        {"turbo3", SJK_FMT_TURBO3},
-    };
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (!strcmp(s, known[i].n)) { f = known[i].f; *out = (uint8_t)f; return 1; }
-    return 0;
+    if (!strcmp(s, "tq6_0s")) s = "tq6_0_stage"; /* the short spelling of the staging format */
+    if (sjk_format_from_name(s, &f) != SJK_OK) return 0; /* the one table: format_traits.c */
+    *out = (uint8_t)f;
+    return 1;
 }
 
 sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_config *out,

@@ -9,7 +9,7 @@
 #endif
 
 #include "codec/codec_kernels.h"
-#include "codec/record.h"
+#include "codec/record_layout.h"
 #include "common/cpu.h"
 
 static void col_sweep_ref(const float *M, size_t R, size_t C, const float *rs, float *sum, float *sq)

@@ -6,7 +6,7 @@
 #include <immintrin.h>
 
 #include "codec/codec_kernels.h"
-#include "codec/record.h"
+#include "codec/record_layout.h"
 
 static void col_sweep_avx2(const float *M, size_t R, size_t C, const float *rs, float *sum, float *sq)
 {

@@ -45,8 +45,9 @@ void sjk_decode_q4_1(float *dst, const void *src, size_t n);
 void sjk_encode_q4_0(void *dst, const float *src, size_t n);
 void sjk_decode_q4_0(float *dst, const void *src, size_t n);
 
-/* Scalar references (the table's entries for these may dispatch to SIMD; encoders give
- * identical bytes on every path). */
+/* f16, q8_0 and q4_0 above go through the dispatched kernels (format_kernels.c); these
+ * are their scalar references (format_ggml.c; encoders give identical bytes on every
+ * path). */
 void sjk_encode_f16_ref(void *dst, const float *src, size_t n);
 void sjk_encode_q8_0_ref(void *dst, const float *src, size_t n);
 void sjk_encode_q4_0_ref(void *dst, const float *src, size_t n);
@@ -71,7 +72,7 @@ void sjk_encode_turbo3(void *dst, const float *src, size_t n);
 void sjk_decode_turbo3(float *dst, const void *src, size_t n);
 void sjk_encode_tq6_0_stage(void *dst, const float *src, size_t n);
 void sjk_decode_tq6_0_stage(float *dst, const void *src, size_t n);
-void sjk_decode_tq6_0_stage_ref(float *dst, const void *src, size_t n);
+void sjk_decode_tq6_0_stage_ref(float *dst, const void *src, size_t n); /* format_turbo_blocks.c */
 
 /* The signed 128-point rotation of the TurboQuant formats (RHT, docs/BACKGROUND.md, "TurboQuant formats"):
  * forward y = D2 H D1 x / sqrt(128), inverse x = D1 H D2 y / sqrt(128), in place on one

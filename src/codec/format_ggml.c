@@ -37,7 +37,6 @@
 #include <string.h>
 
 #include "codec/format.h"
-#include "codec/format_kernels.h"
 #include "common/fp16.h"
 #include "common/util.h"
 
@@ -87,13 +86,11 @@ void sjk_encode_f16_ref(void *dst, const float *src, size_t n)
     uint8_t *y = dst;
     for (size_t i = 0; i < n; i++) sjk_wr_u16le(y + 2 * i, sjk_f32_to_fp16(src[i]));
 }
-void sjk_encode_f16(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_f16(dst, src, n); }
 void sjk_decode_f16_ref(float *dst, const void *src, size_t n)
 {
     const uint8_t *x = src;
     for (size_t i = 0; i < n; i++) dst[i] = sjk_fp16_to_f32(sjk_rd_u16le(x + 2 * i));
 }
-void sjk_decode_f16(float *dst, const void *src, size_t n) { sjk_fmt_kernels_get()->decode_f16(dst, src, n); }
 
 void sjk_encode_bf16(void *dst, const float *src, size_t n)
 {
@@ -130,8 +127,6 @@ static int q8_0_block(uint8_t *y, const float *x)
     return 1;
 }
 
-void sjk_encode_q8_0(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_q8_0(dst, src, n); }
-
 void sjk_encode_q8_0_ref(void *dst, const float *src, size_t n)
 {
     uint8_t *y = dst;
@@ -152,7 +147,6 @@ void sjk_decode_q8_0_ref(float *dst, const void *src, size_t n)
         for (int j = 0; j < SJK_QK; j++) dst[j] = (float)(int8_t)x[2 + j] * d;
     }
 }
-void sjk_decode_q8_0(float *dst, const void *src, size_t n) { sjk_fmt_kernels_get()->decode_q8_0(dst, src, n); }
 
 /* ---- q4_0 / q5_0: symmetric, signed max ---------------------------------------------- */
 
@@ -192,8 +186,6 @@ static int q4_0_block(uint8_t *y, const float *x)
     return 1;
 }
 
-void sjk_encode_q4_0(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_q4_0(dst, src, n); }
-
 void sjk_encode_q4_0_ref(void *dst, const float *src, size_t n)
 {
     uint8_t *y = dst;
@@ -217,7 +209,6 @@ void sjk_decode_q4_0_ref(float *dst, const void *src, size_t n)
         }
     }
 }
-void sjk_decode_q4_0(float *dst, const void *src, size_t n) { sjk_fmt_kernels_get()->decode_q4_0(dst, src, n); }
 
 static int q5_0_block(uint8_t *y, const float *x)
 {

@@ -1,5 +1,8 @@
-/* format_kernels.c — scalar references of the cache kernels (format_kernels.h) and the
- * one-time choice of the dispatched table. */
+/* format_kernels.c — scalar references of the cache kernels (format_kernels.h), the
+ * one-time choice of the dispatched table, and the format entry points that go through
+ * it (sjk_encode_f16, sjk_decode_q8_0, ...). Below it the scalar formats (format_ggml.c,
+ * format_turbo_blocks.c) and the SIMD tables (format_kernels_avx*.c); above it the
+ * TurboQuant encoders (format_turbo.c). */
 #include <pthread.h>
 #include <string.h>
 
@@ -213,3 +216,12 @@ const sjk_fmt_kernels *sjk_fmt_kernels_get(void)
 }
 
 const sjk_fmt_kernels *sjk_fmt_kernels_ref(void) { return &g_ref; }
+
+/* ---- the dispatched format entry points (format.h) ----------------------------------- */
+
+void sjk_encode_f16(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_f16(dst, src, n); }
+void sjk_decode_f16(float *dst, const void *src, size_t n) { sjk_fmt_kernels_get()->decode_f16(dst, src, n); }
+void sjk_encode_q8_0(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_q8_0(dst, src, n); }
+void sjk_decode_q8_0(float *dst, const void *src, size_t n) { sjk_fmt_kernels_get()->decode_q8_0(dst, src, n); }
+void sjk_encode_q4_0(void *dst, const float *src, size_t n) { sjk_fmt_kernels_get()->encode_q4_0(dst, src, n); }
+void sjk_decode_q4_0(float *dst, const void *src, size_t n) { sjk_fmt_kernels_get()->decode_q4_0(dst, src, n); }

@@ -31,13 +31,15 @@
  * copy with NaN -> 0 and values clamped to ±65504; a stored norm that would overflow
  * fp16 saturates at 65504. Encoding is identical on every dispatch path: the sums are
  * sequential scalar fp32, and the only SIMD step (the ladder, tq_codes128 in
- * format_kernels.h) is made of exact comparisons.
+ * format_kernels.h) is made of exact comparisons. The block layouts and their
+ * rotated-domain decode are format_turbo_blocks.c.
  */
 #include <math.h>
 #include <string.h>
 
 #include "codec/format.h"
 #include "codec/format_kernels.h"
+#include "codec/format_turbo_blocks.h"
 #include "common/fp16.h"
 #include "common/util.h"
 
@@ -48,15 +50,6 @@
 #define TQ SJK_TQ_BLOCK
 #define TQ_LIMIT 65504.0f
 
-typedef struct tq_type {
-    int bits;               /* code bits: 6, 5, 4, 3 */
-    const float *centroids; /* [1 << bits], ascending */
-    const float *midpoints; /* [(1 << bits) - 1] */
-    size_t nbytes;          /* block bytes */
-    void (*pack)(uint8_t *blk, const uint8_t *codes);
-    void (*unpack)(uint8_t *codes, const uint8_t *blk);
-} tq_type;
-
 /* ---- rotation ----------------------------------------------------------------------- */
 
 /* Both directions go through the dispatched kernel, which is bit-identical on every path
@@ -64,82 +57,9 @@ typedef struct tq_type {
 void sjk_rht128_forward(float *x) { sjk_fmt_kernels_get()->rht128(x, sjk_rht_signs1, sjk_rht_signs2); }
 void sjk_rht128_inverse(float *x) { sjk_fmt_kernels_get()->rht128(x, sjk_rht_signs2, sjk_rht_signs1); }
 
-/* ---- packing ------------------------------------------------------------------------ */
-
-static void pack_tq6(uint8_t *blk, const uint8_t *c)
-{
-    uint8_t *qs = blk + 2, *qh = blk + 66;
-    for (int k = 0; k < TQ / 2; k++) qs[k] = (uint8_t)((c[2 * k] & 0x0Fu) | ((c[2 * k + 1] & 0x0Fu) << 4));
-    for (int k = 0; k < TQ / 4; k++)
-        qh[k] = (uint8_t)((c[4 * k] >> 4) | ((c[4 * k + 1] >> 4) << 2) | ((c[4 * k + 2] >> 4) << 4) | ((c[4 * k + 3] >> 4) << 6));
-}
-static void unpack_tq6(uint8_t *c, const uint8_t *blk)
-{
-    const uint8_t *qs = blk + 2, *qh = blk + 66;
-    for (int j = 0; j < TQ; j++)
-        c[j] = (uint8_t)(((qs[j / 2] >> (4 * (j & 1))) & 0x0Fu) | (((qh[j / 4] >> (2 * (j & 3))) & 3u) << 4));
-}
-
-/* tq5_0 stores sign and magnitude: code >= 16 -> (0, code - 16), else (1, 15 - code). */
-static inline unsigned tq5_mag(unsigned c) { return c < 16 ? 15u - c : c - 16u; }
-
-static void pack_tq5(uint8_t *blk, const uint8_t *c)
-{
-    uint8_t *qs = blk + 2, *qh = blk + 66;
-    for (int k = 0; k < TQ / 2; k++) qs[k] = (uint8_t)(tq5_mag(c[2 * k]) | (tq5_mag(c[2 * k + 1]) << 4));
-    for (int k = 0; k < TQ / 8; k++) {
-        unsigned b = 0;
-        for (int i = 0; i < 8; i++) b |= (unsigned)(c[8 * k + i] < 16) << i;
-        qh[k] = (uint8_t)b;
-    }
-}
-static void unpack_tq5(uint8_t *c, const uint8_t *blk)
-{
-    const uint8_t *qs = blk + 2, *qh = blk + 66;
-    for (int j = 0; j < TQ; j++) {
-        const unsigned m = (qs[j / 2] >> (4 * (j & 1))) & 0x0Fu;
-        const unsigned neg = (qh[j / 8] >> (j & 7)) & 1u;
-        c[j] = (uint8_t)(neg ? 15u - m : 16u + m);
-    }
-}
-
-static void pack_turbo4(uint8_t *blk, const uint8_t *c)
-{
-    uint8_t *qs = blk + 2;
-    for (int k = 0; k < TQ / 2; k++) qs[k] = (uint8_t)(c[2 * k] | (c[2 * k + 1] << 4));
-}
-static void unpack_turbo4(uint8_t *c, const uint8_t *blk)
-{
-    const uint8_t *qs = blk + 2;
-    for (int j = 0; j < TQ; j++) c[j] = (uint8_t)((qs[j / 2] >> (4 * (j & 1))) & 0x0Fu);
-}
-
-static void pack_turbo3(uint8_t *blk, const uint8_t *c)
-{
-    uint8_t *qs = blk + 2, *sg = blk + 34;
-    for (int k = 0; k < TQ / 4; k++)
-        qs[k] = (uint8_t)((c[4 * k] & 3u) | ((c[4 * k + 1] & 3u) << 2) | ((c[4 * k + 2] & 3u) << 4) | ((c[4 * k + 3] & 3u) << 6));
-    for (int k = 0; k < TQ / 8; k++) {
-        unsigned b = 0;
-        for (int i = 0; i < 8; i++) b |= (unsigned)(c[8 * k + i] >> 2) << i;
-        sg[k] = (uint8_t)b;
-    }
-}
-static void unpack_turbo3(uint8_t *c, const uint8_t *blk)
-{
-    const uint8_t *qs = blk + 2, *sg = blk + 34;
-    for (int j = 0; j < TQ; j++)
-        c[j] = (uint8_t)(((qs[j / 4] >> (2 * (j & 3))) & 3u) | (((sg[j / 8] >> (j & 7)) & 1u) << 2));
-}
-
-static const tq_type T_TQ6 = { 6, sjk_tq6_centroids, sjk_tq6_midpoints, SJK_TQ6_0_NBYTES, pack_tq6, unpack_tq6 };
-static const tq_type T_TQ5 = { 5, sjk_tq5_centroids, sjk_tq5_midpoints, SJK_TQ5_0_NBYTES, pack_tq5, unpack_tq5 };
-static const tq_type T_TURBO4 = { 4, sjk_turbo4_centroids, sjk_turbo4_midpoints, SJK_TURBO4_NBYTES, pack_turbo4, unpack_turbo4 };
-static const tq_type T_TURBO3 = { 3, sjk_turbo3_centroids, sjk_turbo3_midpoints, SJK_TURBO3_NBYTES, pack_turbo3, unpack_turbo3 };
-
 /* ---- encode ------------------------------------------------------------------------- */
 
-static void encode_block(const tq_type *t, int rotate, uint8_t *blk, const float *x)
+static void encode_block(const sjk_tq_type *t, int rotate, uint8_t *blk, const float *x)
 {
     float u[TQ];
     uint8_t codes[TQ];
@@ -179,7 +99,7 @@ static void encode_block(const tq_type *t, int rotate, uint8_t *blk, const float
     t->pack(blk, codes);
 }
 
-static void encode_rows(const tq_type *t, int rotate, void *dst, const float *src, size_t n)
+static void encode_rows(const sjk_tq_type *t, int rotate, void *dst, const float *src, size_t n)
 {
     uint8_t *y = dst;
     for (size_t b = 0; b < n / TQ; b++, y += t->nbytes, src += TQ) encode_block(t, rotate, y, src);
@@ -187,28 +107,24 @@ static void encode_rows(const tq_type *t, int rotate, void *dst, const float *sr
 
 /* ---- decode ------------------------------------------------------------------------- */
 
-static void decode_rows(const tq_type *t, int unrotate, float *dst, const void *src, size_t n)
+static void decode_rows(const sjk_tq_type *t, int unrotate, float *dst, const void *src, size_t n)
 {
     const uint8_t *x = src;
-    uint8_t codes[TQ];
     for (size_t b = 0; b < n / TQ; b++, x += t->nbytes, dst += TQ) {
-        const float norm = sjk_fp16_to_f32(sjk_rd_u16le(x));
-        t->unpack(codes, x);
-        for (int i = 0; i < TQ; i++) dst[i] = t->centroids[codes[i]] * norm;
+        sjk_tq_decode_rotated(t, dst, x, TQ);
         if (unrotate) sjk_rht128_inverse(dst);
     }
 }
 
-void sjk_encode_tq6_0(void *dst, const float *src, size_t n) { encode_rows(&T_TQ6, 1, dst, src, n); }
-void sjk_decode_tq6_0(float *dst, const void *src, size_t n) { decode_rows(&T_TQ6, 1, dst, src, n); }
-void sjk_encode_tq5_0(void *dst, const float *src, size_t n) { encode_rows(&T_TQ5, 1, dst, src, n); }
-void sjk_decode_tq5_0(float *dst, const void *src, size_t n) { decode_rows(&T_TQ5, 1, dst, src, n); }
-void sjk_encode_turbo4(void *dst, const float *src, size_t n) { encode_rows(&T_TURBO4, 1, dst, src, n); }
-void sjk_decode_turbo4(float *dst, const void *src, size_t n) { decode_rows(&T_TURBO4, 1, dst, src, n); }
-void sjk_encode_turbo3(void *dst, const float *src, size_t n) { encode_rows(&T_TURBO3, 1, dst, src, n); }
-void sjk_decode_turbo3(float *dst, const void *src, size_t n) { decode_rows(&T_TURBO3, 1, dst, src, n); }
-void sjk_encode_tq6_0_stage(void *dst, const float *src, size_t n) { encode_rows(&T_TQ6, 0, dst, src, n); }
-void sjk_decode_tq6_0_stage_ref(float *dst, const void *src, size_t n) { decode_rows(&T_TQ6, 0, dst, src, n); }
+void sjk_encode_tq6_0(void *dst, const float *src, size_t n) { encode_rows(&sjk_tq_tq6, 1, dst, src, n); }
+void sjk_decode_tq6_0(float *dst, const void *src, size_t n) { decode_rows(&sjk_tq_tq6, 1, dst, src, n); }
+void sjk_encode_tq5_0(void *dst, const float *src, size_t n) { encode_rows(&sjk_tq_tq5, 1, dst, src, n); }
+void sjk_decode_tq5_0(float *dst, const void *src, size_t n) { decode_rows(&sjk_tq_tq5, 1, dst, src, n); }
+void sjk_encode_turbo4(void *dst, const float *src, size_t n) { encode_rows(&sjk_tq_turbo4, 1, dst, src, n); }
+void sjk_decode_turbo4(float *dst, const void *src, size_t n) { decode_rows(&sjk_tq_turbo4, 1, dst, src, n); }
+void sjk_encode_turbo3(void *dst, const float *src, size_t n) { encode_rows(&sjk_tq_turbo3, 1, dst, src, n); }
+void sjk_decode_turbo3(float *dst, const void *src, size_t n) { decode_rows(&sjk_tq_turbo3, 1, dst, src, n); }
+void sjk_encode_tq6_0_stage(void *dst, const float *src, size_t n) { encode_rows(&sjk_tq_tq6, 0, dst, src, n); }
 void sjk_decode_tq6_0_stage(float *dst, const void *src, size_t n)
 {
     sjk_fmt_kernels_get()->decode_tq6_0_stage(dst, src, n);
@@ -219,9 +135,9 @@ void sjk_turbo_decode_rotated(sjk_format f, float *dst, const void *src, size_t 
     switch (f) {
     case SJK_FMT_TQ6_0:
     case SJK_FMT_TQ6_0_STAGE: sjk_decode_tq6_0_stage(dst, src, n); break;
-    case SJK_FMT_TQ5_0: decode_rows(&T_TQ5, 0, dst, src, n); break;
-    case SJK_FMT_TURBO4: decode_rows(&T_TURBO4, 0, dst, src, n); break;
-    case SJK_FMT_TURBO3: decode_rows(&T_TURBO3, 0, dst, src, n); break;
+    case SJK_FMT_TQ5_0: decode_rows(&sjk_tq_tq5, 0, dst, src, n); break;
+    case SJK_FMT_TURBO4: decode_rows(&sjk_tq_turbo4, 0, dst, src, n); break;
+    case SJK_FMT_TURBO3: decode_rows(&sjk_tq_turbo3, 0, dst, src, n); break;
     default: break;
     }
 }

@@ -1,5 +1,5 @@
 /* record.c — sealing (encode) and decoding of one record: K and V of one 128-token group
- * of one KV head (docs/DESIGN.md §2.3, record format v1 in docs/FORMAT.md, layout in record.h).
+ * of one KV head (docs/DESIGN.md §2.3, record format v1 in docs/FORMAT.md, layout in record_layout.h).
  *
  * The seal, for each of the two tiles (K as [D channels][G tokens], V as [G tokens][D
  * channels], "rows" = the axis quantized as one group):
@@ -127,13 +127,27 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     return SJK_OK;
 }
 
+sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                const float *k, const float *v, void *scratch,
+                                size_t scratch_nbytes, const sjk_codec_kernels *kern)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
+    if (p->body == SJK_BODY_SCALAR)
+        return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL, NULL, kern);
+    /* a trellis body (trellis_record.c), its scratch after our own */
+    if (!scratch) return SJK_ERR_PARAM;
+    size_t need = sjk_record_scratch_nbytes(p), extra = sjk_trellis_record_scratch_nbytes(p);
+    if (scratch_nbytes < need || need < extra) return SJK_ERR_BUFFER;
+    sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra,
+                              (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
+    return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
+                                  sjk_trellis_quantize_tile, &ts, kern);
+}
+
 sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
                              const float *k, const float *v, void *scratch, size_t scratch_nbytes)
 {
-    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
-    if (p->body != SJK_BODY_SCALAR) /* trellis_record.c, in the scratch after our own */
-        return sjk_trellis_record_encode(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL);
-    return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL, NULL, NULL);
+    return sjk_record_encode_on(p, dst, dst_cap, k, v, scratch, scratch_nbytes, NULL);
 }
 
 /* ---- decode ------------------------------------------------------------------------ */

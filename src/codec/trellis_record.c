@@ -1,7 +1,7 @@
 /* trellis_record.c — the trellis record bodies: glue between the seal in record.c (which
  * sanitizes and balances the two tiles) and the tile layer of trellis.c.
  *
- * Same record, same scale fields as the scalar body (record.h); only the payloads differ
+ * Same record, same scale fields as the scalar body (record_layout.h); only the payloads differ
  * (normative order: docs/FORMAT.md, "Trellis record body"):
  *
  *   SJK_BODY_TRELLIS (token axis, default): each payload holds D sequences, one per
@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "codec/record.h"
+#include "codec/record_layout.h"
 #include "codec/trellis.h"
 #include "codec/trellis_record.h"
 
@@ -100,20 +100,6 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
         lo[r] = z[r] * tile->inv_row[r];
     }
     return SJK_OK;
-}
-
-sjk_status sjk_trellis_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
-                                     const float *k, const float *v, void *scratch,
-                                     size_t scratch_nbytes, const sjk_codec_kernels *kern)
-{
-    if (sjk_record_params_validate(p, NULL) != SJK_OK || p->body == SJK_BODY_SCALAR || !scratch)
-        return SJK_ERR_PARAM;
-    size_t need = sjk_record_scratch_nbytes(p), extra = sjk_trellis_record_scratch_nbytes(p);
-    if (scratch_nbytes < need || need < extra) return SJK_ERR_BUFFER;
-    sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra,
-                              (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
-    return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
-                                  sjk_trellis_quantize_tile, &ts, kern);
 }
 
 sjk_status sjk_trellis_record_decode(const sjk_record_params *p, float *k, float *v,

@@ -1,5 +1,6 @@
 /* trellis_record.h — the trellis record body (SJK_BODY_TRELLIS), plugged into the seal of
- * record.c through its tile-quantizer hook. Payload order: trellis_record.c and
+ * record.c through its tile-quantizer hook (record_body.h); record.c calls it, never the
+ * reverse. Payload order: trellis_record.c and
  * docs/FORMAT.md. */
 #ifndef SJK_TRELLIS_RECORD_H
 #define SJK_TRELLIS_RECORD_H
@@ -7,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec/record.h"
+#include "codec/record_body.h"
 #include "sjkvarn.h"
 
 /* Scratch bytes the trellis quantizer needs, on top of record.c's own. */
@@ -20,13 +21,6 @@ typedef struct sjk_trellis_scratch {
     size_t nbytes;
     uint8_t axis;  /* sjk_trellis_axis: SJK_BODY_TRELLIS = token, _CHANNEL = channel */
 } sjk_trellis_scratch;
-
-/* sjk_record_encode for the trellis bodies: sjk_record_encode_body with the trellis
- * quantizer, its scratch taken from the end of `scratch` (sjk_record_scratch_nbytes(p)
- * bytes in all). kern: NULL = the dispatched balancing/kernel path. */
-sjk_status sjk_trellis_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
-                                     const float *k, const float *v, void *scratch,
-                                     size_t scratch_nbytes, const sjk_codec_kernels *kern);
 
 /* The trellis body as an sjk_tile_quantizer: codes a whole balanced tile (sequences along
  * the token axis), writes its payload and returns each row's map in balanced-row units

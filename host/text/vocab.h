@@ -1,5 +1,6 @@
-/* tokenizer_impl.h — what tokenizer.c, tokenizer_spm.c and tokenizer_bpe.c share; the
- * shared pieces live in vocab.c (hash tables) and merge_heap.c (id vector, bigram heap).
+/* vocab.h — a tokenizer's vocabulary: its tables, the hashes they are keyed by and the
+ * lookups of a token by text and a merge by its halves (vocab.c). tokenizer.c builds the
+ * tables; the merge algorithms (tokenizer_spm.c, tokenizer_bpe.c) only search them.
  *
  * Memory of a tokenizer (all owned, allocated once at create):
  *
@@ -13,8 +14,8 @@
  *   merge_hash [merge_hash_mask + 1] i32  merge ranks keyed by (left, right) text
  *   special  [n_special] i32  CONTROL/USER_DEFINED/UNKNOWN ids, longest text first
  */
-#ifndef SJKH_TOKENIZER_IMPL_H
-#define SJKH_TOKENIZER_IMPL_H
+#ifndef SJKH_VOCAB_H
+#define SJKH_VOCAB_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -51,14 +52,6 @@ struct sjkh_tokenizer {
     sjkh_chat_style chat_style;
     char *chat_default_system; /* ChatML default system text, NUL-terminated, or NULL */
 };
-
-/* A growable id vector for one encode call. */
-typedef struct sjkh_idvec {
-    int32_t *v;
-    size_t n, cap;
-} sjkh_idvec;
-
-sjk_status sjkh_idvec_push(sjkh_idvec *iv, int32_t id);
 
 static inline const char *sjkh_tok_text(const sjkh_tokenizer *t, int32_t id)
 {
@@ -97,36 +90,5 @@ int32_t sjkh_tok_lookup(const sjkh_tokenizer *t, const char *s, size_t n);
 /* Rank of the merge (left, right), or -1. */
 int32_t sjkh_merge_rank(const sjkh_tokenizer *t, const char *l, size_t ln, const char *r,
                         size_t rn);
-
-/* One candidate merge of two adjacent symbols, and a binary min-heap of them shared by
- * both tokenizers. The heap pops the lowest key first, ties to the lower left index:
- * SentencePiece pushes key = -score (best score first), BPE key = merge rank. */
-typedef struct sjkh_bigram {
-    double key;
-    int32_t left, right;
-    uint32_t size; /* bytes of left + right when pushed */
-} sjkh_bigram;
-
-typedef struct sjkh_bigram_heap {
-    sjkh_bigram *v;
-    size_t n, cap;
-} sjkh_bigram_heap;
-
-/* Pushes b (grows the heap; SJK_ERR_NOMEM leaves it unchanged). */
-sjk_status sjkh_bigram_heap_push(sjkh_bigram_heap *h, sjkh_bigram b);
-/* Pops the first bigram; the heap must not be empty. */
-sjkh_bigram sjkh_bigram_heap_pop(sjkh_bigram_heap *h);
-
-/* Tokenize one raw fragment (no special tokens inside), appending to out. */
-sjk_status sjkh_spm_encode_fragment(const sjkh_tokenizer *t, const char *text, size_t n,
-                                    int prefix_space, sjkh_idvec *out);
-sjk_status sjkh_bpe_encode_fragment(const sjkh_tokenizer *t, const char *text, size_t n,
-                                    sjkh_idvec *out);
-
-/* The GPT-2 byte <-> code point mapping (bytes 0x21-0x7E, 0xA1-0xAC, 0xAE-0xFF map to
- * themselves; the other 68 to U+0100.. in byte order). */
-uint32_t sjkh_bpe_byte_to_cp(uint8_t b);
-/* Inverse: the byte, or -1 for a code point outside the mapping. */
-int sjkh_bpe_cp_to_byte(uint32_t cp);
 
 #endif
