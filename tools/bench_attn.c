@@ -234,8 +234,8 @@ int sjk_bench_attn(int argc, char **argv)
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_opt = argv[++i];
         else if (!strcmp(argv[i], "--no-peer")) no_peer = 1;
         else {
-            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--ctx N] [--kv NAME] [--geometry gemma3|qwen|smollm2]\n"
-                            "                          [--rounds] [--peer PATH | --no-peer]\n"
+            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--ctx N] [--kv NAME] [--geometry gemma3|qwen|smollm2] [--rounds]\n"
+                            "                          [--peer PATH | --no-peer]\n"
                             "  decode and prefill attention per configuration, context and thread count\n"
                             "  --quick: contexts 4K and 16K only\n"
                             "  --ctx N: that one context only (128..131072; a smoke test uses a small one)\n"
