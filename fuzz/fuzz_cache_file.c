@@ -2,13 +2,17 @@
  * restoring into a small cache (D = 64, an sj layer with a short tail and a q8_0 layer,
  * one sequence). A restore that succeeds must leave a cache that passes sjk_cache_check
  * and can be attended; one that fails must leave the cache as it was (checked by its
- * length). The seed corpus is made by `fuzz/make_seeds.sh` from the same cache shape. */
+ * length). Every input also goes through the readers of `sjkvarn inspect`:
+ * sjk_cache_file_inspect (which must accept every file the restore accepts: it checks a
+ * subset) and sjkh_session_file_inspect. The seed corpus is made by `fuzz/make_seeds.sh`
+ * from the same cache shape. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/crc32c.h"
 #include "common/util.h"
+#include "sjkhost.h"
 #include "sjkvarn.h"
 
 #ifndef FUZZ_NAME
@@ -61,8 +65,15 @@ static void try_restore(sjk_cache *c, const uint8_t *data, size_t size)
 {
     char err[256];
     uint32_t n_before, n_after;
+    sjk_cache_file_info info;
+    sjk_layer_config lay[4];
+    uint32_t states[8];
+    const sjk_status ist = sjk_cache_file_inspect(data, size, &info, lay, 4, states, 8, err, sizeof err);
+    sjkh_session_file_info sinfo;
+    sjkh_session_file_inspect(data, size, &sinfo, err, sizeof err);
     sjk_cache_length(c, 0, 0, &n_before, NULL);
     sjk_status st = sjk_cache_restore_memory(c, data, size, NULL, err, sizeof err);
+    if (st == SJK_OK && ist != SJK_OK) abort(); /* inspect refused a file the restore took */
     if (st == SJK_OK) {
         if (sjk_cache_check(c, NULL, 0) != SJK_OK) abort();
         uint32_t n;

@@ -456,7 +456,7 @@ sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
 sjk_status sjk_cache_check(const sjk_cache *c, char *msg, size_t msg_cap);
 
 /* ------------------------------------------------------------------------------------
- * Cache files: save and restore (docs/FORMAT.md "## Cache files", version 1)
+ * Cache files: save and restore (docs/FORMAT.md "## Cache files", version 2)
  *
  * A cache file holds everything a cache holds now: every live region of every sequence
  * and layer (sink rows, sealed records, staged ring rows, uniform rows; only the
@@ -517,6 +517,37 @@ sjk_status sjk_cache_restore_memory(sjk_cache *c, const void *src, size_t src_nb
 sjk_status sjk_cache_check_memory(const sjk_cache *c, const void *src, size_t src_nbytes,
                                   const uint8_t *fingerprint, uint32_t *lengths, char *err,
                                   size_t err_cap);
+
+/* What a cache file says about itself, read without a cache (sjk_cache_file_inspect). */
+typedef struct sjk_cache_file_info {
+    uint32_t file_version;      /* header: cache file format version */
+    uint32_t record_version;    /* header: record format version */
+    uint32_t writer_version;    /* library that wrote it: major<<16 | minor<<8 | patch */
+    uint32_t n_layers, n_kv_heads, n_q_heads, head_dim, max_pos, n_seqs;
+    uint64_t file_nbytes;       /* what the header says (the real size is src_nbytes) */
+    uint8_t fingerprint[SJK_FINGERPRINT_NBYTES];
+    uint32_t n_sections;        /* sections the header announces: 2 + n_seqs * n_layers */
+    uint32_t n_sections_ok;     /* sections read whose CRC-32C matched */
+    uint32_t n_sections_bad;    /* sections read whose CRC-32C did not match */
+} sjk_cache_file_info;
+
+/* Reads a cache file from memory without a cache: the header (magic, CRC, versions,
+ * geometry, fingerprint), then every section in order, checking its tag, index, size
+ * against the file and its CRC-32C. A section whose CRC does not match is counted and the
+ * walk goes on; a structural fault (truncation, a wrong tag, a size beyond the file,
+ * trailing bytes) ends it. layers[0 .. min(n_layers, layers_cap)) receive the CONF
+ * section's layer configurations and states[2 * i], states[2 * i + 1] for
+ * i = seq * n_layers + layer < states_cap / 2 the STAT section's length N and body end B
+ * (either array may be NULL). Values are reported as stored: this checks the file's
+ * integrity, not that its contents make a valid cache (DATA sizes against (N, B), the
+ * cache invariants, record scales); sjk_cache_restore into a cache created with these
+ * parameters checks all of that. *info is filled as far as the file could be read, also
+ * on error. SJK_OK when every check passed; SJK_ERR_FORMAT (not a cache file, a version
+ * this build does not read), SJK_ERR_CORRUPT (a bad CRC, truncation or structure),
+ * SJK_ERR_PARAM; err names the first problem. Never allocates; thread-safe. */
+sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_file_info *info,
+                                  sjk_layer_config *layers, size_t layers_cap, uint32_t *states,
+                                  size_t states_cap, char *err, size_t err_cap);
 
 /* What cache files are made with, for a host whose own files are made the same way
  * (libsjkhost's models and session files). Thread-safe; none of them allocates.

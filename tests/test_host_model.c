@@ -566,6 +566,69 @@ TEST(test_nonfinite_weight_is_an_error_naming_the_layer)
     synth_free(&s);
 }
 
+/* Issue 18: in a batched decode step (the server's sessions sharing one pass), a row that
+ * goes non-finite fails alone: the others advance with the logits they would have had on
+ * their own, and the failed session refuses feeds until it is reset. A NaN in one token's
+ * embedding row (with an untied output projection) makes exactly the row that feeds that
+ * token go bad. */
+TEST(test_decode_batch_bad_row_fails_alone)
+{
+    synth s;
+    synth_init(&s, 0);
+    char path[] = "/tmp/sjk_test_batchnan_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    add_tensor(&s, "output.weight", s.n_embd, s.n_vocab, 0.5f, 0); /* untied: the NaN row is not a logit */
+    tdesc *emb = find_t(&s, "token_embd.weight");
+    const int32_t BAD = 7;
+    if (emb) emb->data[(size_t)BAD * s.n_embd + 2] = NAN;
+    synth_write(&s, path, NULL, NULL, NULL);
+    sjkh_model *m = NULL;
+    char err[512] = "";
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK, "%s", err);
+    sjkh_session_params sp = sjkh_session_params_default();
+    sp.n_ctx = 32;
+    sp.n_batch = 8;
+    sp.kv = "host-f16";
+    sjkh_session *b[3] = {NULL, NULL, NULL}, *one[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3 && m; i++) {
+        CHECK(sjkh_session_create(m, &sp, &b[i], err, sizeof err) == SJK_OK);
+        CHECK(sjkh_session_create(m, &sp, &one[i], err, sizeof err) == SJK_OK);
+    }
+    if (b[0] && b[1] && b[2] && one[0] && one[1] && one[2]) {
+        const size_t V = s.n_vocab;
+        float lb[3 * 64], l1[64];
+        CHECK(V <= 64);
+        for (int i = 0; i < 3; i++) {
+            int32_t ids[2] = {1 + i, 2 + i};
+            CHECK(sjkh_session_feed(b[i], ids, 2, l1, 0, err, sizeof err) == SJK_OK);
+            CHECK(sjkh_session_feed(one[i], ids, 2, l1, 0, err, sizeof err) == SJK_OK);
+        }
+        int32_t next[3] = {3, BAD, 4};
+        sjk_status st[3];
+        CHECKF(sjkh_session_decode_batch(b, 3, next, lb, st, err, sizeof err) == SJK_OK, "%s", err);
+        CHECK(st[0] == SJK_OK && st[1] == SJK_ERR_CORRUPT && st[2] == SJK_OK);
+        for (int i = 0; i < 3; i += 2) {
+            CHECK(sjkh_session_feed(one[i], &next[i], 1, l1, 0, err, sizeof err) == SJK_OK);
+            CHECK(memcmp(lb + (size_t)i * V, l1, V * sizeof(float)) == 0);
+            CHECK(sjkh_session_n_past(b[i]) == 3);
+        }
+        int32_t t = 5;
+        CHECK(sjkh_session_feed(b[1], &t, 1, l1, 0, err, sizeof err) != SJK_OK); /* refused until reset */
+        CHECK(sjkh_session_decode_batch(b, 3, next, lb, st, err, sizeof err) != SJK_OK);
+        CHECK(sjkh_session_reset(b[1]) == SJK_OK);
+        CHECK(sjkh_session_feed(b[1], &t, 1, l1, 0, err, sizeof err) == SJK_OK);
+    }
+    for (int i = 0; i < 3; i++) {
+        sjkh_session_free(b[i]);
+        sjkh_session_free(one[i]);
+    }
+    sjkh_model_free(m);
+    unlink(path);
+    synth_free(&s);
+}
+
 /* Issue 21: a tokenizer with more tokens than the embedding has rows was caught only when
  * a prompt id went past the table, after `run` had printed the prompt. Load refuses it. */
 TEST(test_vocabulary_larger_than_embedding_refused_at_load)
@@ -694,6 +757,7 @@ int main(void)
     RUN(test_qwen2_bad_inputs_name_the_tensor_or_key);
     RUN(test_model_bad_inputs);
     RUN(test_nonfinite_weight_is_an_error_naming_the_layer);
+    RUN(test_decode_batch_bad_row_fails_alone);
     RUN(test_vocabulary_larger_than_embedding_refused_at_load);
     RUN(test_sampler);
     RUN(test_real_smollm2);

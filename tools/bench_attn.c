@@ -120,16 +120,26 @@ int sjk_bench_attn(int argc, char **argv)
     int json = 0, quick = 0;
     const char *only_kv = NULL, *only_geom = NULL;
     int show_rounds = 0;
+    long one_ctx = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
+            char *end;
+            one_ctx = strtol(argv[++i], &end, 10);
+            if (*end || one_ctx < 128 || one_ctx > 131072) {
+                fprintf(stderr, "bench attn: --ctx %s: expected a context of 128..131072 positions\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--kv") && i + 1 < argc) only_kv = argv[++i];
         else if (!strcmp(argv[i], "--geometry") && i + 1 < argc) only_geom = argv[++i];
         else if (!strcmp(argv[i], "--rounds")) show_rounds = 1;
         else {
-            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--kv NAME] [--geometry gemma3|smollm2] [--rounds]\n"
+            fprintf(stderr, "usage: sjkvarn bench attn [--json] [--quick] [--ctx N] [--kv NAME] [--geometry gemma3|smollm2] [--rounds]\n"
                             "  decode and prefill attention per configuration, context and thread count\n"
                             "  --quick: contexts 4K and 16K only\n"
+                            "  --ctx N: that one context only (128..131072; a smoke test uses a small one)\n"
                             "  --kv NAME: only f16 (the baseline) and NAME, one of the configurations below\n"
                             "  --geometry: only that geometry\n"
                             "  --rounds: print every round's decode time to stderr\n"
@@ -142,8 +152,9 @@ int sjk_bench_attn(int argc, char **argv)
     enum { NCFG = 6, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
     _Static_assert(ROUNDS <= 16 && ROUNDS_PREFILL <= ROUNDS, "median() sorts at most 16 values");
     const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
-    const uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
-    const int n_ctx = quick ? 2 : NCTX;
+    uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
+    int n_ctx = quick ? 2 : NCTX;
+    if (one_ctx) ctxs[0] = (uint32_t)one_ctx, n_ctx = 1;
     if (only_kv) {
         int found = 0;
         for (int ci = 0; ci < NCFG; ci++) found |= !strcmp(cfgs[ci], only_kv);

@@ -112,7 +112,11 @@ static int bench_formats(const opts *o, const char *data, const float *k, const 
     float *yk = malloc(nval * sizeof *yk), *yv = malloc(nval * sizeof *yv);
     float *rk = malloc(nval * sizeof *rk), *rv = malloc(nval * sizeof *rv);
     uint8_t *buf = malloc(2 * nval * 4 + 64);
-    if (!yk || !yv || !rk || !rv || !buf) return 1;
+    if (!yk || !yv || !rk || !rv || !buf) {
+        fprintf(stderr, "bench codec: out of memory\n");
+        free(yk), free(yv), free(rk), free(rv), free(buf);
+        return 1;
+    }
     for (unsigned f = 0; f < SJK_FMT_COUNT; f++) {
         const sjk_format_info *fi = sjk_format_get((sjk_format)f);
         if (!fi || !fi->encode || !fi->decode || D % fi->block_values) continue;
@@ -190,11 +194,26 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
     sjk_record_params p0 = sjk_record_params_default();
     p0.head_dim = (uint32_t)D;
     p0.bits_k = p0.bits_v = 4;
-    sjk_record_params pt = p0;
-    pt.body = SJK_BODY_TRELLIS; /* the trellis body needs the most scratch */
-    const size_t rec_max = sjk_record_nbytes(&p0), scr_n = sjk_record_scratch_nbytes(&pt);
+    /* Record and scratch sizes differ per body and bit width (the channel-axis trellis
+     * needs more scratch than the token-axis one): size both for the largest case the
+     * loop below visits. */
+    size_t rec_max = 0, scr_n = 0;
+    for (size_t bo = 0; bo < n_bodies; bo++)
+        for (size_t c = 0; c < n_combos; c++) {
+            sjk_record_params p = p0;
+            p.bits_k = (uint8_t)combos_full[c][0];
+            p.bits_v = (uint8_t)combos_full[c][1];
+            p.body = (uint8_t)bodies[bo].b;
+            size_t rn = sjk_record_nbytes(&p), sn = sjk_record_scratch_nbytes(&p);
+            if (rn > rec_max) rec_max = rn;
+            if (sn > scr_n) scr_n = sn;
+        }
     uint8_t *recs = malloc(NG * rec_max), *scr = malloc(scr_n);
-    if (!rk || !rv || !yk || !yv || !sk || !sv || !recs || !scr) return 1;
+    int rc = 1;
+    if (!rk || !rv || !yk || !yv || !sk || !sv || !recs || !scr) {
+        fprintf(stderr, "bench codec: out of memory\n");
+        goto done;
+    }
     memcpy(rk, k, nval * sizeof *rk);
     memcpy(rv, v, nval * sizeof *rv);
     rotate_rows(rk, NG * G, D);
@@ -212,8 +231,9 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
                 sjk_status st = sjk_record_encode(&p, recs, rn, rk, rv, scr, scr_n);
                 if (st == SJK_ERR_UNSUPPORTED) continue; /* a body this build lacks */
                 if (st != SJK_OK) {
-                    fprintf(stderr, "bench codec: encode failed: %s\n", sjk_status_str(st));
-                    return 1;
+                    fprintf(stderr, "bench codec: encode of sj%u/%u%s failed: %s\n", p.bits_k, p.bits_v,
+                            bodies[bo].suffix, sjk_status_str(st));
+                    goto done;
                 }
                 double te, td, ts;
                 TIME_BEST(o, te, {
@@ -237,7 +257,7 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
                 });
                 if (st != SJK_OK) {
                     fprintf(stderr, "bench codec: decode failed\n");
-                    return 1;
+                    goto done;
                 }
                 rotate_rows(yk, NG * G, D);
                 rotate_rows(yv, NG * G, D);
@@ -260,8 +280,10 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
                 print_row(o, &r, *first);
                 *first = 0;
             }
+    rc = 0;
+done:
     free(rk), free(rv), free(yk), free(yv), free(sk), free(sv), free(recs), free(scr);
-    return 0;
+    return rc;
 }
 
 static void usage(FILE *f)

@@ -14,6 +14,7 @@ typedef struct sjk_cli_cmd {
 
 int sjk_cmd_bench(int argc, char **argv);
 int sjk_cmd_eval(int argc, char **argv);
+int sjk_cmd_inspect(int argc, char **argv);
 int sjk_cmd_plan(int argc, char **argv);
 int sjk_cmd_run(int argc, char **argv);
 int sjk_cmd_serve(int argc, char **argv);

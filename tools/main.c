@@ -6,10 +6,11 @@
 #include "sjkvarn.h"
 
 static const sjk_cli_cmd commands[] = {
-    {"bench", "benchmarks: `bench codec` (formats and record bodies)", sjk_cmd_bench},
+    {"bench", "benchmarks: codec, attn, trellis, balance, run (`sjkvarn bench --help`)", sjk_cmd_bench},
     {"run", "generate text with a GGUF model through a chosen KV cache", sjk_cmd_run},
     {"eval", "the KL study: caches vs an fp16 reference on real texts", sjk_cmd_eval},
     {"plan", "KV memory per cache configuration, budgets and the auto tier", sjk_cmd_plan},
+    {"inspect", "what a GGUF, session or cache file is and whether it is intact", sjk_cmd_inspect},
     {"serve", "an OpenAI-compatible HTTP server: sessions, streaming, batched decode", sjk_cmd_serve},
     {"train-codebook", "train the trellis codebooks (writes src/codec/trellis_codebooks.c)", sjk_cmd_train},
 };

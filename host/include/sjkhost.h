@@ -487,6 +487,31 @@ sjk_status sjkh_session_save_check(const char *path, char *err, size_t err_cap);
  * and sampled tensor data; not cryptographic). */
 void sjkh_model_fingerprint(const sjkh_model *m, uint8_t out[SJK_FINGERPRINT_NBYTES]);
 
+/* What a session file's host container says (sjkh_session_file_inspect). */
+typedef struct sjkh_session_file_info {
+    uint32_t version;          /* 1 or 2 (docs/FORMAT.md "Session files") */
+    uint32_t n_past, n_layers, n_ctx, n_batch;
+    uint32_t window_type;      /* sjkh_window_type (0 in version 1) */
+    int32_t pending_token;     /* -1: none */
+    uint8_t fingerprint[SJK_FINGERPRINT_NBYTES];
+    char kv[128];              /* the KV configuration string (NUL-terminated) */
+    uint64_t host_nbytes;      /* host section, its CRC included */
+    uint64_t cache_offset;     /* where the cache part (a cache file) starts */
+    uint64_t cache_nbytes;     /* its bytes (0: no libsjkvarn cache) */
+    int header_ok;             /* 1: the header's CRC-32C matched */
+    int host_ok;               /* 1: the host section's CRC-32C matched */
+} sjkh_session_file_info;
+
+/* Reads a session file from memory without a model: magic, version, header CRC, the
+ * sizes of the two parts against the file, the host section's CRC. The cache part is
+ * left to sjk_cache_file_inspect (data + cache_offset, cache_nbytes bytes); the layout
+ * of the host section depends on the model, so only sjkh_session_load checks it row by
+ * row. *info is filled as far as the file could be read, also on error. SJK_OK when
+ * every check passed; SJK_ERR_FORMAT (not a session file, another version),
+ * SJK_ERR_CORRUPT (checksum, truncation, sizes); err says what. Never allocates. */
+sjk_status sjkh_session_file_inspect(const void *data, size_t nbytes, sjkh_session_file_info *info,
+                                     char *err, size_t err_cap);
+
 typedef struct sjkh_kv_report {
     size_t total_nbytes;     /* every cache the session holds (growing + window layers) */
     size_t growing_nbytes;   /* the configured cache of the growing layers */

@@ -389,3 +389,60 @@ out:
     free(f);
     return st;
 }
+
+sjk_status sjkh_session_file_inspect(const void *data, size_t n, sjkh_session_file_info *info, char *err,
+                                     size_t err_cap)
+{
+    if (err && err_cap) err[0] = 0;
+    if (!info || (!data && n)) return SJK_ERR_PARAM;
+    memset(info, 0, sizeof *info);
+    info->pending_token = -1;
+    const uint8_t *f = data;
+    if (n < 8 || memcmp(f, k_sess_magic, 8)) {
+        serr(err, err_cap, "not a sjkvarn session file");
+        return SJK_ERR_FORMAT;
+    }
+    if (n < SESS_HDR_NBYTES) {
+        serr(err, err_cap, "truncated header (%zu bytes)", n);
+        return SJK_ERR_CORRUPT;
+    }
+    info->version = sjkh_rd_u32le(f + 8);
+    info->n_past = sjkh_rd_u32le(f + 16);
+    info->n_layers = sjkh_rd_u32le(f + 20);
+    info->n_ctx = sjkh_rd_u32le(f + 24);
+    info->n_batch = sjkh_rd_u32le(f + 28);
+    info->pending_token = (int32_t)sjkh_rd_u32le(f + 32);
+    info->window_type = info->version == 1 ? SJKH_WINDOW_F16 : sjkh_rd_u32le(f + 36);
+    info->host_nbytes = sjkh_rd_u32le(f + 40) | (uint64_t)sjkh_rd_u32le(f + 44) << 32;
+    info->cache_nbytes = sjkh_rd_u32le(f + 48) | (uint64_t)sjkh_rd_u32le(f + 52) << 32;
+    memcpy(info->fingerprint, f + 56, SJK_FINGERPRINT_NBYTES);
+    memcpy(info->kv, f + 88, sizeof info->kv - 1);
+    info->kv[sizeof info->kv - 1] = 0;
+    info->header_ok = sjkh_rd_u32le(f + 252) == sjk_crc32c(0, f, 252);
+    if (!info->header_ok) {
+        serr(err, err_cap, "header checksum mismatch");
+        return SJK_ERR_CORRUPT;
+    }
+    if (info->version != 1 && info->version != SESS_VERSION) {
+        serr(err, err_cap, "session file version %u; this build reads 1 and %u", info->version, SESS_VERSION);
+        return SJK_ERR_FORMAT;
+    }
+    if (!memchr(f + 88, 0, KVSTR_NBYTES)) {
+        serr(err, err_cap, "the KV configuration string is not terminated");
+        return SJK_ERR_CORRUPT;
+    }
+    const uint64_t rest = n - SESS_HDR_NBYTES;
+    if (info->host_nbytes < 4 || info->host_nbytes > rest || info->cache_nbytes != rest - info->host_nbytes) {
+        serr(err, err_cap, "sizes do not add up: host %llu + cache %llu bytes after the header, the file has %llu",
+             (unsigned long long)info->host_nbytes, (unsigned long long)info->cache_nbytes, (unsigned long long)rest);
+        return SJK_ERR_CORRUPT;
+    }
+    info->cache_offset = SESS_HDR_NBYTES + info->host_nbytes;
+    const uint8_t *hs = f + SESS_HDR_NBYTES;
+    info->host_ok = sjkh_rd_u32le(hs + info->host_nbytes - 4) == sjk_crc32c(0, hs, (size_t)info->host_nbytes - 4);
+    if (!info->host_ok) {
+        serr(err, err_cap, "host section checksum mismatch");
+        return SJK_ERR_CORRUPT;
+    }
+    return SJK_OK;
+}

@@ -150,11 +150,11 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
 #define LOADK_F16(t, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(K + (t) * D + (d))))
 
 /* Rows are processed RB at a time with every per-row loop of compile-time length RB (so
- * accumulators stay in registers); a short last block reads a zero query row. */
+ * accumulators stay in registers); a short last block reads a zero query row. Declares
+ * rb (rows in the block), ntm (keys the block sees) and qrow[RB]. */
 #define ROW_SETUP()                                                                        \
     size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;                                        \
     for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;         \
-    if (!ntm) continue;                                                                    \
     const float *qrow[RB];                                                                 \
     for (size_t r = 0; r < RB; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
 
@@ -164,6 +164,7 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
     memset(zero, 0, D * sizeof(float));                                                    \
     for (size_t r0 = 0; r0 < R; r0 += RB) {                                                \
         ROW_SETUP()                                                                        \
+        if (!ntm) continue; /* no row of the block sees a key of this chunk */             \
         SCORES_DOT(LOADK)                                                                  \
         float fct[RB] = {1, 1, 1, 1};                                                      \
         for (size_t r = 0; r < RB; r++) {                                                  \

@@ -666,3 +666,101 @@ sjk_status sjk_cache_restore(sjk_cache *c, const char *path, const uint8_t *fing
     errno = e;
     return st;
 }
+
+/* ---- inspecting without a cache ---------------------------------------------------- */
+
+static void get_layer_conf(const uint8_t *p, sjk_layer_config *cf)
+{
+    memset(cf, 0, sizeof *cf);
+    cf->kind = p[0]; cf->k_format = p[1]; cf->v_format = p[2]; cf->rotate = p[3];
+    cf->bits_k = p[4]; cf->bits_v = p[5]; cf->body = p[6]; cf->balance = p[7];
+    cf->staging = p[8]; cf->center = p[9];
+    cf->sink = sjk_rd_u32le(p + 12);
+    cf->tail_min = sjk_rd_u32le(p + 16);
+    cf->tail_max = sjk_rd_u32le(p + 20);
+    cf->rot_block = sjk_rd_u32le(p + 24);
+}
+
+#define IFAIL(st_, ...) do { set_err(err, err_cap, __VA_ARGS__); return (st_); } while (0)
+
+sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_file_info *info,
+                                  sjk_layer_config *layers, size_t layers_cap, uint32_t *states,
+                                  size_t states_cap, char *err, size_t err_cap)
+{
+    if (err && err_cap) err[0] = 0;
+    if (!info || (!src && src_nbytes)) IFAIL(SJK_ERR_PARAM, "no file or info");
+    memset(info, 0, sizeof *info);
+    const uint8_t *f = src;
+    if (src_nbytes < 8 || memcmp(f, k_magic, 8)) IFAIL(SJK_ERR_FORMAT, "not a sjkvarn cache file (bad magic)");
+    if (src_nbytes < HDR_NBYTES)
+        IFAIL(SJK_ERR_CORRUPT, "cache file truncated inside its header (%zu bytes)", src_nbytes);
+    info->file_version = sjk_rd_u32le(f + 8);
+    info->record_version = sjk_rd_u32le(f + 16);
+    info->writer_version = sjk_rd_u32le(f + 20);
+    uint32_t *geo[] = {&info->n_layers, &info->n_kv_heads, &info->n_q_heads, &info->head_dim,
+                       &info->max_pos, &info->n_seqs};
+    for (int i = 0; i < 6; i++) *geo[i] = sjk_rd_u32le(f + 24 + 4 * i);
+    info->n_sections = sjk_rd_u32le(f + 48);
+    info->file_nbytes = sjk_rd_u32le(f + 56) | (uint64_t)sjk_rd_u32le(f + 60) << 32;
+    memcpy(info->fingerprint, f + 64, SJK_FINGERPRINT_NBYTES);
+    if (sjk_rd_u32le(f + 124) != sjk_crc32c(0, f, 124)) IFAIL(SJK_ERR_CORRUPT, "cache file header: checksum mismatch");
+    if (info->file_version != SJK_CACHE_FILE_VERSION)
+        IFAIL(SJK_ERR_FORMAT, "cache file version %u; this build reads version %u", info->file_version,
+              SJK_CACHE_FILE_VERSION);
+    if (info->record_version != SJK_RECORD_FORMAT_VERSION)
+        IFAIL(SJK_ERR_FORMAT, "cache file holds record format %u; this build reads %u", info->record_version,
+              SJK_RECORD_FORMAT_VERSION);
+    if (sjk_rd_u32le(f + 12) != HDR_NBYTES) IFAIL(SJK_ERR_CORRUPT, "cache file header: bad header size");
+    if (info->file_nbytes != src_nbytes)
+        IFAIL(SJK_ERR_CORRUPT, "cache file is %zu bytes, its header says %llu (truncated or extended)", src_nbytes,
+              (unsigned long long)info->file_nbytes);
+    const uint64_t NL = info->n_layers, NS = info->n_seqs;
+    if (!NL || !NS || NS * NL > UINT32_MAX - 2 || info->n_sections != 2 + NS * NL)
+        IFAIL(SJK_ERR_CORRUPT, "cache file header: bad section count (%u for %u layers x %u sequences)",
+              info->n_sections, info->n_layers, info->n_seqs);
+
+    /* The sections: CONF, STAT, then DATA (seq, layer) seq-major. Every size is checked
+     * against what is left of the file before it is used, so the walk stays inside src. */
+    uint64_t off = HDR_NBYTES;
+    const char *first_bad = NULL;
+    uint32_t first_bad_index = 0;
+    for (uint64_t k = 0; k < info->n_sections; k++) {
+        const uint32_t tag = k == 0 ? TAG_CONF : k == 1 ? TAG_STAT : TAG_DATA;
+        const uint32_t index = k < 2 ? 0 : (uint32_t)(k - 2);
+        const char *name = k == 0 ? "CONF" : k == 1 ? "STAT" : "DATA";
+        if (src_nbytes - off < SEC_HDR_NBYTES + SEC_CRC_NBYTES)
+            IFAIL(SJK_ERR_CORRUPT, "%s section %u: file truncated", name, index);
+        const uint8_t *h = f + off;
+        uint64_t pn = sjk_rd_u32le(h + 8) | (uint64_t)sjk_rd_u32le(h + 12) << 32;
+        if (sjk_rd_u32le(h) != tag || sjk_rd_u32le(h + 4) != index)
+            IFAIL(SJK_ERR_CORRUPT, "%s section %u: bad section header", name, index);
+        if (pn > src_nbytes - off - SEC_HDR_NBYTES - SEC_CRC_NBYTES)
+            IFAIL(SJK_ERR_CORRUPT, "%s section %u: %llu payload bytes, beyond the end of the file", name, index,
+                  (unsigned long long)pn);
+        const uint64_t want = k == 0 ? NL * LAYER_CONF_NBYTES : k == 1 ? NS * NL * STATE_NBYTES : pn;
+        if (pn != want)
+            IFAIL(SJK_ERR_CORRUPT, "%s section: %llu payload bytes, expected %llu", name, (unsigned long long)pn,
+                  (unsigned long long)want);
+        const uint8_t *pl = h + SEC_HDR_NBYTES;
+        uint32_t crc = sjk_crc32c(0, h, (size_t)(SEC_HDR_NBYTES + pn));
+        if (crc == sjk_rd_u32le(pl + pn)) {
+            info->n_sections_ok++;
+        } else {
+            info->n_sections_bad++;
+            if (!first_bad) first_bad = name, first_bad_index = index;
+        }
+        if (k == 0 && layers)
+            for (uint64_t l = 0; l < NL && l < layers_cap; l++) get_layer_conf(pl + l * LAYER_CONF_NBYTES, &layers[l]);
+        if (k == 1 && states)
+            for (uint64_t i = 0; i < NS * NL && i < states_cap / 2; i++) {
+                states[2 * i] = sjk_rd_u32le(pl + i * STATE_NBYTES);
+                states[2 * i + 1] = sjk_rd_u32le(pl + i * STATE_NBYTES + 4);
+            }
+        off += SEC_HDR_NBYTES + pn + SEC_CRC_NBYTES;
+    }
+    if (off != src_nbytes) IFAIL(SJK_ERR_CORRUPT, "cache file has %llu trailing bytes", (unsigned long long)(src_nbytes - off));
+    if (first_bad)
+        IFAIL(SJK_ERR_CORRUPT, "%u of %u sections fail their checksum (the first: %s section %u)", info->n_sections_bad,
+              info->n_sections, first_bad, first_bad_index);
+    return SJK_OK;
+}
