@@ -36,7 +36,7 @@
 #include "harness.h"
 #include "support/json_lite.h"
 
-enum { NEED_NONE = 0, NEED_GEMMA = 1, NEED_SMOL = 2, NEED_CORPUS = 4 };
+enum { NEED_NONE = 0, NEED_GEMMA = 1, NEED_SMOL = 2, NEED_CORPUS = 4, NEED_QWEN = 8 };
 
 typedef struct smoke_row {
     unsigned needs;
@@ -106,10 +106,15 @@ static const smoke_row rows[] = {
      "out:The capital of France is;err:decode 4 tokens"},
     {NEED_SMOL, "$CLI plan -m smollm2-135m --ctx 4096", 0, "cols:config KiB/tok;out:sj:4/4"},
     {NEED_SMOL, "$CLI inspect $SMOL", 0, "out:llama;out:30 layers;out:runs here: yes"},
+
+    /* --- Qwen2.5-Coder-0.5B (qwen2: biases, NeoX rope, grouped KV heads, no BOS) ---- */
+    {NEED_QWEN, "$CLI run -m qwen2.5-0.5b -p 'Write a C function that returns the larger of two ints.' --chat"
+                " -n 4 --temp 0 -c 256 -t 2", 0, "err:decode 4 tokens"},
+    {NEED_QWEN, "$CLI plan -m qwen2.5-0.5b --ctx 32768", 0, "cols:config KiB/tok;out:sj:4/4"},
 };
 /* clang-format on */
 
-static char g_tmp[512], g_cli[1024], g_gemma[1024], g_smol[1024], g_corpus[1024];
+static char g_tmp[512], g_cli[1024], g_gemma[1024], g_smol[1024], g_qwen[1024], g_corpus[1024];
 static const smoke_row *g_row;
 
 static int exists(const char *path)
@@ -205,6 +210,7 @@ static void run_row(void)
     const smoke_row *r = g_row;
     if ((r->needs & NEED_GEMMA) && !exists(g_gemma)) SKIP("%s missing (run scripts/fetch-model)", g_gemma);
     if ((r->needs & NEED_SMOL) && !exists(g_smol)) SKIP("%s missing (run scripts/fetch-model)", g_smol);
+    if ((r->needs & NEED_QWEN) && !exists(g_qwen)) SKIP("%s missing (run scripts/fetch-model)", g_qwen);
     if ((r->needs & NEED_CORPUS) && !exists(g_corpus)) SKIP("%s missing (run scripts/fetch-corpus)", g_corpus);
     char cmd[4096], out[600], err[600];
     snprintf(out, sizeof out, "%s/out", g_tmp);
@@ -292,6 +298,7 @@ int main(void)
     else snprintf(cdir, sizeof cdir, "%s/.cache/sjkvarn/corpus", home ? home : "");
     snprintf(g_gemma, sizeof g_gemma, "%s/gemma-3-270m-q4_k_m.gguf", mdir);
     snprintf(g_smol, sizeof g_smol, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", mdir);
+    snprintf(g_qwen, sizeof g_qwen, "%s/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", mdir);
     snprintf(g_corpus, sizeof g_corpus, "%s/docs/code-0.txt", cdir);
     snprintf(g_tmp, sizeof g_tmp, "/tmp/sjk-cli-smoke-XXXXXX");
     if (!mkdtemp(g_tmp)) {
