@@ -325,6 +325,7 @@ srv_job *srv_api_parse(srv *S, const char *body, size_t n, int chat, srv_error *
             goto fail;
         }
     }
+    j->test_fault = S->o.test_fault && text.p && strstr(text.p, S->o.test_fault) != NULL;
     /* text_nbytes * 2 + 2 tokens, as `sjkvarn run` sizes it, then the exact count */
     size_t cap = text.n * 2 + 8, got = 0;
     for (int attempt = 0; attempt < 2; attempt++) {

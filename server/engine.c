@@ -218,6 +218,10 @@ static void decode_step(srv *S, srv_slot **rows, size_t n)
                                                sizeof err);
     }
     double dt = srv_now() - t0;
+    /* test only (srv_opts.test_fault): the marked job's row fails as a row the forward pass
+     * reported corrupt would; its session is reset below like any failed row's */
+    for (size_t i = 0; i < n; i++)
+        if (rows[i]->job->test_fault && !S->batch_st[i]) S->batch_st[i] = SJK_ERR_CORRUPT;
     pthread_mutex_lock(&S->metrics.mu);
     S->metrics.decode_s += dt;
     S->metrics.decode_steps++;

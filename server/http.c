@@ -11,7 +11,14 @@
  *   streamed: a 200 text/event-stream response is queued at once; its reader hands out
  *       the SSE bytes the engine has written and suspends the connection when there are
  *       none yet. A client that hangs up makes the write fail; the completion callback
- *       then cancels the job, and the engine frees the slot at its next token. */
+ *       then cancels the job, and the engine frees the slot at its next token.
+ * Keep-alive: while a streamed request waits for the engine to start it or sits in a long
+ * prefill, nothing would cross the connection for seconds, and proxies or clients with a
+ * read timeout would drop it. A small thread looks at the running jobs every quarter of
+ * --sse-ping (at most 250 ms) and gives a stream that has queued nothing for --sse-ping
+ * seconds an SSE comment line ": ping" (srv_job_keepalive), which clients ignore. It runs
+ * outside the engine, so a prefill chunk that holds the engine for long does not delay
+ * it: the gap between two writes to a waiting stream is at most --sse-ping plus one tick. */
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -20,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -30,11 +38,38 @@ typedef int MHD_RESULT;
 typedef enum MHD_Result MHD_RESULT;
 #endif
 
+/* A /slots action (save and restore write and read whole session files: hundreds of MB at
+ * long contexts) runs on its own thread while the connection is suspended, so the HTTP
+ * thread keeps serving the streams meanwhile. One at a time (another gets 409). Two
+ * references: the request's and the worker's. */
+typedef struct slot_task {
+    atomic_int refs;
+    srv *S;
+    uint32_t id;
+    char action[16], fname[160];
+    int has_fname;
+    srv_buf body;
+    char msg[600];
+    int status;
+    pthread_mutex_t mu;
+    int done, suspended;
+    struct MHD_Connection *conn; /* NULL once the request is gone */
+} slot_task;
+
+static void slot_task_unref(slot_task *t)
+{
+    if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+    pthread_mutex_destroy(&t->mu);
+    srv_buf_free(&t->body);
+    free(t);
+}
+
 /* Per-request state (libmicrohttpd's con_cls). */
 typedef struct req {
     srv_buf body;
     int too_large;
     srv_job *job;   /* a non-streamed completion waiting for its result */
+    slot_task *task;/* a /slots action running */
 } req;
 
 static MHD_RESULT send_bytes(struct MHD_Connection *c, int status, const char *ctype, const char *p, size_t n,
@@ -202,9 +237,82 @@ static MHD_RESULT route_slots(srv *S, struct MHD_Connection *c)
     return ok;
 }
 
+static void *slot_task_main(void *arg)
+{
+    slot_task *t = arg;
+    srv *S = t->S;
+    t->status = srv_slot_action(S, t->id, t->action, t->has_fname ? t->fname : NULL, &t->body, t->msg, sizeof t->msg);
+    pthread_mutex_lock(&S->mu);
+    S->action_running = 0;
+    pthread_mutex_unlock(&S->mu);
+    pthread_mutex_lock(&t->mu);
+    t->done = 1;
+    if (t->suspended && t->conn) {
+        t->suspended = 0;
+        MHD_resume_connection(t->conn);
+    }
+    pthread_mutex_unlock(&t->mu);
+    slot_task_unref(t);
+    return NULL;
+}
+
+/* The action's reply once its worker is done; else the connection stays suspended. */
+static MHD_RESULT slot_task_resumed(srv *S, struct MHD_Connection *c, req *rq)
+{
+    slot_task *t = rq->task;
+    pthread_mutex_lock(&t->mu);
+    int done = t->done;
+    if (!done) {
+        t->suspended = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (!done) return MHD_YES;
+    return t->status == 200 ? send_json(c, 200, &t->body) : error_reply(S, c, t->status, t->msg);
+}
+
+/* Starts the action on its worker thread (joining the previous one, which has ended). */
+static MHD_RESULT slot_task_start(srv *S, struct MHD_Connection *c, req *rq, uint32_t id, const char *action,
+                                  const char *fname)
+{
+    if (strlen(action) >= sizeof rq->task->action || (fname && strlen(fname) >= sizeof rq->task->fname))
+        return error_reply(S, c, 400, "action or filename too long");
+    pthread_mutex_lock(&S->mu);
+    int running = S->action_running;
+    if (!running) S->action_running = 1;
+    pthread_mutex_unlock(&S->mu);
+    if (running) return error_reply(S, c, 409, "another /slots action is running; retry when it ends");
+    if (S->action_started) pthread_join(S->action_thread, NULL); /* it has ended */
+    S->action_started = 0;
+    slot_task *t = calloc(1, sizeof *t);
+    if (!t) goto fail;
+    atomic_init(&t->refs, 2);
+    t->S = S;
+    t->id = id;
+    snprintf(t->action, sizeof t->action, "%s", action);
+    t->has_fname = fname != NULL;
+    snprintf(t->fname, sizeof t->fname, "%s", fname ? fname : "");
+    pthread_mutex_init(&t->mu, NULL);
+    t->conn = c;
+    rq->task = t;
+    if (pthread_create(&S->action_thread, NULL, slot_task_main, t)) {
+        rq->task = NULL;
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+        goto fail;
+    }
+    S->action_started = 1;
+    return slot_task_resumed(S, c, rq);
+fail:
+    pthread_mutex_lock(&S->mu);
+    S->action_running = 0;
+    pthread_mutex_unlock(&S->mu);
+    return error_reply(S, c, 500, "cannot start the slot action");
+}
+
 /* POST /slots/{id}?action=save|restore|erase; the file name from ?filename= or the body
  * {"filename": "..."}. */
-static MHD_RESULT route_slot_action(srv *S, struct MHD_Connection *c, const char *idstr, const req *rq)
+static MHD_RESULT route_slot_action(srv *S, struct MHD_Connection *c, const char *idstr, req *rq)
 {
     char *end;
     unsigned long id = strtoul(idstr, &end, 10);
@@ -227,12 +335,8 @@ static MHD_RESULT route_slot_action(srv *S, struct MHD_Connection *c, const char
         }
         fname = f ? json_string_value(f) : NULL;
     }
-    srv_buf b = {0};
-    char msg[600] = "";
-    int st = srv_slot_action(S, (uint32_t)id, action, fname, &b, msg, sizeof msg);
+    MHD_RESULT ok = slot_task_start(S, c, rq, (uint32_t)id, action, fname);
     json_decref(root);
-    MHD_RESULT ok = st == 200 ? send_json(c, 200, &b) : error_reply(S, c, st, msg);
-    srv_buf_free(&b);
     return ok;
 }
 
@@ -322,6 +426,10 @@ static MHD_RESULT on_request(void *cls, struct MHD_Connection *c, const char *ur
         if (*upload_nbytes) { *upload_nbytes = 0; return MHD_YES; }
         return rq->job->stream ? MHD_YES : completion_resumed(S, c, rq);
     }
+    if (rq->task) {
+        if (*upload_nbytes) { *upload_nbytes = 0; return MHD_YES; }
+        return slot_task_resumed(S, c, rq);
+    }
     if (*upload_nbytes) {
         if (!rq->too_large && rq->body.n + *upload_nbytes > S->o.max_body_nbytes) rq->too_large = 1;
         if (!rq->too_large && srv_buf_add(&rq->body, upload, *upload_nbytes)) rq->too_large = 1;
@@ -387,9 +495,35 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         pthread_mutex_unlock(&j->mu);
         srv_job_unref(j);
     }
+    if (rq->task) {
+        pthread_mutex_lock(&rq->task->mu);
+        rq->task->conn = NULL;
+        rq->task->suspended = 0;
+        pthread_mutex_unlock(&rq->task->mu);
+        slot_task_unref(rq->task);
+    }
     srv_buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
+}
+
+/* ---- keep-alive ----------------------------------------------------------------------- */
+
+static void *keepalive_main(void *arg)
+{
+    srv *S = arg;
+    double every = S->o.sse_ping_s, tick = every / 4 < 0.25 ? every / 4 : 0.25;
+    struct timespec ts = {(time_t)tick, (long)((tick - (double)(time_t)tick) * 1e9)};
+    while (!atomic_load(&S->keepalive_stop)) {
+        nanosleep(&ts, NULL);
+        double now = srv_now();
+        /* S->mu keeps each slot's job (and the slot's reference to it) alive meanwhile */
+        pthread_mutex_lock(&S->mu);
+        for (uint32_t i = 0; i < S->o.parallel; i++)
+            if (S->slots[i].job) srv_job_keepalive(S->slots[i].job, now, every);
+        pthread_mutex_unlock(&S->mu);
+    }
+    return NULL;
 }
 
 int srv_http_start(srv *S, char *err, size_t err_cap)
@@ -413,6 +547,16 @@ int srv_http_start(srv *S, char *err, size_t err_cap)
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(S->daemon, MHD_DAEMON_INFO_BIND_PORT);
     S->port = di ? di->port : S->o.port;
+    atomic_store(&S->keepalive_stop, 0);
+    if (S->o.sse_ping_s > 0) {
+        if (pthread_create(&S->keepalive, NULL, keepalive_main, S)) {
+            snprintf(err, err_cap, "cannot start the keep-alive thread");
+            MHD_stop_daemon(S->daemon);
+            S->daemon = NULL;
+            return -1;
+        }
+        S->keepalive_started = 1;
+    }
     return 0;
 }
 
@@ -426,6 +570,15 @@ void srv_http_quiesce(srv *S)
 /* Waits (bounded) for the open connections to finish sending, then stops the daemon. */
 void srv_http_stop(srv *S)
 {
+    if (S->action_started) { /* a slot action finishes its file first (it resumes its connection) */
+        pthread_join(S->action_thread, NULL);
+        S->action_started = 0;
+    }
+    if (S->keepalive_started) { /* ends within one tick */
+        atomic_store(&S->keepalive_stop, 1);
+        pthread_join(S->keepalive, NULL);
+        S->keepalive_started = 0;
+    }
     if (!S->daemon) return;
     for (int i = 0; i < 300; i++) { /* at most 3 s */
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(S->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);

@@ -75,6 +75,7 @@ srv_job *srv_job_new(void)
     pthread_mutex_init(&j->mu, NULL);
     j->created = (long long)time(NULL);
     j->t_queued = srv_now();
+    j->t_out = j->t_queued;
     return j;
 }
 
@@ -104,7 +105,19 @@ void srv_job_push(srv_job *j, const char *data, size_t n)
 {
     pthread_mutex_lock(&j->mu);
     if (srv_buf_add(&j->out, data, n)) atomic_store(&j->cancelled, 1); /* out of memory: give up */
+    j->t_out = srv_now();
     wake(j);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_keepalive(srv_job *j, double now, double every)
+{
+    static const char ping[] = ": ping\n\n";
+    pthread_mutex_lock(&j->mu);
+    if (j->stream && !j->done && j->conn && now - j->t_out >= every) {
+        if (!srv_buf_add(&j->out, ping, sizeof ping - 1)) j->t_out = now;
+        wake(j);
+    }
     pthread_mutex_unlock(&j->mu);
 }
 

@@ -31,6 +31,7 @@ srv_opts srv_opts_default(void)
     o.window_type = SJKH_WINDOW_F16;
     o.max_body_nbytes = 1u << 20;
     o.max_tokens_default = 256;
+    o.sse_ping_s = 10;
     return o;
 }
 

@@ -47,6 +47,11 @@ typedef struct srv_opts {
     uint32_t window_type;     /* sjkh_window_type */
     double idle_seal_s;       /* 0: off */
     size_t max_body_nbytes;   /* larger request bodies get 413 */
+    double sse_ping_s;        /* a stream with nothing to send for this long gets a ": ping"
+                                 comment line (0: never) */
+    const char *test_fault;   /* TEST ONLY (env SJKVARN_SERVE_TEST_FAULT): a request whose
+                                 prompt text contains it fails at its first decode step as if
+                                 the forward pass had reported its row corrupt; NULL: off */
     uint32_t max_tokens_default; /* a request without max_tokens */
 } srv_opts;
 
@@ -89,11 +94,13 @@ typedef struct srv_job {
     /* output (under mu) */
     srv_buf out;                 /* stream: SSE bytes; [out_sent, out.n) not yet sent */
     size_t out_sent;
+    double t_out;                /* when bytes were last queued for the client */
     int done;                    /* the engine will write nothing more */
     /* results (engine-written; read by HTTP after done) */
     srv_buf text;                /* generated text so far (stop strings cut) */
     size_t text_emitted;         /* stream: bytes of text already sent as deltas */
     size_t n_gen, n_cached;
+    int test_fault;              /* srv_opts.test_fault matched this prompt (engine fails it) */
     srv_finish finish;
     int err_status;              /* HTTP status of an error result (500, ...) */
     char err[256];
@@ -107,6 +114,9 @@ void srv_job_unref(srv_job *j);
 void srv_job_push(srv_job *j, const char *data, size_t n);
 /* Engine side: marks the job finished and wakes the connection. */
 void srv_job_finish(srv_job *j);
+/* Keep-alive (http.c's thread): a streamed job still running that has queued nothing for
+ * `every` seconds gets the SSE comment ": ping" (clients ignore it; proxies see bytes). */
+void srv_job_keepalive(srv_job *j, double now, double every);
 
 /* ---- slots: the sessions (slots.c) ----------------------------------------------------- */
 typedef enum srv_slot_state { SRV_SLOT_IDLE = 0, SRV_SLOT_PREFILL, SRV_SLOT_DECODE } srv_slot_state;
@@ -114,8 +124,10 @@ typedef enum srv_slot_state { SRV_SLOT_IDLE = 0, SRV_SLOT_PREFILL, SRV_SLOT_DECO
 typedef struct srv_slot {
     uint32_t id;
     sjkh_session *s;
-    int32_t *held;        /* [n_ctx] the tokens whose K/V the session holds (n_held = n_past) */
+    int32_t *held;        /* [n_ctx] the tokens whose K/V the session holds (n_held = n_past;
+                             engine thread, or the holder of an idle slot's busy flag) */
     size_t n_held;
+    size_t n_held_seen;   /* n_held when last measured (under srv.mu; what /slots shows) */
     float *logits;        /* [n_vocab] the newest logits */
     /* assignment (under srv.mu) */
     srv_job *job;         /* running job, or NULL */
@@ -186,6 +198,11 @@ typedef struct srv {
     srv_metrics metrics;
     struct MHD_Daemon *daemon;
     uint32_t port;                /* the bound port */
+    pthread_t action_thread;      /* http.c: the /slots action running off the HTTP thread */
+    int action_started, action_running; /* (action_running under mu) */
+    pthread_t keepalive;          /* http.c: SSE pings (srv_job_keepalive) */
+    int keepalive_started;
+    atomic_int keepalive_stop;
     pthread_t engine;
     int engine_started;
     double t_start;

@@ -53,6 +53,7 @@ static void measure(srv *S, srv_slot *sl)
     }
     if (sjkh_session_kv_report(sl->s, &r)) memset(&r, 0, sizeof r);
     pthread_mutex_lock(&S->mu);
+    sl->n_held_seen = sl->n_held;
     sl->kv = r;
     sl->mem = m;
     sl->sealed_positions = sealed;
@@ -304,7 +305,8 @@ void srv_slots_json(srv *S, srv_buf *out)
         json_object_set_new(o, "state", json_string(sl->job ? "processing" : sl->busy ? "busy" : "idle"));
         json_object_set_new(o, "is_processing", json_boolean(sl->job != NULL));
         json_object_set_new(o, "n_ctx", json_integer(S->o.n_ctx));
-        json_object_set_new(o, "n_cached_tokens", json_integer((json_int_t)sl->n_held));
+        /* n_held changes on the engine thread without the lock: the last measured count */
+        json_object_set_new(o, "n_cached_tokens", json_integer((json_int_t)sl->n_held_seen));
         json_object_set_new(o, "kv", json_string(S->kv));
         json_object_set_new(o, "kv_allocated_bytes", json_integer((json_int_t)sl->kv.total_nbytes));
         json_object_set_new(o, "kv_occupied_bytes", json_integer((json_int_t)sl->kv.occupied_nbytes));

@@ -5,7 +5,9 @@
  * may read what earlier ones wrote under $T). To cover a new command, add a row.
  *
  *   needs    what must exist first: NEED_GEMMA / NEED_SMOL (the model files of
- *            scripts/fetch-model), NEED_CORPUS (scripts/fetch-corpus). A row whose need
+ *            scripts/fetch-model), NEED_CORPUS (scripts/fetch-corpus), NEED_SERVER (a CLI
+ *            built with the server: libmicrohttpd and jansson; python3 for the row's HTTP
+ *            request). A row whose need
  *            is missing is a SKIP, which SJK_REQUIRE_ALL=1 (CI) counts as a failure.
  *   cmd      a sh command line run from the repository root with these variables set:
  *              $CLI    the sjkvarn binary under test     $T      a fresh scratch folder
@@ -36,7 +38,7 @@
 #include "harness.h"
 #include "support/json_lite.h"
 
-enum { NEED_NONE = 0, NEED_GEMMA = 1, NEED_SMOL = 2, NEED_CORPUS = 4, NEED_QWEN = 8 };
+enum { NEED_NONE = 0, NEED_GEMMA = 1, NEED_SMOL = 2, NEED_CORPUS = 4, NEED_QWEN = 8, NEED_SERVER = 16 };
 
 typedef struct smoke_row {
     unsigned needs;
@@ -72,6 +74,14 @@ static const smoke_row rows[] = {
     {NEED_NONE, "$CLI inspect $T/no-such-file", 2, "err:no-such-file"},
 
     /* --- Gemma 3 270M ---------------------------------------------------------------- */
+    /* serve: start on a free port, GET /health, SIGTERM (exit status 0) */
+    {NEED_GEMMA | NEED_SERVER,
+     "$CLI serve -m gemma3-270m --port 0 -c 256 -t 1 >$T/serve.out 2>$T/serve.err & pid=$!; i=0;"
+     " while ! grep -q listening $T/serve.out 2>/dev/null && [ $i -lt 1200 ]; do i=$((i+1)); sleep 0.1; done;"
+     " port=$(sed -n 's/.*127\\.0\\.0\\.1:\\([0-9]*\\).*/\\1/p' $T/serve.out);"
+     " python3 -c \"import sys, urllib.request; print(urllib.request.urlopen('http://127.0.0.1:%s/health'"
+     " % sys.argv[1], timeout=60).read().decode())\" \"$port\"; kill -TERM $pid; wait $pid", 0,
+     "json:status,slots_idle,slots_total,kv;out:\"ok\""},
     {NEED_GEMMA, "$CLI plan -m gemma3-270m --ctx 8192", 0,
      "cols:config KiB/tok;out:sj:4/4;out:kvarn:4/4;out:auto tier"},
     {NEED_GEMMA, "$CLI plan -m $GEMMA --json", 0, "json:model,ctx,configs"},
@@ -114,6 +124,7 @@ static const smoke_row rows[] = {
 };
 /* clang-format on */
 
+static int g_have_server; /* the CLI was built with the server (and python3 is there) */
 static char g_tmp[512], g_cli[1024], g_gemma[1024], g_smol[1024], g_qwen[1024], g_corpus[1024];
 static const smoke_row *g_row;
 
@@ -212,6 +223,8 @@ static void run_row(void)
     if ((r->needs & NEED_SMOL) && !exists(g_smol)) SKIP("%s missing (run scripts/fetch-model)", g_smol);
     if ((r->needs & NEED_QWEN) && !exists(g_qwen)) SKIP("%s missing (run scripts/fetch-model)", g_qwen);
     if ((r->needs & NEED_CORPUS) && !exists(g_corpus)) SKIP("%s missing (run scripts/fetch-corpus)", g_corpus);
+    if ((r->needs & NEED_SERVER) && !g_have_server)
+        SKIP("%s has no server (apt-get install libmicrohttpd-dev libjansson-dev, rebuild), or no python3", g_cli);
     char cmd[4096], out[600], err[600];
     snprintf(out, sizeof out, "%s/out", g_tmp);
     snprintf(err, sizeof err, "%s/err", g_tmp);
@@ -305,6 +318,9 @@ int main(void)
         fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
         return 1;
     }
+    char probe[1200];
+    snprintf(probe, sizeof probe, "'%s' serve --help >/dev/null 2>&1 && python3 -c '' >/dev/null 2>&1", g_cli);
+    g_have_server = system(probe) == 0;
     setenv("CLI", g_cli, 1);
     setenv("T", g_tmp, 1);
     setenv("GEMMA", g_gemma, 1);

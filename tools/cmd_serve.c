@@ -45,6 +45,8 @@ static void usage(FILE *f)
             "      --window T       gemma3 sliding-window layers: f16 (default) or q8_0\n"
             "      --max-body N     largest request body in bytes (default 1048576; larger: 413)\n"
             "      --max-tokens N   max_tokens of a request that gives none (default 256)\n"
+            "      --sse-ping S     a stream with nothing to send for S seconds (queued, in a long\n"
+            "                       prefill) gets an SSE comment \": ping\" (default 10; 0: never)\n"
             "      --kl-floor X|off the quality floor of --kv auto (default 0.02)\n"
             "\n"
             "Logs go to stderr; one line on stdout gives the address once the server listens.\n"
@@ -72,7 +74,7 @@ int sjk_cmd_serve(int argc, char **argv)
     const char *model = NULL, *P = "sjkvarn serve";
     uint32_t ctx = 0, par = 1, batch = 512, thr = sjk_cli_threads_default(), port = 8080, maxt = 256;
     uint64_t maxb = 1 << 20;
-    double idle = 0;
+    double idle = 0, ping = 10;
     sjk_kv_auto_opts ka = {NULL, NULL, NULL};
     for (int i = 1; i < argc; i += 2) { /* every flag but --help takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -98,6 +100,7 @@ int sjk_cmd_serve(int argc, char **argv)
         else if (IS("--port", NULL)) ok = sjk_cli_flag_u32(P, a, v, 0, 65535, &port);
         else if (IS("--api-key", NULL)) o.api_key = v;
         else if (IS("--idle-seal", NULL)) ok = sjk_cli_flag_real(P, a, v, 0, 1e9, &idle);
+        else if (IS("--sse-ping", NULL)) ok = sjk_cli_flag_real(P, a, v, 0, 3600, &ping);
         else if (IS("--slot-dir", NULL)) o.slot_dir = v;
         else if (IS("--alias", NULL)) o.alias = v;
         else if (IS("--max-body", NULL)) ok = sjk_cli_flag_u64(P, a, v, 64, 1u << 30, &maxb);
@@ -136,6 +139,10 @@ int sjk_cmd_serve(int argc, char **argv)
     o.n_threads = thr;
     o.port = port;
     o.idle_seal_s = idle;
+    o.sse_ping_s = ping > 0 && ping < 0.01 ? 0.01 : ping; /* at most 100 pings a second */
+    /* test only: fault injection for tests/server/test_server.py (docs/SERVER.md) */
+    const char *tf = getenv("SJKVARN_SERVE_TEST_FAULT");
+    o.test_fault = tf && *tf ? tf : NULL;
     o.max_body_nbytes = (size_t)maxb;
     o.max_tokens_default = maxt;
     o.mem_budget = ka.budget;

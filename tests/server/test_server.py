@@ -35,13 +35,14 @@ results = {"pass": 0, "fail": 0, "skip": 0}
 class Server:
     """One `sjkvarn serve` process; .port once it listens."""
 
-    def __init__(self, *args, key=KEY):
+    def __init__(self, *args, key=KEY, env=None):
         self.key = key
         cmd = [BIN, "serve", "-m", GEMMA, "--port", "0", "-t", THREADS] + list(args)
         if key:
             cmd += ["--api-key", key]
         self.log = tempfile.TemporaryFile()
-        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                  env=dict(os.environ, **env) if env else None)
         line = ""
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -481,6 +482,68 @@ def t_sigterm_during_stream_exits_0():
     assert "stopped" in s4.stderr()
 
 
+FAULT = "FAULT-MARKER-7"
+
+
+def t_sse_ping_and_forward_fault():
+    """--sse-ping: a stream in a long prefill gets ": ping" comment lines before its first
+    event (raw HTTP: the openai client skips comments, as every SSE client must). The
+    test-only fault switch (SJKVARN_SERVE_TEST_FAULT): a request whose prompt holds the
+    marker fails at its first decode step as a row the forward pass reported corrupt: 500
+    in the OpenAI shape with the reason, while a session decoding beside it in the same
+    steps gives exactly its solo output, and the failed session serves again afterwards."""
+    s5 = Server("-c", str(CTX), "-np", "2", "--sse-ping", "0.02", key=None, env={"SJKVARN_SERVE_TEST_FAULT": FAULT})
+    try:
+        long_prompt = "The quick brown fox jumps over the lazy dog. " * 40  # ~400 tokens of prefill
+        c = http.client.HTTPConnection("127.0.0.1", s5.port, timeout=120)
+        c.request("POST", "/v1/completions", body=json.dumps({"prompt": long_prompt, "max_tokens": 3,
+                                                               "temperature": 0, "stream": True}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read().decode()
+        c.close()
+        assert r.status == 200 and body.endswith("data: [DONE]\n\n"), (r.status, body[-200:])
+        events = [e for e in body.split("\n\n") if e]
+        assert all(e == ": ping" or e.startswith("data: ") for e in events), events[:5]
+        first_data = next(i for i, e in enumerate(events) if e.startswith("data: "))
+        assert first_data > 0 and events[0] == ": ping", "no ping during the prefill: %s" % events[:3]
+        pings = sum(e == ": ping" for e in events)
+
+        cl = s5.client()
+        solo = cl.completions.create(model="x", prompt=PROMPT, max_tokens=64, temperature=0).choices[0].text
+        out = {}
+
+        def go():
+            out["a"] = cl.completions.create(model="x", prompt=PROMPT, max_tokens=64, temperature=0).choices[0].text
+
+        t = threading.Thread(target=go)
+        t.start()
+        time.sleep(0.05)
+        st, _, d = s5.raw("POST", "/v1/completions", {"prompt": FAULT + " hello", "max_tokens": 8,
+                                                      "temperature": 0})
+        overlapped = t.is_alive()
+        t.join(120)
+        e = err_of(500, d)
+        assert st == 500 and e["type"] == "server_error" and "forward pass" in e["message"], (st, e)
+        assert overlapped, "the faulty request did not run beside the other one"
+        assert out.get("a") == solo, (out.get("a"), solo)
+        s5.wait_idle()
+        got = []  # two at once: both sessions (the reset one among them) serve again
+
+        def again():
+            got.append(cl.completions.create(model="x", prompt=PROMPT, max_tokens=2, temperature=0))
+
+        ts = [threading.Thread(target=again) for _ in range(2)]
+        for t2 in ts:
+            t2.start()
+        for t2 in ts:
+            t2.join(120)
+        assert len(got) == 2 and all(r2.usage.completion_tokens == 2 for r2 in got), got
+        print("  %d pings before and between the events of a 400-token prefill; fault: %s" % (pings, e["message"]))
+    finally:
+        assert s5.stop() == 0
+
+
 def main():
     global S
     if not os.path.exists(GEMMA):
@@ -505,7 +568,8 @@ def main():
         results["fail"] += 1
         print("  exit status %s\n%s" % (rc, S.stderr()[-2000:]))
         print("FAIL t_sigterm_clean_exit", flush=True)
-    for fn in [t_idle_seal_and_sj_greedy, t_kv_auto_and_refusal, t_sigterm_during_stream_exits_0]:
+    for fn in [t_idle_seal_and_sj_greedy, t_kv_auto_and_refusal, t_sigterm_during_stream_exits_0,
+               t_sse_ping_and_forward_fault]:
         test(fn)
     print("%d passed, %d failed, %d skipped" % (results["pass"], results["fail"], results["skip"]))
     return 1 if results["fail"] else 0
