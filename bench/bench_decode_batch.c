@@ -7,15 +7,21 @@
  * Eight sessions (f16 cache, n_ctx 2048) are fed a 32-token prompt each. Per round, for
  * B = 1, 2, 4, 8 in a rotating order, STEPS passes of sjkh_session_decode_batch decode
  * the first B sessions together (each then truncated back, so every round sees the same
- * positions). Reported per B: the median wall time of one step, its ratio to the B = 1
- * step, and the aggregate tokens/s (B / step time). This is the engine's decode step
- * without HTTP (bench/serve_load.py measures the server). */
+ * positions), once with the many-rows kernels (quants.h vec_dotn, "new") and once
+ * without them ("old": the per-row vec_dot / vec_dot4 path), in alternating order. For
+ * the "old" runs this benchmark clears vec_dotn in the process's weight-type table (a
+ * benchmark-only switch; the library never writes the table after building it). The two
+ * paths give bit-identical logits (checked). Reported per B and path: the median wall
+ * time of one step, its ratio to the same path's B = 1 step, and the aggregate tokens/s
+ * (B / step time). This is the engine's decode step without HTTP (bench/serve_load.py
+ * measures the server). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "kernels/quants.h"
 #include "sjkhost.h"
 
 enum { NS = 8, NB = 4, PROMPT = 32, MAXROUNDS = 31 };
@@ -25,6 +31,17 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Sets or clears vec_dotn of every weight type (saved holds the table's kernels). */
+static void set_dotn(int on, sjkh_vec_dotn_fn *saved)
+{
+    for (uint32_t ty = 0; ty < SJKH_TYPE_COUNT; ty++) {
+        sjkh_qtraits *qt = (sjkh_qtraits *)sjkh_qtraits_get(ty); /* non-const storage (quants.c) */
+        if (!qt) continue;
+        if (!saved[ty]) saved[ty] = qt->vec_dotn;
+        qt->vec_dotn = on ? saved[ty] : NULL;
+    }
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -53,7 +70,7 @@ int main(int argc, char **argv)
     }
     const size_t V = sjkh_model_get_info(m)->n_vocab;
     sjkh_session *ss[NS] = {0};
-    float *logits = malloc(NS * V * sizeof(float));
+    float *logits = malloc(NS * V * sizeof(float)), *ref = NULL;
     int rc = 1;
     if (!logits) goto done;
     for (int i = 0; i < NS; i++) {
@@ -73,45 +90,65 @@ int main(int argc, char **argv)
         }
     }
     const int bs[NB] = {1, 2, 4, 8};
-    double t[NB][MAXROUNDS];
+    static sjkh_vec_dotn_fn saved[SJKH_TYPE_COUNT];
+    double t[2][NB][MAXROUNDS];
     int32_t tok[NS];
     sjk_status st[NS];
+    ref = malloc(NS * V * sizeof(float));
+    if (!ref) goto done;
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < NB; k++) {
             int bi = (k + r) % NB, B = bs[bi];
             if (only && B != only) {
-                t[bi][r] = 0;
+                t[0][bi][r] = t[1][bi][r] = 0;
                 continue;
             }
-            for (int i = 0; i < NS; i++) tok[i] = 200 + i;
-            double t0 = now_s();
-            for (int s = 0; s < steps; s++)
-                if (sjkh_session_decode_batch(ss, (size_t)B, tok, logits, st, err, sizeof err)) {
-                    fprintf(stderr, "bench_decode_batch: %s\n", err);
-                    goto done;
+            for (int v = 0; v < 2; v++) {
+                int kp = v ^ ((k + r) & 1); /* 0 old, 1 new */
+                set_dotn(kp, saved);
+                for (int i = 0; i < NS; i++) tok[i] = 200 + i;
+                double t0 = now_s();
+                for (int s = 0; s < steps; s++)
+                    if (sjkh_session_decode_batch(ss, (size_t)B, tok, logits, st, err, sizeof err)) {
+                        fprintf(stderr, "bench_decode_batch: %s\n", err);
+                        goto done;
+                    }
+                t[kp][bi][r] = (now_s() - t0) / steps;
+                for (int i = 0; i < B; i++) {
+                    uint32_t kept;
+                    if (sjkh_session_truncate(ss[i], PROMPT, &kept) || kept != PROMPT) {
+                        fprintf(stderr, "bench_decode_batch: truncate failed\n");
+                        goto done;
+                    }
                 }
-            t[bi][r] = (now_s() - t0) / steps;
-            for (int i = 0; i < B; i++) {
-                uint32_t kept;
-                if (sjkh_session_truncate(ss[i], PROMPT, &kept) || kept != PROMPT) {
-                    fprintf(stderr, "bench_decode_batch: truncate failed\n");
+                if (v == 0) {
+                    memcpy(ref, logits, (size_t)B * V * sizeof(float));
+                } else if (memcmp(ref, logits, (size_t)B * V * sizeof(float))) {
+                    fprintf(stderr, "bench_decode_batch: B=%d: the two paths' logits differ\n", B);
                     goto done;
                 }
             }
         }
+    set_dotn(1, saved);
     printf("decode step, %s, %d threads, %d steps x %d rounds (median)\n", path, threads, steps, rounds);
-    printf("%4s %10s %10s %12s\n", "B", "step ms", "vs B=1", "tok/s");
-    double base = 0;
+    printf("%4s %10s %10s %10s %10s %10s %10s\n", "B", "old ms", "new ms", "old/B=1", "new/B=1", "old tok/s",
+           "new tok/s");
+    double base[2] = {0, 0};
     for (int k = 0; k < NB; k++) {
-        qsort(t[k], (size_t)rounds, sizeof(double), cmp_d);
-        double med = t[k][rounds / 2];
-        if (!k) base = med;
-        printf("%4d %10.2f %10.2f %12.1f\n", bs[k], 1e3 * med, med / base, bs[k] / med);
+        double med[2];
+        for (int p = 0; p < 2; p++) {
+            qsort(t[p][k], (size_t)rounds, sizeof(double), cmp_d);
+            med[p] = t[p][k][rounds / 2];
+            if (!k) base[p] = med[p];
+        }
+        printf("%4d %10.2f %10.2f %10.2f %10.2f %10.1f %10.1f\n", bs[k], 1e3 * med[0], 1e3 * med[1], med[0] / base[0],
+               med[1] / base[1], bs[k] / med[0], bs[k] / med[1]);
     }
     rc = 0;
 done:
     for (int i = 0; i < NS; i++) sjkh_session_free(ss[i]);
     free(logits);
+    free(ref);
     sjkh_model_free(m);
     return rc;
 }

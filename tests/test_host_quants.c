@@ -432,6 +432,18 @@ TEST(test_simd_activation_quantizers_bit_exact)
         sjkh_quantize_q8_1_ref(x, a, n);
         sjkh_quantize_q8_1_avx2(x, b, n);
         CHECKF(!memcmp(a, b, n / 32 * 36), "q8_1 rep %d", rep);
+        if (sjk_cpu_features() & SJK_CPU_AVX512) { /* Q8_K: also a NaN, an Inf, a tie of magnitudes */
+            if (rep == 3) x[300] = NAN;
+            if (rep == 4) x[600] = -INFINITY;
+            if (rep == 5) { /* the first of two equal magnitudes sets the sign of iscale */
+                x[11] = 100.0f;
+                x[10] = -100.0f;
+            }
+            blk_q8_K ka[1024 / 256], kb[1024 / 256];
+            sjkh_quantize_q8_K_ref(x, ka, n);
+            sjkh_quantize_q8_K_avx512(x, kb, n);
+            CHECKF(!memcmp(ka, kb, sizeof ka), "q8_K rep %d", rep);
+        }
     }
     free(x);
 #endif

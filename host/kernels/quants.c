@@ -624,6 +624,9 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q5_0].vec_dot4 = sjkh_vec_dot4_q5_0_avx512;
         g_traits[SJKH_TYPE_Q5_1].vec_dot4 = sjkh_vec_dot4_q5_1_avx512;
         g_traits[SJKH_TYPE_Q8_0].vec_dot4 = sjkh_vec_dot4_q8_0_avx512;
+        g_traits[SJKH_TYPE_Q4_K].quantize = sjkh_quantize_q8_K_avx512;
+        g_traits[SJKH_TYPE_Q5_K].quantize = sjkh_quantize_q8_K_avx512;
+        g_traits[SJKH_TYPE_Q6_K].quantize = sjkh_quantize_q8_K_avx512;
         g_traits[SJKH_TYPE_Q4_0].vec_dotn = sjkh_vec_dotn_q4_0_avx512;
         g_traits[SJKH_TYPE_Q4_1].vec_dotn = sjkh_vec_dotn_q4_1_avx512;
         g_traits[SJKH_TYPE_Q5_0].vec_dotn = sjkh_vec_dotn_q5_0_avx512;

@@ -149,6 +149,7 @@ void sjkh_dequant_q6_K_avx2(const void *src, float *dst, size_t n);
 /* AVX512-VNNI versions (quants_avx512.c); only call when sjk_cpu_features() has SJK_CPU_AVX512. */
 void sjkh_quantize_q8_0_avx512(const float *x, void *dst, size_t n);
 void sjkh_quantize_q8_1_avx512(const float *x, void *dst, size_t n);
+void sjkh_quantize_q8_K_avx512(const float *x, void *dst, size_t n);
 void sjkh_vec_dot4_q4_0_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
 void sjkh_vec_dot4_q4_1_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
 void sjkh_vec_dot4_q5_0_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);

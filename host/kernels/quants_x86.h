@@ -542,6 +542,24 @@ static inline __m256i legacy_q(const uint32_t type, const uint8_t *wk)
  * values of a Q8_0 row as unsigned q + 128, so that vpdpbusd takes the signed weights as
  * they are: lane = sum (y + 128) w - 128 sum w = sum y w, the very lane of vec_dot's
  * sign trick, with the - 128 sum w of each weight block formed once for all tokens. */
+/* legacy_q of two blocks in one register (row k0 low, k1 high): the same 64 bytes, with
+ * the nibbles of both split at once and Q5_0's fifth bits taken as a 64-bit mask. */
+static inline __m512i legacy_q_pair(const uint32_t type, const uint8_t *k0, const uint8_t *k1)
+{
+    if (type != SJKH_TYPE_Q4_0 && type != SJKH_TYPE_Q5_0) return pair_i(legacy_q(type, k0), legacy_q(type, k1));
+    const size_t qs = type == SJKH_TYPE_Q4_0 ? 2 : 6;
+    const __m256i t = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(k1 + qs)),
+                                       _mm_loadu_si128((const __m128i *)(k0 + qs)));
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    /* [lo0 | lo1 | hi0 | hi1] -> [lo0 | hi0 | lo1 | hi1]: each row as nibbles32 lays it out */
+    const __m512i a = pair_i(_mm256_and_si256(t, m4), _mm256_and_si256(_mm256_srli_epi16(t, 4), m4));
+    const __m512i nib = _mm512_shuffle_i64x2(a, a, 0xD8);
+    if (type == SJKH_TYPE_Q4_0) return _mm512_sub_epi8(nib, _mm512_set1_epi8(8));
+    /* value i of a row has its fifth bit at bit i of qh: clear -> nib - 16 (nib | 0xF0) */
+    const __mmask64 hi = _cvtu64_mask64((uint64_t)sjkh_rd_u32(k0 + 2) | (uint64_t)sjkh_rd_u32(k1 + 2) << 32);
+    return _mm512_mask_blend_epi8(hi, _mm512_or_si512(nib, _mm512_set1_epi8((char)0xF0)), nib);
+}
+
 static inline __attribute__((always_inline)) void rows_legacy(const uint32_t type, const int NT, size_t n,
                                                               const uint8_t *w, size_t ws, size_t nr,
                                                               const uint8_t *x, size_t xs, float *y, size_t ys)
@@ -562,7 +580,7 @@ static inline __attribute__((always_inline)) void rows_legacy(const uint32_t typ
         }
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *k0 = w0 + b * wbs, *k1 = w1 + b * wbs;
-            const __m512i q = pair_i(legacy_q(type, k0), legacy_q(type, k1));
+            const __m512i q = legacy_q_pair(type, k0, k1);
             /* signed weights: every lane starts at - 128 * (the sum of its 4 weights) */
             const __m512i base =
                 sgn ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b128, q))
@@ -751,6 +769,45 @@ void SJKH_SFX(sjkh_vec_dotn_q6_K)(size_t n, const void *w, size_t ws, size_t nr,
     if (!nt || nt > SJKH_DOTN_MAX_TOK) return;
     const uint8_t *wb = w, *xb = x;
     ROWS_DISPATCH(ROWS_Q6K_CALL)
+}
+
+/* Q8_K activations (the dot type of Q4_K/Q5_K/Q6_K), bit-exact with
+ * sjkh_quantize_q8_K_ref for every input, NaN and Inf included: the first element of
+ * largest magnitude (NaN never wins: maxps returns its second operand when the first is
+ * NaN) sets iscale = -127 / x; q = round-to-nearest-even of iscale * x, clamped to 127
+ * and cut to its low byte as the reference's int8 cast does; bsums from those bytes. */
+void SJKH_SFX(sjkh_quantize_q8_K)(const float *x, void *dst, size_t n)
+{
+    blk_q8_K *y = dst;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (size_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < QK_K; i += 16) m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)), m);
+        const float amax = _mm512_reduce_max_ps(m);
+        if (!(amax > 0.0f)) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float mx = 0.0f;
+        const __m512 av = _mm512_set1_ps(amax);
+        for (int i = 0; i < QK_K; i += 16) {
+            __mmask16 k = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + i)), av, _CMP_EQ_OQ);
+            if (k) {
+                mx = x[i + __builtin_ctz((unsigned)k)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / mx;
+        const __m512 is = _mm512_set1_ps(iscale);
+        const __m512i c127 = _mm512_set1_epi32(127);
+        for (int j = 0; j < QK_K / 16; j++) {
+            __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * j)));
+            __m128i q = _mm512_cvtepi32_epi8(_mm512_min_epi32(v, c127));
+            _mm_storeu_si128((__m128i *)(y[b].qs + 16 * j), q);
+            y[b].bsums[j] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q));
+        }
+        y[b].d = 1.0f / iscale;
+    }
 }
 #undef ROWS_Q4K_CALL
 #undef ROWS_Q6K_CALL
