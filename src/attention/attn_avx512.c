@@ -359,61 +359,95 @@ static void chunk_f32_many_avx512(const float *q, size_t R, size_t D, const uint
 #undef MKT
 #undef MRB
 
-/* tq6_0_stage rows (the staging ring), decoded 16 values at a time and used by all RB
- * rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] low nibbles (element j
- * of the k-th run of 16: bits 4j.. of the 64-bit word qs[8k..8k+7]), qh[32] high 2 bits
- * (element j: bits 2j.. of the 32-bit word qh[4k..4k+3]).
+/* tq6_0_stage rows (the staging ring), decoded 64 values at a time by byte lookups and
+ * used by all RB rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] (byte b:
+ * element 2b in the low nibble, 2b+1 in the high one), qh[32] (element e's high 2 bits
+ * at bit 2e of the 256-bit string).
  *
- * Lane order. The unpack takes three instructions because it does not keep the element
- * order: the run's 64-bit nibble word is broadcast to every qword and each dword lane
- * shifted right by 4 * (lane / 2), so lane 2i holds element i and lane 2i+1 element 8+i
- * (the low and high dword of the word); the high bits come the same way from the
- * broadcast 32-bit qh word (a rotate puts element e's two bits at bits 4..5). Bits
- * above the 6-bit code stay as garbage, which the lookup ignores: permutex2var reads
- * index bits 0..4 over two 16-entry halves and a bit test of bit 5 picks the pair. The
- * scores use queries permuted into the same lane order (once per chunk); the values
- * accumulate in that order and are put back in element order once per block of TB
- * keys. Values are centroid * norm as in the format's decode; the norm is applied per
- * (key, 128-block) outside the lanes: to the block's partial dot product for scores,
- * to the probability for values. */
-typedef struct tq6_table { __m512 t0, t1, t2, t3; __m512i sh, rh, m4, b5; } tq6_table;
+ * Decode of one parity (the 64 even or the 64 odd elements of a block), 16 instructions
+ * for 64 values:
+ *   codes  byte b = element 2b + par: the nibble from qs (shifted by 4 for odd), the two
+ *          high bits from qh, brought to bits 4..5 of byte b by one qword permute (qh
+ *          qword b/16 to result qword b/8) and one vpmultishiftqb (control byte b: bit
+ *          offset 4 (b mod 16) − 4 + 2 par, mod 64), merged by one ternary logic; bits
+ *          6..7 stay garbage, which vpermb ignores;
+ *   values the fp32 centroid of a code is its four bytes, each looked up by one vpermb
+ *          in a 64-byte plane of the table (byte i of every centroid), and put back
+ *          together by two rounds of byte and word unpacks. The unpacks work inside
+ *          128-bit lanes, so vector k (0..3) of the parity holds in position 4l + i the
+ *          element 2 (16 l + 4 k + i) + par (l: 128-bit lane, i: 0..3).
+ * Scores use the queries gathered into that order (once per chunk); values accumulate
+ * in it and are put back in element order once per (block, row) per chunk. Values are
+ * centroid * norm as in the format's decode; the norm is applied per (key, block)
+ * outside the lanes: to the block's partial dot product for scores, to the probability
+ * for values. Compared with one two-table vpermt2ps per 16 values (the previous
+ * kernel), this halves the shuffle work per value; `bench_split_weights` (ring) shows it. */
+typedef struct tq6_lut { __m512i p0, p1, p2, p3, ctl[2], qperm, m4; } tq6_lut;
 
-static inline tq6_table tq6_table_init(void)
+static inline tq6_lut tq6_lut_init(void)
 {
-    tq6_table t;
-    t.t0 = _mm512_loadu_ps(sjk_tq6_centroids);
-    t.t1 = _mm512_loadu_ps(sjk_tq6_centroids + 16);
-    t.t2 = _mm512_loadu_ps(sjk_tq6_centroids + 32);
-    t.t3 = _mm512_loadu_ps(sjk_tq6_centroids + 48);
-    t.sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
-    /* lane 2i: element i, bits 2i -> 4 (rotate right by 2i - 4); lane 2i+1: element 8+i,
-     * bits 16 + 2i -> 4 */
-    t.rh = _mm512_setr_epi32(28, 12, 30, 14, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26);
-    t.m4 = _mm512_set1_epi32(0x0F);
-    t.b5 = _mm512_set1_epi32(0x20);
+    uint8_t pl[4][64], c[2][64];
+    for (int j = 0; j < 64; j++) {
+        uint32_t u;
+        memcpy(&u, sjk_tq6_centroids + j, 4);
+        for (int i = 0; i < 4; i++) pl[i][j] = (uint8_t)(u >> (8 * i));
+        for (int par = 0; par < 2; par++) c[par][j] = (uint8_t)((4 * (j % 16) + 64 - 4 + 2 * par) & 63);
+    }
+    tq6_lut t;
+    t.p0 = _mm512_loadu_si512(pl[0]);
+    t.p1 = _mm512_loadu_si512(pl[1]);
+    t.p2 = _mm512_loadu_si512(pl[2]);
+    t.p3 = _mm512_loadu_si512(pl[3]);
+    t.ctl[0] = _mm512_loadu_si512(c[0]);
+    t.ctl[1] = _mm512_loadu_si512(c[1]);
+    t.qperm = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);
+    t.m4 = _mm512_set1_epi8(0x0F);
     return t;
 }
 
-/* Centroids of run k (16 elements) of one block, in the permuted lane order. */
-static inline __m512 tq6_codes16(const tq6_table *t, const uint8_t *blk, size_t k)
+/* The 64 codes of parity par of a block (byte b: element 2b + par, bits 0..5). */
+static inline __m512i tq6_codes64(const tq6_lut *t, const uint8_t *blk, int par)
 {
-    long long q;
-    int h4;
-    memcpy(&q, blk + 2 + 8 * k, 8);
-    memcpy(&h4, blk + 66 + 4 * k, 4);
-    const __m512i nib = _mm512_srlv_epi32(_mm512_set1_epi64(q), t->sh);
-    const __m512i hi = _mm512_rorv_epi32(_mm512_set1_epi32(h4), t->rh);
-    const __m512i code = _mm512_ternarylogic_epi32(nib, hi, t->m4, 0xE4); /* m4 ? nib : hi */
-    const __m512 a = _mm512_permutex2var_ps(t->t0, code, t->t1);
-    const __m512 b = _mm512_permutex2var_ps(t->t2, code, t->t3);
-    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(code, t->b5), a, b);
+    __m512i qs = _mm512_loadu_si512((const void *)(blk + 2));
+    if (par) qs = _mm512_srli_epi16(qs, 4);
+    const __m512i qh = _mm512_permutexvar_epi64(t->qperm, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 66))));
+    const __m512i hb = _mm512_multishift_epi64_epi8(t->ctl[par], qh);
+    return _mm512_ternarylogic_epi32(qs, hb, t->m4, 0xE4); /* m4 ? qs : hb */
 }
 
-static inline float tq6_norm(const uint8_t *blk)
+/* The centroids of 64 codes: f[k] position 4l + i <- code byte 16 l + 4 k + i. */
+static inline void tq6_values64(const tq6_lut *t, __m512i code, __m512 f[4])
 {
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    return _cvtsh_ss(h);
+    const __m512i b0 = _mm512_permutexvar_epi8(code, t->p0), b1 = _mm512_permutexvar_epi8(code, t->p1);
+    const __m512i b2 = _mm512_permutexvar_epi8(code, t->p2), b3 = _mm512_permutexvar_epi8(code, t->p3);
+    const __m512i l01 = _mm512_unpacklo_epi8(b0, b1), h01 = _mm512_unpackhi_epi8(b0, b1);
+    const __m512i l23 = _mm512_unpacklo_epi8(b2, b3), h23 = _mm512_unpackhi_epi8(b2, b3);
+    f[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(l01, l23));
+    f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(l01, l23));
+    f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(h01, h23));
+    f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(h01, h23));
+}
+
+/* Element of a block held by position p (0..127) of the decode order: parity p / 64,
+ * vector k = (p / 16) % 4, position 4 l + i = p % 16. */
+static inline size_t tq6_elem(size_t p)
+{
+    const size_t par = p / 64, k = (p / 16) % 4, l = (p % 16) / 4, i = p % 4;
+    return 2 * (16 * l + 4 * k + i) + par;
+}
+
+/* dst[i] = the fp16 at base + i * stride, i < n (16 per gather; the bytes after the
+ * last one are never read: each gather element is masked to i < n, and reads 4 bytes
+ * of which 2 lie inside the block). */
+static void tq6_norms(float *dst, const uint8_t *base, size_t n, size_t stride)
+{
+    const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)stride));
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, step, (const void *)(base + i * stride), 1);
+        _mm512_mask_storeu_ps(dst + i, k, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)));
+    }
 }
 
 /* Sums of the 16 lanes of each of a, b, c, d: lanes 0, 1, 2, 3 of the result. */
@@ -439,28 +473,32 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
                              float *m, float *l, float *acc, float *work)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
-    const tq6_table tt = tq6_table_init();
+    const tq6_lut tt = tq6_lut_init();
     float *p = work;                                   /* [RB][G] scores, probabilities */
-    float *qp = work + RB * G;                         /* [RB][D] queries, lane order */
+    float *qp = work + RB * G;                         /* [RB][D] queries, decode order */
     float *kn = work + RB * (2 * D + 4 * G + 8);       /* [n][nb] K block norms */
     float *vn = kn + G * nb;                           /* [nb][G] V block norms (0 past n) */
     float *pn = vn + G * nb;                           /* [nb][RB][G] p * V norm */
-    const size_t n16 = (n + 15) & ~(size_t)15;
-    for (size_t t = 0; t < n16; t++)
-        for (size_t b = 0; b < nb; b++) {
-            if (t < n) kn[t * nb + b] = tq6_norm(K + t * row_nbytes + b * SJK_TQ6_0_NBYTES);
-            vn[b * G + t] = t < n ? tq6_norm(V + t * row_nbytes + b * SJK_TQ6_0_NBYTES) : 0.0f;
-        }
-    const __m512i to_lanes = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    const __m512i to_elems = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    float *va = pn + nb * RB * G;                      /* [RB][128] a block's values, decode order */
+    int32_t elem[SJK_TQ_BLOCK];
+    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) elem[i] = (int32_t)tq6_elem(i);
+    /* the fp16 norms, 16 at a time by one gather: K's in key order, V's per block */
+    tq6_norms(kn, K, n * nb, SJK_TQ6_0_NBYTES);
+    for (size_t b = 0; b < nb; b++) {
+        tq6_norms(vn + b * G, V + b * SJK_TQ6_0_NBYTES, n, row_nbytes);
+        for (size_t t = n; t < ((n + 15) & ~(size_t)15); t++) vn[b * G + t] = 0.0f;
+    }
     for (size_t r0 = 0; r0 < R; r0 += RB) {
         size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
         for (size_t r = 0; r < RB; r++)
-            for (size_t d = 0; d < D; d += 16)
-                _mm512_storeu_ps(qp + r * D + d, r < rb ? _mm512_permutexvar_ps(to_lanes, _mm512_loadu_ps(q + (r0 + r) * D + d))
-                                                        : _mm512_setzero_ps());
+            for (size_t b = 0; b < nb; b++)
+                for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16)
+                    _mm512_storeu_ps(qp + r * D + b * SJK_TQ_BLOCK + i,
+                                     r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(elem + i)),
+                                                                  q + (r0 + r) * D + b * SJK_TQ_BLOCK, 4)
+                                            : _mm512_setzero_ps());
         /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
         for (size_t t = 0; t < ntm; t++) {
             const uint8_t *row = K + t * row_nbytes;
@@ -470,20 +508,23 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
             for (size_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
                 const float *qb = qp + b * SJK_TQ_BLOCK;
-                __m512 e[RB], o[RB];
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) { e[r] = _mm512_setzero_ps(); o[r] = _mm512_setzero_ps(); }
-                for (size_t k = 0; k < SJK_TQ_BLOCK / 16; k += 2) {
-                    const __m512 c0 = tq6_codes16(&tt, blk, k), c1 = tq6_codes16(&tt, blk, k + 1);
+                __m512 e[2][RB];
+                _Pragma("GCC unroll 2")
+                for (int par = 0; par < 2; par++) {
+                    __m512 f[4];
+                    tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
                     _Pragma("GCC unroll 4")
                     for (size_t r = 0; r < RB; r++) {
-                        e[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb + r * D + 16 * k), c0, e[r]);
-                        o[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb + r * D + 16 * k + 16), c1, o[r]);
+                        const float *qr = qb + r * D + 64 * par;
+                        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
+                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
+                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), f[2], x);
+                        e[par][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), f[3], x);
                     }
                 }
                 const __m512 nv = _mm512_set1_ps(kn[t * nb + b]);
                 _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[r], o[r]), nv, s[r]);
+                for (size_t r = 0; r < RB; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[0][r], e[1][r]), nv, s[r]);
             }
             float sv[4];
             _mm_storeu_ps(sv, hsum4x16(s[0], s[1], s[2], s[3]));
@@ -507,29 +548,38 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
             __m512 vf = _mm512_set1_ps(fct[r]);
             for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), vf));
         }
-        for (size_t tb = 0; tb < ntm; tb += TB) {
-            const size_t te = tb + TB < ntm ? tb + TB : ntm;
-            for (size_t d0 = 0; d0 < D; d0 += 32) {
-                const size_t b = d0 / SJK_TQ_BLOCK, k = (d0 % SJK_TQ_BLOCK) / 16;
-                const float *pb = pn + b * RB * G;
-                __m512 a0[RB], a1[RB];
+        for (size_t b = 0; b < nb; b++) {
+            const float *pb = pn + b * RB * G;
+            for (int par = 0; par < 2; par++) {
+                __m512 a[RB][4];
                 _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); }
-                for (size_t t = tb; t < te; t++) {
+                for (size_t r = 0; r < RB; r++)
+                    _Pragma("GCC unroll 4")
+                    for (size_t k = 0; k < 4; k++) a[r][k] = _mm512_setzero_ps();
+                for (size_t t = 0; t < ntm; t++) {
                     const uint8_t *blk = V + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
-                    const __m512 v0 = tq6_codes16(&tt, blk, k), v1 = tq6_codes16(&tt, blk, k + 1);
+                    __m512 f[4];
+                    tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
                     _Pragma("GCC unroll 4")
                     for (size_t r = 0; r < RB; r++) {
-                        __m512 pw = _mm512_set1_ps(pb[r * G + t]);
-                        a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);
-                        a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);
+                        const __m512 pw = _mm512_set1_ps(pb[r * G + t]);
+                        _Pragma("GCC unroll 4")
+                        for (size_t k = 0; k < 4; k++) a[r][k] = _mm512_fmadd_ps(pw, f[k], a[r][k]);
                     }
                 }
-                for (size_t r = 0; r < rb; r++) {
-                    if (!nvis[r0 + r]) continue;
-                    float *a = acc + (r0 + r) * D + d0;
-                    _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_permutexvar_ps(to_elems, a0[r])));
-                    _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_permutexvar_ps(to_elems, a1[r])));
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++)
+                    _Pragma("GCC unroll 4")
+                    for (size_t k = 0; k < 4; k++) _mm512_storeu_ps(va + r * SJK_TQ_BLOCK + 64 * par + 16 * k, a[r][k]);
+            }
+            for (size_t r = 0; r < rb; r++) {
+                if (!nvis[r0 + r]) continue;
+                float *ad = acc + (r0 + r) * D + b * SJK_TQ_BLOCK;
+                const float *vr = va + r * SJK_TQ_BLOCK;
+                for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16) {
+                    const __m512i ix = _mm512_loadu_si512((const void *)(elem + i));
+                    const __m512 x = _mm512_add_ps(_mm512_i32gather_ps(ix, ad, 4), _mm512_loadu_ps(vr + i));
+                    _mm512_i32scatter_ps(ad, ix, x, 4);
                 }
             }
         }

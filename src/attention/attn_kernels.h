@@ -131,8 +131,8 @@ typedef struct sjk_attn_kernels {
  * Decode kernels: [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area
  * of RB*G*16 (+16 for alignment) floats: the trellis kernel's score partials [16][RB][16],
  * carried windows [D/16][16] and lane-ordered queries [RB][2D] (5632 floats at D = 512),
- * or the tq6 kernel's block norms [2][G][D/128] and norm-weighted probabilities
- * [D/128][RB][G]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
+ * or the tq6 kernel's block norms [2][G][D/128], norm-weighted probabilities
+ * [D/128][RB][G] and one block's values per row [RB][128]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
  * probabilities [G][MANY_RB] (row r of the block in column r), factors [MANY_RB]. */
 #define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
 #define SJK_ATTN_MANY_WORK_FLOATS(D) ((size_t)SJK_ATTN_MANY_RB * ((D) + 128 + 1))
