@@ -22,6 +22,7 @@
 #include "codec/trellis.h"
 
 #define RB SJK_ATTN_RB
+#define RBX SJK_ATTN_RB_MAX /* rows per block at most (the kernels below that take NR) */
 #define G SJK_GROUP
 
 /* exp(x) for x <= 0 (scores minus the running max); x < -87 gives ~0. Cephes expf. */
@@ -92,14 +93,14 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
     for (size_t tb = 0; tb < ntm; tb += (BLK)) {                                           \
         size_t te = tb + (BLK) < ntm ? tb + (BLK) : ntm;                                   \
         for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
-            __m512 a0[RB], a1[RB];                                                         \
-            _Pragma("GCC unroll 4")                                                        \
-            for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
+            __m512 a0[RBX], a1[RBX];                                                         \
+            _Pragma("GCC unroll 8")                                                        \
+            for (size_t r = 0; r < NR; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
             for (size_t t = tb; t < te; t++) {                                             \
                 __m512 v0, v1;                                                             \
                 LOADX2(v0, v1, t, d0);                                                     \
-                _Pragma("GCC unroll 4")                                                    \
-                for (size_t r = 0; r < RB; r++) {                                          \
+                _Pragma("GCC unroll 8")                                                    \
+                for (size_t r = 0; r < NR; r++) {                                          \
                     __m512 pw = _mm512_set1_ps(p[r * G + t]);                        \
                     a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);                                \
                     a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);                                \
@@ -127,18 +128,18 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
 /* Scores of rows [r0, r0+rb) against keys [0, ntm) for fp32 / fp16 keys. */
 #define SCORES_DOT(LOADK)                                                                  \
     for (size_t t = 0; t < ntm; t++) {                                                     \
-        __m512 s0[RB], s1[RB];                                                             \
-        _Pragma("GCC unroll 4")                                                            \
-        for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); } \
+        __m512 s0[RBX], s1[RBX];                                                             \
+        _Pragma("GCC unroll 8")                                                            \
+        for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); } \
         for (size_t d = 0; d < D; d += 32) {                                               \
             __m512 kv0 = LOADK(t, d), kv1 = LOADK(t, d + 16);                               \
-            _Pragma("GCC unroll 4")                                                        \
-            for (size_t r = 0; r < RB; r++) {                                              \
+            _Pragma("GCC unroll 8")                                                        \
+            for (size_t r = 0; r < NR; r++) {                                              \
                 s0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d), kv0, s0[r]);         \
                 s1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d + 16), kv1, s1[r]);     \
             }                                                                              \
         }                                                                                  \
-        for (size_t r = 0; r < RB; r++) p[r * G + t] = hsum512(_mm512_add_ps(s0[r], s1[r])); \
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = hsum512(_mm512_add_ps(s0[r], s1[r])); \
     }
 
 #define LOADK_F32(t, d) _mm512_loadu_ps(K + (t) * D + (d))
@@ -148,21 +149,22 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
  * accumulators stay in registers); a short last block reads a zero query row. Declares
  * rb (rows in the block), ntm (keys the block sees) and qrow[RB]. */
 #define ROW_SETUP()                                                                        \
-    size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;                                        \
+    size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;                                        \
     for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;         \
-    const float *qrow[RB];                                                                 \
-    for (size_t r = 0; r < RB; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
+    const float *qrow[RBX];                                                                 \
+    for (size_t r = 0; r < NR; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
 
 #define CHUNK_BODY(LOADK, LOADV)                                                           \
-    float *p = work; /* [RB][G] scores, then probabilities */                               \
-    float *zero = work + RB * G + RB * D; /* [D] zeros */                                   \
+    const size_t NR = RB;                                                                  \
+    float *p = work; /* [RBX][G] scores, then probabilities */                               \
+    float *zero = work + RBX * G + RBX * D; /* [D] zeros */                                   \
     memset(zero, 0, D * sizeof(float));                                                    \
-    for (size_t r0 = 0; r0 < R; r0 += RB) {                                                \
+    for (size_t r0 = 0; r0 < R; r0 += NR) {                                                \
         ROW_SETUP()                                                                        \
         if (!ntm) continue; /* no row of the block sees a key of this chunk */             \
         SCORES_DOT(LOADK)                                                                  \
-        float fct[RB] = {1, 1, 1, 1};                                                      \
-        for (size_t r = 0; r < RB; r++) {                                                  \
+        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};                                                      \
+        for (size_t r = 0; r < NR; r++) {                                                  \
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
             else memset(p + r * G, 0, G * sizeof(float));                                  \
         }                                                                                  \
@@ -328,27 +330,27 @@ static void chunk_f32_many_avx512(const float *q, size_t R, size_t D, const uint
                 for (size_t r = r0; r < r0 + 4 && r < rb; r++) nt = nv[r] > nt ? nv[r] : nt;
                 if (!nt) continue;
                 __m512 a[4][4];
-                _Pragma("GCC unroll 4")
+                _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < 4; r++)
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
                 for (size_t t = 0; t < nt; t++) {
                     __m512 v[4];
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t i = 0; i < 4; i++) v[i] = _mm512_loadu_ps(V + t * D + d0 + 16 * i);
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t r = 0; r < 4; r++) {
                         const __m512 pb = _mm512_set1_ps(s[t * rp + r0 + r]);
-                        _Pragma("GCC unroll 4")
+                        _Pragma("GCC unroll 8")
                         for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_fmadd_ps(pb, v[i], a[r][i]);
                     }
                 }
-                _Pragma("GCC unroll 4")
+                _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < 4; r++) {
                     if (r0 + r >= rb || !nv[r0 + r]) continue;
                     float *ad = acc + (b0 + r0 + r) * D + d0;
                     const __m512 f = _mm512_set1_ps(fct[r0 + r]);
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t i = 0; i < 4; i++)
                         _mm512_storeu_ps(ad + 16 * i, _mm512_fmadd_ps(_mm512_loadu_ps(ad + 16 * i), f, a[r][i]));
                 }
@@ -468,18 +470,19 @@ static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), x));
 }
 
-static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                             const uint8_t *K, const uint8_t *V, size_t n,
-                             float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                const uint8_t *K, const uint8_t *V, size_t n,
+                                                                float *m, float *l, float *acc, float *work,
+                                                                const size_t NR)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     const tq6_lut tt = tq6_lut_init();
-    float *p = work;                                   /* [RB][G] scores, probabilities */
-    float *qp = work + RB * G;                         /* [RB][D] queries, decode order */
-    float *kn = work + RB * (2 * D + 4 * G + 8);       /* [n][nb] K block norms */
+    float *p = work;                                   /* [RBX][G] scores, probabilities */
+    float *qp = work + RBX * G;                         /* [RBX][D] queries, decode order */
+    float *kn = work + RBX * (2 * D + 4 * G + 8);       /* [n][nb] K block norms */
     float *vn = kn + G * nb;                           /* [nb][G] V block norms (0 past n) */
-    float *pn = vn + G * nb;                           /* [nb][RB][G] p * V norm */
-    float *va = pn + nb * RB * G;                      /* [RB][128] a block's values, decode order */
+    float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
+    float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
     int32_t elem[SJK_TQ_BLOCK];
     for (size_t i = 0; i < SJK_TQ_BLOCK; i++) elem[i] = (int32_t)tq6_elem(i);
     /* the fp16 norms, 16 at a time by one gather: K's in key order, V's per block */
@@ -488,11 +491,11 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
         tq6_norms(vn + b * G, V + b * SJK_TQ6_0_NBYTES, n, row_nbytes);
         for (size_t t = n; t < ((n + 15) & ~(size_t)15); t++) vn[b * G + t] = 0.0f;
     }
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        for (size_t r = 0; r < RB; r++)
+        for (size_t r = 0; r < NR; r++)
             for (size_t b = 0; b < nb; b++)
                 for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16)
                     _mm512_storeu_ps(qp + r * D + b * SJK_TQ_BLOCK + i,
@@ -502,19 +505,19 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
         /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
         for (size_t t = 0; t < ntm; t++) {
             const uint8_t *row = K + t * row_nbytes;
-            __m512 s[RB];
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) s[r] = _mm512_setzero_ps();
+            __m512 s[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) s[r] = _mm512_setzero_ps();
             for (size_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
                 const float *qb = qp + b * SJK_TQ_BLOCK;
-                __m512 e[2][RB];
+                __m512 e[2][RBX];
                 _Pragma("GCC unroll 2")
                 for (int par = 0; par < 2; par++) {
                     __m512 f[4];
                     tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
                         const float *qr = qb + r * D + 64 * par;
                         __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
                         x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
@@ -523,24 +526,24 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
                     }
                 }
                 const __m512 nv = _mm512_set1_ps(kn[t * nb + b]);
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[0][r], e[1][r]), nv, s[r]);
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[0][r], e[1][r]), nv, s[r]);
             }
-            float sv[4];
-            _mm_storeu_ps(sv, hsum4x16(s[0], s[1], s[2], s[3]));
-            for (size_t r = 0; r < RB; r++) p[r * G + t] = sv[r];
+            float sv[RBX];
+            for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
+            for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r];
         }
-        float fct[RB] = {1, 1, 1, 1};
-        for (size_t r = 0; r < RB; r++) {
+        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        for (size_t r = 0; r < NR; r++) {
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
             else memset(p + r * G, 0, G * sizeof(float));
         }
         /* values: probabilities times the keys' V block norms */
         const size_t ntm16 = (ntm + 15) & ~(size_t)15;
         for (size_t b = 0; b < nb; b++)
-            for (size_t r = 0; r < RB; r++)
+            for (size_t r = 0; r < NR; r++)
                 for (size_t t = 0; t < ntm16; t += 16)
-                    _mm512_storeu_ps(pn + (b * RB + r) * G + t,
+                    _mm512_storeu_ps(pn + (b * RBX + r) * G + t,
                                      _mm512_mul_ps(_mm512_loadu_ps(p + r * G + t), _mm512_loadu_ps(vn + b * G + t)));
         for (size_t r = 0; r < rb; r++) {
             if (!nvis[r0 + r]) continue;
@@ -549,27 +552,27 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
             for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), vf));
         }
         for (size_t b = 0; b < nb; b++) {
-            const float *pb = pn + b * RB * G;
+            const float *pb = pn + b * RBX * G;
             for (int par = 0; par < 2; par++) {
-                __m512 a[RB][4];
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++)
-                    _Pragma("GCC unroll 4")
+                __m512 a[RBX][4];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++)
+                    _Pragma("GCC unroll 8")
                     for (size_t k = 0; k < 4; k++) a[r][k] = _mm512_setzero_ps();
                 for (size_t t = 0; t < ntm; t++) {
                     const uint8_t *blk = V + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
                     __m512 f[4];
                     tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
                         const __m512 pw = _mm512_set1_ps(pb[r * G + t]);
-                        _Pragma("GCC unroll 4")
+                        _Pragma("GCC unroll 8")
                         for (size_t k = 0; k < 4; k++) a[r][k] = _mm512_fmadd_ps(pw, f[k], a[r][k]);
                     }
                 }
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++)
-                    _Pragma("GCC unroll 4")
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++)
+                    _Pragma("GCC unroll 8")
                     for (size_t k = 0; k < 4; k++) _mm512_storeu_ps(va + r * SJK_TQ_BLOCK + 64 * par + 16 * k, a[r][k]);
             }
             for (size_t r = 0; r < rb; r++) {
@@ -584,6 +587,20 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
             }
         }
     }
+}
+
+/* Rows per block: 4, or 8 when a call has more than 4 rows (the 6 GQA rows of a Qwen2.5
+ * head, 8 of a Llama-3 head), so that a chunk's codes are decoded once per call instead
+ * of once per 4 rows; the padding rows of a block are zero queries (their FMAs are the
+ * price of the shared decode). */
+static inline size_t rows_per_block(size_t R) { return R > RB ? RBX : RB; }
+
+static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                             const uint8_t *K, const uint8_t *V, size_t n,
+                             float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX);
+    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB);
 }
 
 /* ---- trellis records, read in place -------------------------------------------------
@@ -765,7 +782,7 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
                                                               size_t D, size_t ntm, const float *ktok,
                                                               const float *cz, const uint8_t *payload,
                                                               const float *cb, const unsigned k,
-                                                              const uint8_t *pf, size_t pfn)
+                                                              const uint8_t *pf, size_t pfn, const size_t NR)
 {
     const trel_rot rt = trel_rot_init(k);
     const uint64_t *P = pair_table(cb, k);
@@ -776,9 +793,9 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
         for (size_t j = 0; j < ng; j++) {
             const uint8_t *g = payload + j * gbytes;
             const int lastg = j == ng - 1;
-            __m512 ql[RB], qh[RB];
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) {
+            __m512 ql[RBX], qh[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
                 ql[r] = _mm512_loadu_ps(qd + (r * ng + j) * 32);
                 qh[r] = _mm512_loadu_ps(qd + (r * ng + j) * 32 + 16);
             }
@@ -789,9 +806,9 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
                 const size_t o = (((tb / TRB) * ng + j) * (TRB / 2) + (t - tb) / 2) * 64;
                 if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
                 trel_pair(&lo, &hi, &w, g, t, lastg, cb, P, k, &rt);
-                float *sa = sacc + (t - tb) / 2 * (RB * 16);
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) {
+                float *sa = sacc + (t - tb) / 2 * (RBX * 16);
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
                     const __m512 x = j ? _mm512_fmadd_ps(qh[r], hi, _mm512_load_ps(sa + 16 * r)) : _mm512_mul_ps(qh[r], hi);
                     _mm512_store_ps(sa + 16 * r, _mm512_fmadd_ps(ql[r], lo, x));
                 }
@@ -799,9 +816,9 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
             wst[j] = w;
         }
         for (size_t t = tb; t < te; t += 2)
-            for (size_t r = 0; r < RB; r++) {
+            for (size_t r = 0; r < NR; r++) {
                 float se, so;
-                hsum_even_odd(_mm512_load_ps(sacc + (t - tb) / 2 * (RB * 16) + r * 16), &se, &so);
+                hsum_even_odd(_mm512_load_ps(sacc + (t - tb) / 2 * (RBX * 16) + r * 16), &se, &so);
                 p[r * G + t] = ktok[t] * (se + cz[r]);
                 p[r * G + t + 1] = ktok[t + 1] * (so + cz[r]);
             }
@@ -811,20 +828,20 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
 /* a[r] (16 channels of group g, 4 rows) = Σ_{t < ntm} p[r][t] * C[w(t)] (p is zero past
  * each row's visible keys and up to G): the pair (p[t], p[t+1]) broadcast against the
  * interleaved values, even and odd tokens summed per channel at the end. */
-static inline __attribute__((always_inline)) void trel_values(__m512 a[RB], const float *p, size_t ntm,
+static inline __attribute__((always_inline)) void trel_values(__m512 a[RBX], const float *p, size_t ntm,
                                                               const uint8_t *g, int lastg, const float *cb,
-                                                              const unsigned k)
+                                                              const unsigned k, const size_t NR)
 {
     const trel_rot rt = trel_rot_init(k);
     const uint64_t *P = pair_table(cb, k);
     __m512i w = trel_state(trel_start(g, k, lastg, &rt), P, k);
-    __m512 al[RB], ah[RB];
-    for (size_t r = 0; r < RB; r++) { al[r] = _mm512_setzero_ps(); ah[r] = _mm512_setzero_ps(); }
+    __m512 al[RBX], ah[RBX];
+    for (size_t r = 0; r < NR; r++) { al[r] = _mm512_setzero_ps(); ah[r] = _mm512_setzero_ps(); }
     for (size_t t = 0; t < ntm; t += 2) {
         __m512 lo, hi;
         trel_pair(&lo, &hi, &w, g, t, lastg, cb, P, k, &rt);
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) {
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
             double pp;
             memcpy(&pp, p + r * G + t, 8);
             const __m512 pw = _mm512_castpd_ps(_mm512_set1_pd(pp)); /* p[t], p[t+1], ... */
@@ -834,27 +851,28 @@ static inline __attribute__((always_inline)) void trel_values(__m512 a[RB], cons
     }
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (size_t r = 0; r < RB; r++)
+    for (size_t r = 0; r < NR; r++)
         a[r] = _mm512_add_ps(_mm512_permutex2var_ps(al[r], ev, ah[r]), _mm512_permutex2var_ps(al[r], od, ah[r]));
 }
 
-static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                                 const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                    const sjk_attn_rec *rc, float *m, float *l, float *acc,
+                                                                    float *work, const size_t NR)
 {
-    float *p = work;                                 /* [RB][G] */
-    float *qs = work + RB * G;                       /* [RB][D] */
-    float *sacc = work + RB * (2 * D + 4 * G + 8);   /* [TRB/2][RB][16], 64-byte aligned below */
+    float *p = work;                                 /* [RBX][G] */
+    float *qs = work + RBX * G;                       /* [RBX][D] */
+    float *sacc = work + RBX * (2 * D + 4 * G + 8);   /* [TRB/2][RBX][16], 64-byte aligned below */
     sacc = (float *)(((uintptr_t)sacc + 63) & ~(uintptr_t)63);
-    __m512i *wst = (__m512i *)(void *)(sacc + TRB / 2 * RB * 16); /* [D/16] carried windows */
-    float *qd = (float *)(void *)(wst + D / 16);     /* [RB][D/16][32] queries, trel_pair's lane order */
+    __m512i *wst = (__m512i *)(void *)(sacc + TRB / 2 * RBX * 16); /* [D/16] carried windows */
+    float *qd = (float *)(void *)(wst + D / 16);     /* [RBX][D/16][32] queries, trel_pair's lane order */
     const __m512i dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512i dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     const unsigned kb = rc->kbits, vb = rc->vbits;
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB] = {1, 1, 1, 1};
+        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
         for (size_t r = 0; r < rb; r++) {
             const float *qr = q + (r0 + r) * D;
             __m512 z = _mm512_setzero_ps();
@@ -865,8 +883,8 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
             }
             cz[r] = hsum512(z);
         }
-        for (size_t r = rb; r < RB; r++) memset(qs + r * D, 0, D * sizeof(float));
-        for (size_t r = 0; r < RB; r++)
+        for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
+        for (size_t r = 0; r < NR; r++)
             for (size_t d = 0; d < D; d += 16) {
                 const __m512 x = _mm512_loadu_ps(qs + r * D + d);
                 _mm512_storeu_ps(qd + r * 2 * D + 2 * d, _mm512_permutexvar_ps(dup_lo, x));
@@ -874,10 +892,10 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
             }
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens */
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2, rc->pf, pfn);
-        else if (kb == 3) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3, rc->pf, pfn);
-        else trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4, rc->pf, pfn);
-        for (size_t r = 0; r < RB; r++) {
+        if (kb == 2) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2, rc->pf, pfn, NR);
+        else if (kb == 3) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3, rc->pf, pfn, NR);
+        else trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4, rc->pf, pfn, NR);
+        for (size_t r = 0; r < NR; r++) {
             size_t nv = r < rb ? nvis[r0 + r] : 0;
             if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
             fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
@@ -892,11 +910,11 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
         }
         const size_t ng = D / 16, gbytes = G * 2 * vb;
         for (size_t j = 0; j < ng; j++) {
-            __m512 a[RB];
+            __m512 a[RBX];
             const uint8_t *g = rc->vt + j * gbytes;
-            if (vb == 2) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 2);
-            else if (vb == 3) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 3);
-            else trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 4);
+            if (vb == 2) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 2, NR);
+            else if (vb == 3) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 3, NR);
+            else trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 4, NR);
             __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
             for (size_t r = 0; r < rb; r++) {
                 if (!nvis[r0 + r]) continue;
@@ -927,22 +945,19 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
  * values by token rows of codes; scales folded as in attn_kernels.h. */
 #define POST(a, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), (a))
 #define PRE(r, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), _mm512_set1_ps(zz[r]))
-static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                const sjk_attn_rec *rc, float *m, float *l, float *acc,
+                                                                float *work, const size_t NR)
 {
-    if (rc->kt) {
-        chunk_trellis_avx512(q, R, D, nvis, rc, m, l, acc, work);
-        return;
-    }
-    float *p = work;                 /* [RB][G] */
-    float *qs = work + RB * G;       /* [RB][D] */
+    float *p = work;                 /* [RBX][G] */
+    float *qs = work + RBX * G;       /* [RBX][D] */
     const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
     const __m512 lut16 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB] = {1, 1, 1, 1};
+        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
         for (size_t r = 0; r < rb; r++) {
             const float *qr = q + (r0 + r) * D;
             __m512 z = _mm512_setzero_ps();
@@ -953,12 +968,12 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
             }
             cz[r] = hsum512(z);
         }
-        for (size_t r = rb; r < RB; r++) memset(qs + r * D, 0, D * sizeof(float));
+        for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
         size_t ntm16 = (ntm + 31) & ~(size_t)31;
         for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
-            __m512 s0[RB], s1[RB];
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
+            __m512 s0[RBX], s1[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
             /* 32 tokens of one channel: two runs of 16 unpacked bytes, or the low and high
              * nibbles of one 16-byte unit */
             /* the next record, a line per channel step (rc->pf: attn_kernels.h) */
@@ -968,8 +983,8 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
                 for (size_t d = 0; d < D; d++) {
                     PREFETCH_NEXT(pfo + d * 64);
                     __m512 k0 = LOADC_U8(kc + d * G + t0), k1 = LOADC_U8(kc + d * G + t0 + 16);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
                         __m512 qb = _mm512_set1_ps(qs[r * D + d]);
                         s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
                         s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
@@ -980,8 +995,8 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
                     __m512 k0, k1;
                     PREFETCH_NEXT(pfo + d * 64);
                     LOADC_NIB(k0, k1, rc->kp + d * (G / 2) + t0 / 2);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
                         __m512 qb = _mm512_set1_ps(qs[r * D + d]);
                         s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
                         s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
@@ -989,13 +1004,13 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
                 }
             }
             __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
-            for (size_t r = 0; r < RB; r++) {
+            for (size_t r = 0; r < NR; r++) {
                 __m512 c = _mm512_set1_ps(cz[r]);
                 _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(s0[r], c)));
                 _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_add_ps(s1[r], c)));
             }
         }
-        for (size_t r = 0; r < RB; r++) {
+        for (size_t r = 0; r < NR; r++) {
             size_t nv = r < rb ? nvis[r0 + r] : 0;
             if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
             fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
@@ -1014,6 +1029,16 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
 #undef POST
 #undef PREFETCH_NEXT
 #undef PRE
+
+static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                             const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    const size_t nr = rows_per_block(R);
+    if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    else if (rc->kt) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+    else if (nr == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+}
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
  * Scores by integer dot products against the int8 query pieces (attn_kernels.h,
@@ -1043,22 +1068,22 @@ static void qblk_scales(float *dst, const uint8_t *base, size_t nblk, size_t bn)
 
 /* Scores of keys [0, ntm) for the RB rows whose pieces are hi[r], lo[r], corr[r]. */
 static inline __attribute__((always_inline)) void qblk_scores(float *p, const uint8_t *K, size_t ntm, size_t D,
-                                                              const float *dkf, const int8_t *const hi[RB],
-                                                              const int8_t *const lo[RB], const int32_t *const corr[RB],
-                                                              const float bs[RB][16], const float sc[RB],
-                                                              const unsigned kbits)
+                                                              const float *dkf, const int8_t *const hi[RBX],
+                                                              const int8_t *const lo[RBX], const int32_t *const corr[RBX],
+                                                              const float bs[RBX][16], const float sc[RBX],
+                                                              const unsigned kbits, const size_t NR)
 {
     const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
     const __mmask16 mnb = (__mmask16)((1u << nb) - 1);
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m512 bsv[RB];
-    for (size_t r = 0; r < RB; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
+    __m512 bsv[RBX];
+    for (size_t r = 0; r < NR; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
     for (size_t t = 0; t < ntm; t++) {
         const uint8_t *row = K + t * nb * bn;
         const __m512 dkz = _mm512_maskz_loadu_ps(mnb, dkf + t * nb);
-        __m512 F[RB];
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) F[r] = _mm512_setzero_ps();
+        __m512 F[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) F[r] = _mm512_setzero_ps();
         for (size_t j = 0; j < nb; j += 2) {
             __m512i u;
             const uint8_t *b0 = row + j * bn + 2;
@@ -1073,8 +1098,8 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
                 u = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
             }
             const __m512 dk = _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32((int)j)), dkz);
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) {
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
                 __m512i a = kbits == 8 ? _mm512_loadu_si512((const void *)(corr[r] + j * 8)) : _mm512_setzero_si512();
                 a = _mm512_dpbusd_epi32(a, u, _mm512_loadu_si512((const void *)(hi[r] + j * 32)));
                 a = _mm512_slli_epi32(a, 7);
@@ -1083,12 +1108,12 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
             }
         }
         if (kbits == 4) {
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) F[r] = _mm512_fnmadd_ps(dkz, bsv[r], F[r]);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) F[r] = _mm512_fnmadd_ps(dkz, bsv[r], F[r]);
         }
-        float sv[4];
-        _mm_storeu_ps(sv, hsum4x16(F[0], F[1], F[2], F[3]));
-        for (size_t r = 0; r < RB; r++) p[r * G + t] = sv[r] * sc[r];
+        float sv[RBX];
+        for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(F[r], F[r + 1], F[r + 2], F[r + 3]));
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r] * sc[r];
     }
 }
 
@@ -1111,13 +1136,14 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
 
 #define POST POST_NONE
 #define PRE PRE_NONE
-static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
-                              unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                              float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D,
+                                                                 const uint32_t *nvis, unsigned kbits, unsigned vbits,
+                                                                 const uint8_t *K, const uint8_t *V, size_t n, float *m,
+                                                                 float *l, float *acc, float *work, const size_t NR)
 {
     const size_t nb = D / 32;
-    float *p = work;                   /* [RB][G] scores, then probabilities */
-    float *dkf = p + RB * G;           /* [n * nb + 16] K block scales */
+    float *p = work;                   /* [RBX][G] scores, then probabilities */
+    float *dkf = p + RBX * G;           /* [n * nb + 16] K block scales */
     float *dvf = dkf + G * nb + 16;    /* [n * nb + 16] V block scales */
     int8_t *zero8 = (int8_t *)(void *)(dvf + G * nb + 16); /* [2 D] zero bytes: pieces of absent rows */
     const __m512 lut_m8 = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
@@ -1128,14 +1154,14 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
     (void)n;
     qblk_scales(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        const int8_t *hi[RB], *lo[RB];
-        const int32_t *corr[RB];
-        float bs[RB][16], sc[RB];
-        for (size_t r = 0; r < RB; r++) {
+        const int8_t *hi[RBX], *lo[RBX];
+        const int32_t *corr[RBX];
+        float bs[RBX][16], sc[RBX];
+        for (size_t r = 0; r < NR; r++) {
             const int live = r < rb;
             hi[r] = live ? qi->hi + (r0 + r) * D : zero8;
             lo[r] = live ? qi->lo + (r0 + r) * D : zero8;
@@ -1143,10 +1169,10 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
             sc[r] = live ? qi->scale[r0 + r] : 0.0f;
             for (size_t b = 0; b < 16; b++) bs[r][b] = live && b < nb ? qi->bsum[(r0 + r) * nb + b] : 0.0f;
         }
-        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8);
-        else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4);
-        float fct[RB] = {1, 1, 1, 1};
-        for (size_t r = 0; r < RB; r++) {
+        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8, NR);
+        else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4, NR);
+        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        for (size_t r = 0; r < NR; r++) {
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
             else memset(p + r * G, 0, G * sizeof(float));
         }
@@ -1156,6 +1182,14 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
 }
 #undef POST
 #undef PRE
+
+static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                              unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                              float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RBX);
+    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RB);
+}
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);

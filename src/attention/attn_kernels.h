@@ -31,6 +31,7 @@
 #include "codec/record_layout.h"
 
 #define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
+#define SJK_ATTN_RB_MAX 8 /* rows per block of the kernels that take up to 8 (AVX-512: R 5..8 in one block) */
 #define SJK_ATTN_MANY_MIN 16 /* rows per KV head from which attend.c uses chunk_f32_many */
 #define SJK_ATTN_MANY_RB 32  /* query rows per block inside chunk_f32_many */
 
@@ -128,13 +129,14 @@ typedef struct sjk_attn_kernels {
 } sjk_attn_kernels;
 
 /* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.
- * Decode kernels: [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area
- * of RB*G*16 (+16 for alignment) floats: the trellis kernel's score partials [16][RB][16],
- * carried windows [D/16][16] and lane-ordered queries [RB][2D] (5632 floats at D = 512),
- * or the tq6 kernel's block norms [2][G][D/128], norm-weighted probabilities
- * [D/128][RB][G] and one block's values per row [RB][128]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
+ * Decode kernels (RB = SJK_ATTN_RB_MAX, the most rows of one block): [RB][G] scores,
+ * [RB][D] folded queries, [D] zeros, then a second area of RB*G*16 (+16 for alignment)
+ * floats: the trellis kernel's score partials [16][RB][16], carried windows [D/16][16]
+ * and lane-ordered queries [RB][2D] (10752 floats at D = 512), or the tq6 kernel's block
+ * norms [2][G][D/128], norm-weighted probabilities [D/128][RB][G] and one block's values
+ * per row [RB][128]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
  * probabilities [G][MANY_RB] (row r of the block in column r), factors [MANY_RB]. */
-#define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
+#define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB_MAX * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB_MAX * 128 * 16 + 16)
 #define SJK_ATTN_MANY_WORK_FLOATS(D) ((size_t)SJK_ATTN_MANY_RB * ((D) + 128 + 1))
 #define SJK_ATTN_WORK_FLOATS(D) \
     (SJK_ATTN_DECODE_WORK_FLOATS(D) > SJK_ATTN_MANY_WORK_FLOATS(D) ? SJK_ATTN_DECODE_WORK_FLOATS(D) : SJK_ATTN_MANY_WORK_FLOATS(D))
