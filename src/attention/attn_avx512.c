@@ -603,6 +603,44 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
     else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB);
 }
 
+/* The record's K scales folded into rows q[rb][D] of a block of NR: qs[r][d] = q[r][d] *
+ * Kscale[d] and cz[r] = q[r] . Kzero (rows rb..NR-1: zero queries, cz untouched). */
+static inline void rec_fold(float *qs, float *cz, const float *q, size_t rb, size_t NR, size_t D, const sjk_attn_rec *rc)
+{
+    for (size_t r = 0; r < rb; r++) {
+        const float *qr = q + r * D;
+        __m512 z = _mm512_setzero_ps();
+        for (size_t d = 0; d < D; d += 16) {
+            __m512 qv = _mm512_loadu_ps(qr + d);
+            _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
+            z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
+        }
+        cz[r] = hsum512(z);
+    }
+    for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
+}
+
+/* The online-softmax update of a record block's scores p[NR][G] (rows rb..NR-1 and keys
+ * past a row's nvis: p = 0), then the V scales folded in: p[r][t] *= Vscale[t] and
+ * zz[r] = Σ_t p[r][t] · Vzero[t] (before the scaling); fct[r] the old state's factor. */
+static inline void rec_probs(float *p, float *fct, float *zz, const uint32_t *nvis, size_t rb, size_t NR, float *m,
+                             float *l, const sjk_attn_rec *rc)
+{
+    for (size_t r = 0; r < NR; r++) {
+        const size_t nv = r < rb ? nvis[r] : 0;
+        if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
+        fct[r] = softmax_row(p + r * G, nv, &m[r], &l[r]);
+        const size_t nv16 = (nv + 15) & ~(size_t)15;
+        __m512 z = _mm512_setzero_ps();
+        for (size_t t = 0; t < nv16; t += 16) {
+            const __m512 pv = _mm512_loadu_ps(p + r * G + t);
+            z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
+            _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
+        }
+        zz[r] = hsum512(z);
+    }
+}
+
 /* ---- trellis records, read in place -------------------------------------------------
  * A payload group is 16 channels d0..d0+15 (docs/FORMAT.md); step t holds their 16
  * symbols in 2k bytes, so the 16 windows of token t live in one vector and advance as
@@ -873,17 +911,7 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
         float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
-        for (size_t r = 0; r < rb; r++) {
-            const float *qr = q + (r0 + r) * D;
-            __m512 z = _mm512_setzero_ps();
-            for (size_t d = 0; d < D; d += 16) {
-                __m512 qv = _mm512_loadu_ps(qr + d);
-                _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
-                z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
-            }
-            cz[r] = hsum512(z);
-        }
-        for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         for (size_t r = 0; r < NR; r++)
             for (size_t d = 0; d < D; d += 16) {
                 const __m512 x = _mm512_loadu_ps(qs + r * D + d);
@@ -895,19 +923,7 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
         if (kb == 2) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2, rc->pf, pfn, NR);
         else if (kb == 3) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3, rc->pf, pfn, NR);
         else trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4, rc->pf, pfn, NR);
-        for (size_t r = 0; r < NR; r++) {
-            size_t nv = r < rb ? nvis[r0 + r] : 0;
-            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
-            fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
-            size_t nv16 = (nv + 15) & ~(size_t)15;
-            __m512 z = _mm512_setzero_ps();
-            for (size_t t = 0; t < nv16; t += 16) {
-                __m512 pv = _mm512_loadu_ps(p + r * G + t);
-                z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
-                _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
-            }
-            zz[r] = hsum512(z);
-        }
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         const size_t ng = D / 16, gbytes = G * 2 * vb;
         for (size_t j = 0; j < ng; j++) {
             __m512 a[RBX];
@@ -941,16 +957,50 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
 /* channels d0..d0+31 of a 4-bit V payload row: the 16 bytes of unit d0/32 */
 #define LOAD_V4X2(v0, v1, t, d0) LOADC_NIB(v0, v1, vp + (t) * (D / 2) + (d0) / 2)
 
+/* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
+ * int16 q16[D] and its scale. */
+static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
+{
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t d = 0; d < D; d += 16) {
+        const __m512 v = _mm512_loadu_ps(x + d);
+        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+    }
+    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m512 vi = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
+    for (size_t d = 0; d < D; d += 16) {
+        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + d), vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(void *)(q16 + d), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
+    }
+}
+
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
- * values by token rows of codes; scales folded as in attn_kernels.h. */
+ * values by token rows of codes; scales folded as in attn_kernels.h.
+ *
+ * Q16 (chunk_rec_q16, 4-bit K read in place): the folded queries become int16 per record
+ * (q16_prep) and a channel quad's 32 tokens (one 16-byte unit of each of 4 channel rows,
+ * put in one zmm) are spread by two vpermb into int16 pairs (channel 4c, 4c+1 | 4c+2,
+ * 4c+3) of each token, the low nibbles (tokens t0..t0+15) and high nibbles (t0+16..31)
+ * masked out of them; each vpdpwssd then adds 32 products code x q16 per row, exact in
+ * int32, and the scale turns the sums into scores once per 16 tokens. Against the fp32
+ * path (per channel: one zero-extend, two vpermps, 2 NR FMAs for 32 tokens) that is 4
+ * NR vpdpwssd and about 10 shuffles / logic ops per 4 channels. */
 #define POST(a, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), (a))
 #define PRE(r, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), _mm512_set1_ps(zz[r]))
 static inline __attribute__((always_inline)) void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                 const sjk_attn_rec *rc, float *m, float *l, float *acc,
-                                                                float *work, const size_t NR)
+                                                                float *work, const size_t NR, const int Q16)
 {
     float *p = work;                 /* [RBX][G] */
     float *qs = work + RBX * G;       /* [RBX][D] */
+    int16_t *q16 = (int16_t *)(void *)(work + RBX * (2 * D + 4 * G + 8)); /* [RBX][D] (Q16) */
+    float q16s[RBX] = {0};
     const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
     const __m512 lut16 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (size_t r0 = 0; r0 < R; r0 += NR) {
@@ -958,19 +1008,58 @@ static inline __attribute__((always_inline)) void chunk_rec_nr(const float *q, s
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
         float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
-        for (size_t r = 0; r < rb; r++) {
-            const float *qr = q + (r0 + r) * D;
-            __m512 z = _mm512_setzero_ps();
-            for (size_t d = 0; d < D; d += 16) {
-                __m512 qv = _mm512_loadu_ps(qr + d);
-                _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
-                z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
-            }
-            cz[r] = hsum512(z);
-        }
-        for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         size_t ntm16 = (ntm + 31) & ~(size_t)31;
-        for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
+        if (Q16) {
+            for (size_t r = 0; r < NR; r++) {
+                if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
+                else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
+            }
+            /* vpermb controls: dword j <- (byte j of lane 2i, byte j of lane 2i + 1) as
+             * two 16-bit words (high bytes junk, masked) */
+            uint8_t ix[2][64];
+            for (int j = 0; j < 16; j++)
+                for (int h = 0; h < 2; h++) {
+                    ix[h][4 * j] = ix[h][4 * j + 1] = (uint8_t)(32 * h + j);
+                    ix[h][4 * j + 2] = ix[h][4 * j + 3] = (uint8_t)(32 * h + 16 + j);
+                }
+            const __m512i i01 = _mm512_loadu_si512(ix[0]), i23 = _mm512_loadu_si512(ix[1]);
+            const __m512i m4 = _mm512_set1_epi32(0x000F000F);
+            for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
+                __m512i A0[RBX], A1[RBX];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) { A0[r] = _mm512_setzero_si512(); A1[r] = _mm512_setzero_si512(); }
+                const size_t pfo = (t0 / 32) * D * 64, pfn = r0 == 0 ? rc->pf_nbytes : 0;
+                for (size_t c = 0; c < D; c += 4) {
+                    const uint8_t *u = rc->kp + c * (G / 2) + t0 / 2;
+                    if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
+                    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)u));
+                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G / 2)), 1);
+                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G)), 2);
+                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + 3 * G / 2)), 3);
+                    const __m512i p01 = _mm512_permutexvar_epi8(i01, x), p23 = _mm512_permutexvar_epi8(i23, x);
+                    const __m512i l01 = _mm512_and_si512(p01, m4), h01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), m4);
+                    const __m512i l23 = _mm512_and_si512(p23, m4), h23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), m4);
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        int32_t wa, wb;
+                        memcpy(&wa, q16 + r * D + c, 4);
+                        memcpy(&wb, q16 + r * D + c + 2, 4);
+                        const __m512i qa = _mm512_set1_epi32(wa), qb = _mm512_set1_epi32(wb);
+                        A0[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A0[r], l01, qa), l23, qb);
+                        A1[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A1[r], h01, qa), h23, qb);
+                    }
+                }
+                const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
+                for (size_t r = 0; r < NR; r++) {
+                    const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
+                    _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A0[r])), c)));
+                    _mm512_storeu_ps(p + r * G + t0 + 16,
+                                     _mm512_mul_ps(kt1, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A1[r])), c)));
+                }
+            }
+        }
+        for (size_t t0 = 0; t0 < (Q16 ? 0 : ntm16); t0 += 32) {
             __m512 s0[RBX], s1[RBX];
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
@@ -1010,18 +1099,7 @@ static inline __attribute__((always_inline)) void chunk_rec_nr(const float *q, s
                 _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_add_ps(s1[r], c)));
             }
         }
-        for (size_t r = 0; r < NR; r++) {
-            size_t nv = r < rb ? nvis[r0 + r] : 0;
-            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
-            fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
-            __m512 z = _mm512_setzero_ps();
-            for (size_t t = 0; t < ntm16; t += 16) {
-                __m512 pv = _mm512_loadu_ps(p + r * G + t);
-                z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
-                _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
-            }
-            zz[r] = hsum512(z);
-        }
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         if (vc) { V_ACCUM(LOADX2_U8, TB) }
         else { V_ACCUM(LOAD_V4X2, G) }
     }
@@ -1036,8 +1114,15 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
     const size_t nr = rows_per_block(R);
     if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
     else if (rc->kt) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
-    else if (nr == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
-    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+    else if (nr == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 0);
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+}
+
+static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                 const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 1);
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1);
 }
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
@@ -1208,5 +1293,5 @@ static void f16_to_f32_avx512(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_avx512, chunk_f32_many_avx512, chunk_f16_avx512, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
-    f16_to_f32_avx512, 1, chunk_qblk_avx512,
+    f16_to_f32_avx512, 1, chunk_qblk_avx512, chunk_rec_q16_avx512,
 };

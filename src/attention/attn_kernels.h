@@ -126,7 +126,22 @@ typedef struct sjk_attn_kernels {
     void (*chunk_qblk)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                        unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                        float *m, float *l, float *acc, float *work);
+    /* One scalar record whose K codes are 4-bit and read in place (rec.kp set, rec.kc and
+     * rec.kt NULL), scored by integer dot products: per record and row the folded query
+     * qs[d] = q[d]·Kscale[d] becomes int16 (sjk_attn_q16_prep), and
+     *   s[t] = Ktok[t] · (scale · (float)Σ_d q16[d]·code[d][t] + Σ_d q[d]·Kzero[d])
+     * with the sum exact in int32; values as chunk_rec (dequantized inside the
+     * accumulation). NULL: the caller uses chunk_rec. */
+    void (*chunk_rec_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
+
+/* The int16 form of one row x[D] for chunk_rec_q16: *scale = max_i |x[i]| / 32767 and
+ * q16[i] = round-to-nearest-even(x[i] · (1 / *scale)) (|q16| <= 32767), so each value is
+ * within *scale / 2 = max|x| / 65534 of scale · q16 (plus fp32 rounding); an all-zero row
+ * gives scale 0 and zeros, a row with a non-finite value scale NaN and zeros (its scores
+ * are NaN, as the fp32 kernels would make them). The SIMD kernels compute the same bits. */
+void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D);
 
 /* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.
  * Decode kernels (RB = SJK_ATTN_RB_MAX, the most rows of one block): [RB][G] scores,
