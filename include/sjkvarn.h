@@ -449,6 +449,9 @@ typedef struct sjk_cache_memory {
     size_t occupied_nbytes; /* bytes holding live K/V now (sink/ring counted by length) */
     double occupied_bits_per_value; /* occupied_nbytes * 8 / (positions * 2 * heads * D) */
     double allocated_bits_per_value;/* K/V region bytes * 8 / (max_pos * n_seqs * ...) */
+    size_t seal_scratch_nbytes; /* the part of scratch_nbytes only compressed layers need:
+                                   per thread, the seal tile and record-encode scratch
+                                   beyond attention's own (0 for a cache of uniform layers) */
 } sjk_cache_memory;
 
 /* Memory report (current occupancy counts every sequence and layer). */

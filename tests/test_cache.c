@@ -341,6 +341,11 @@ TEST(test_estimate_equals_allocation)
         CHECKF(m.total_nbytes == est, "%s: estimate %zu, allocated %zu", cfgs[i], est, m.total_nbytes);
         CHECK(m.sink_nbytes + m.body_nbytes + m.ring_nbytes + m.uniform_nbytes + m.scratch_nbytes == m.total_nbytes);
         CHECK(m.allocated_bits_per_value > 0);
+        /* seal scratch: part of the scratch, and only where a layer is compressed */
+        int uniform = !strncmp(cfgs[i], "f16", 3) || !strncmp(cfgs[i], "q8_0", 4);
+        CHECKF(uniform ? m.seal_scratch_nbytes == 0 : m.seal_scratch_nbytes > 0, "%s: seal scratch %zu",
+               cfgs[i], m.seal_scratch_nbytes);
+        CHECK(m.seal_scratch_nbytes <= m.scratch_nbytes);
         sjk_cache_free(c);
     }
 }

@@ -664,6 +664,13 @@ sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m)
     size_t kv = m->sink_nbytes + m->body_nbytes + m->ring_nbytes + m->uniform_nbytes;
     m->scratch_nbytes = c->total_nbytes - kv;
     const size_t H = c->p.n_kv_heads, D = c->D;
+    /* Per-thread scratch is the larger of attention's and a seal's (plan()); what a seal
+     * needs beyond attention is the compressed layers' own cost. */
+    int any_compressed = 0;
+    for (uint32_t l = 0; l < c->p.n_layers; l++) any_compressed |= c->layers[l].compressed;
+    size_t attn = sjk_attn_scratch_nbytes(D), attn_al = attn;
+    if (any_compressed && sjk_align_up_ok(attn, SJK_CACHE_ALIGN, &attn_al) && c->scratch_nbytes > attn_al)
+        m->seal_scratch_nbytes = (c->scratch_nbytes - attn_al) * c->p.n_threads;
     double occ = 0, values = 0;
     for (uint32_t s = 0; s < c->p.n_seqs; s++)
         for (uint32_t l = 0; l < c->p.n_layers; l++) {
