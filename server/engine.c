@@ -201,6 +201,14 @@ static void start_job(srv *S, srv_slot *sl)
         sl->n_held = kept;
         j->n_cached = kept;
     }
+    if (S->store && j->n_cached > 0 && j->n_cached < j->n_prompt && j->n_prompt <= UINT32_MAX &&
+        (size_t)sjkh_session_block_cut(sl->s, (uint32_t)j->n_prompt) * SJKH_BLOCK_TOKENS > j->n_cached &&
+        sjks_store_probe(S->store, sl->s, j->prompt, j->n_prompt) > j->n_cached) {
+        /* the store holds more of the prompt than the session: start fresh and import it */
+        sjkh_session_reset(sl->s);
+        sl->n_held = 0;
+        j->n_cached = 0;
+    }
     size_t reused = j->n_cached;
     sl->n_tokens_done = 0;
     sl->pending = -1;

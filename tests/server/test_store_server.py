@@ -286,9 +286,15 @@ def t_damaged_entries_fall_back_with_identical_output():
             # the damaged or missing value was published again, exactly as before
             assert delta(m1, m0, "store_published_total") == 1, name
             assert r.cmd("GET", keys[which]) == good, "%s: block %d not restored" % (name, which)
-        erase(b)
+        # the session holds a short prefix of the prompt (a shorter prompt's), the store
+        # all of its blocks: the store wins (the session starts fresh and imports them)
+        _, n_q, cached_q = ask(b, P1[:400])
+        assert 0 < cached_q < BLOCK and n_q < BLOCK, (n_q, cached_q)  # reused from P1, nothing stored
+        m0 = b.metrics()
         got, _, cached = ask(b, P1)
+        m1 = b.metrics()
         assert got == text and cached == cut * BLOCK, (got, cached)
+        assert delta(m1, m0, "prefix_cache_hits_total") == 0 and delta(m1, m0, "store_hit_blocks_total") == cut
     finally:
         assert b.stop() == 0
 
