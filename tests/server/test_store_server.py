@@ -43,9 +43,8 @@ def prompt_text(path, start, nchars):
     return out
 
 
-# about 4.5 blocks of SmolLM2 tokens each: 4 blocks to share, and the remainder
-P1 = prompt_text("docs/DESIGN.md", 0, 2200)
-P2 = prompt_text("docs/HOST.md", 0, 2200)
+# a little over 3 blocks of SmolLM2 tokens: 3 blocks to share, and the remainder
+P1 = prompt_text("docs/DESIGN.md", 0, 1450)
 
 
 # ---- Redis ---------------------------------------------------------------------------
@@ -158,7 +157,8 @@ def serve(url, *extra):
 
 
 def ask(srv, prompt, n=6):
-    r = srv.client().completions.create(model="x", prompt=prompt, max_tokens=n, temperature=0)
+    c = srv.client().with_options(timeout=900)  # sanitizer builds prefill slowly
+    r = c.completions.create(model="x", prompt=prompt, max_tokens=n, temperature=0)
     srv.wait_idle(timeout=60)  # the slot is busy until its blocks are published
     return r.choices[0].text, r.usage.prompt_tokens, r.usage.prompt_tokens_details.cached_tokens
 
@@ -172,7 +172,7 @@ def delta(after, before, name):
     return after["sjkvarn_" + name] - before["sjkvarn_" + name]
 
 
-REF = {}  # prompt -> (text, prompt tokens): server A's answer through a cold store
+REF = {}  # "p1" -> (text, prompt tokens): server A's answer through a cold store
 
 
 def warm_share(url, tag):
@@ -196,10 +196,10 @@ def warm_share(url, tag):
         assert delta(mb, b0, "prefill_tokens_total") == n - cut * BLOCK, mb  # only the remainder
         assert delta(mb, b0, "prompt_tokens_cached_total") == cut * BLOCK
         assert delta(mb, b0, "store_published_total") == 0 and mb["sjkvarn_store_fallbacks_total"] == 0, mb
-        if P1 in REF:
-            assert REF[P1][0] == text_a, "%s: the text differs from the single node's" % tag
+        if "p1" in REF:
+            assert REF["p1"][0] == text_a, "%s: the text differs from the single node's" % tag
         else:
-            REF[P1] = (text_a, n)
+            REF["p1"] = (text_a, n)
         return mb
     finally:
         assert a.stop() == 0 and b.stop() == 0
@@ -236,8 +236,8 @@ def t_cluster_second_server_imports_the_blocks():
 def damage_corrupt(r, keys, v):
     v = bytearray(v)
     v[len(v) // 2] ^= 0x55  # a payload byte: the CRC fails
-    r.cmd("SET", keys[1], bytes(v))
-    return 1
+    r.cmd("SET", keys[2], bytes(v))
+    return 2
 
 
 def damage_truncate(r, keys, v):
@@ -249,8 +249,8 @@ def damage_foreign(r, keys, v):
     v = bytearray(v)
     v[40:72] = bytes(x ^ 0xA5 for x in v[40:72])  # another model's fingerprint, CRC made valid
     v[-4:] = crc32c(v[:-4]).to_bytes(4, "little")
-    r.cmd("SET", keys[0], bytes(v))
-    return 0
+    r.cmd("SET", keys[2], bytes(v))
+    return 2
 
 
 def damage_evict(r, keys, v):
@@ -263,12 +263,12 @@ def t_damaged_entries_fall_back_with_identical_output():
     r = Resp(R.port)
     b = serve(url)
     try:
-        text, n = REF[P1]
+        text, n = REF["p1"]
         cut = (n - 1) // BLOCK
         keys = growing_keys(r)
         assert sorted(keys) == list(range(cut)), sorted(keys)
         for damage in [damage_corrupt, damage_truncate, damage_foreign, damage_evict]:
-            which = {damage_corrupt: 1, damage_truncate: 2, damage_foreign: 0, damage_evict: 1}[damage]
+            which = {damage_corrupt: 2, damage_truncate: 2, damage_foreign: 2, damage_evict: 1}[damage]
             good = r.cmd("GET", keys[which])
             depth = damage(r, keys, good)
             erase(b)
@@ -308,7 +308,7 @@ def t_killing_redis_loses_no_request():
 
         def go():
             try:
-                out["r"] = ask(a, P2, n=8)
+                out["r"] = ask(a, P1)
             except Exception as e:  # noqa: BLE001 - reported below
                 out["e"] = e
 
@@ -316,21 +316,13 @@ def t_killing_redis_loses_no_request():
         t.start()
         time.sleep(0.5)  # the lookup is done (an empty store), the prefill runs
         r2.kill()
-        t.join(120)
+        t.join(900)
         assert "r" in out, out
         m = a.metrics()
+        # the request completed with the cold store's text; what it could not publish is counted
+        assert out["r"][0] == REF["p1"][0] and out["r"][2] == 0, (out["r"], REF["p1"])
         assert m["sjkvarn_store_publish_failures_total"] + m["sjkvarn_store_lookup_failures_total"] >= 1, m
-        assert m["sjkvarn_store_errors_total"] >= 1, m
-        text2 = out["r"][0]
-        # with Redis gone: the lookup fails, the prompt is prefilled, the text is the same
-        erase(a)
-        m0 = a.metrics()
-        got, n, cached = ask(a, P2, n=8)
-        m1 = a.metrics()
-        assert got == text2 and cached == 0, (got, text2, cached)
-        assert delta(m1, m0, "store_lookup_failures_total") == 1 and delta(m1, m0, "store_fallbacks_total") == 1, m1
-        assert delta(m1, m0, "prefill_tokens_total") == n, m1
-        assert "got no answer" in a.stderr(), a.stderr()[-2000:]
+        assert m["sjkvarn_store_errors_total"] >= 1 and m["sjkvarn_store_published_total"] == 0, m
     finally:
         assert a.stop() == 0
         r2.close()
@@ -342,15 +334,16 @@ def t_hung_redis_costs_bounded_time():
     a = serve(url)
     try:
         r3.p.send_signal(signal.SIGSTOP)  # accepts connections (the kernel does), never answers
-        t0 = time.time()
         got, n, cached = ask(a, P1)
-        assert got == REF[P1][0] and cached == 0, (got, cached)
+        assert got == REF["p1"][0] and cached == 0, (got, cached)
         m = a.metrics()
         assert m["sjkvarn_store_lookup_failures_total"] == 1 and m["sjkvarn_store_fallbacks_total"] == 1, m
-        # at most a few 300 ms timeouts on top of the prefill (a failed node is skipped 1 s)
+        assert m["sjkvarn_store_publish_failures_total"] == (n - 1) // BLOCK, m
+        assert m["sjkvarn_prefill_tokens_total"] == n, m
+        # a few 300 ms timeouts at most (a node that failed is skipped for a second)
         assert m["sjkvarn_store_seconds_total{op=\"lookup\"}"] < 2.0, m
         assert m["sjkvarn_store_seconds_total{op=\"publish\"}"] < 2.0, m
-        assert time.time() - t0 < 120
+        assert "got no answer" in a.stderr(), a.stderr()[-2000:]
     finally:
         assert a.stop() == 0
         r3.close()
