@@ -251,13 +251,16 @@ test:
 check: test
 
 # Each builds in build/<name> unless BUILD is given on the command line (make valgrind BUILD=...).
+# The instrumented runs set SJK_TEST_LIGHT=1 (unless it is given: SJK_TEST_LIGHT=0 runs them
+# at full size): the heavy tests run every code path on less data (tests/harness.h,
+# test_light(); docs/RELIABILITY.md). `make test` (gcc, clang) always runs at full size.
 san_build = $(if $(filter command line,$(origin BUILD)),$(BUILD),build/$(1))
 asan:
-	@$(MAKE) --no-print-directory test BUILD=$(call san_build,asan) SAN=address,leak OPT=-O1
+	@SJK_TEST_LIGHT=$${SJK_TEST_LIGHT:-1} $(MAKE) --no-print-directory test BUILD=$(call san_build,asan) SAN=address,leak OPT=-O1
 ubsan:
-	@$(MAKE) --no-print-directory test BUILD=$(call san_build,ubsan) SAN=undefined OPT=-O1
+	@SJK_TEST_LIGHT=$${SJK_TEST_LIGHT:-1} $(MAKE) --no-print-directory test BUILD=$(call san_build,ubsan) SAN=undefined OPT=-O1
 valgrind:
-	@SJK_TEST_LIGHT=1 $(MAKE) --no-print-directory test BUILD=$(call san_build,valgrind) OPT=-O1 \
+	@SJK_TEST_LIGHT=$${SJK_TEST_LIGHT:-1} $(MAKE) --no-print-directory test BUILD=$(call san_build,valgrind) OPT=-O1 \
 	  SJK_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 
 # libFuzzer: the libraries built with clang, ASan + UBSan and fuzzer coverage in their own
