@@ -35,6 +35,7 @@
 
 #include "harness.h"
 #include "support/json_lite.h"
+#include "support/models.h"
 
 enum { NEED_NONE = 0, NEED_GEMMA = 1, NEED_SMOL = 2, NEED_CORPUS = 4, NEED_QWEN = 8 };
 
@@ -290,10 +291,9 @@ int main(void)
     snprintf(g_cli, sizeof g_cli, "%s/sjkvarn", b && *b ? b : "build");
     char abs_cli[4096];
     if (realpath(g_cli, abs_cli)) snprintf(g_cli, sizeof g_cli, "%.1000s", abs_cli); /* rows may cd */
-    const char *md = getenv("SJK_MODEL_DIR"), *home = getenv("HOME"), *cd = getenv("SJK_CORPUS_DIR");
+    const char *home = getenv("HOME"), *cd = getenv("SJK_CORPUS_DIR");
     char mdir[600], cdir[600];
-    if (md && *md) snprintf(mdir, sizeof mdir, "%s", md);
-    else snprintf(mdir, sizeof mdir, "%s/.cache/sjkvarn/models", home ? home : "");
+    test_model_dir(mdir, sizeof mdir);
     if (cd && *cd) snprintf(cdir, sizeof cdir, "%s", cd);
     else snprintf(cdir, sizeof cdir, "%s/.cache/sjkvarn/corpus", home ? home : "");
     snprintf(g_gemma, sizeof g_gemma, "%s/gemma-3-270m-q4_k_m.gguf", mdir);

@@ -14,16 +14,7 @@
 
 #include "harness.h"
 #include "sjkhost.h"
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
+#include "support/models.h"
 
 enum { NS = 3, STEPS = 6 };
 
@@ -51,7 +42,7 @@ static int32_t argmax(const float *x, size_t n)
 
 static void one_model(const char *file, int *ran)
 {
-    const char *path = model_path(file);
+    const char *path = test_model_path(file);
     if (access(path, R_OK)) return;
     (*ran)++;
     sjkh_model *m = NULL;

@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "support/gguf_writer.h"
 #include "sjkhost.h"
+#include "support/models.h"
 
 #define MAX_T 128
 typedef struct tdesc {
@@ -684,19 +685,10 @@ TEST(test_sampler)
 
 /* ---- real models --------------------------------------------------------------------- */
 
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return access(buf, R_OK) == 0 ? buf : NULL;
-}
-
 static void check_real(const char *file, const char *prompt_ids_desc, const int32_t *prompt, size_t n_prompt,
                        int32_t want_top)
 {
-    const char *path = model_path(file);
+    const char *path = test_model_find(file);
     if (!path) SKIP("%s not in the model cache: run scripts/fetch-model", file);
     sjkh_model *m = NULL;
     char err[512];

@@ -15,16 +15,7 @@
 
 #include "harness.h"
 #include "sjkhost.h"
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
+#include "support/models.h"
 
 static sjkh_session *mk(const sjkh_model *m, const char *kv, uint32_t window_type)
 {
@@ -102,7 +93,7 @@ out:
 
 static int run_model(const char *file, const char *const *kvs, int n_kvs, uint32_t n)
 {
-    const char *path = model_path(file);
+    const char *path = test_model_path(file);
     if (access(path, R_OK)) return 0;
     sjkh_model *m = NULL;
     char err[512];
