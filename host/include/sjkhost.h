@@ -518,7 +518,7 @@ typedef struct sjkh_session_file_info {
 sjk_status sjkh_session_file_inspect(const void *data, size_t nbytes, sjkh_session_file_info *info,
                                      char *err, size_t err_cap);
 
-/* ---- prefix blocks (host/src/session_block.c; store/ shares them, docs/STORE.md) --------
+/* ---- prefix blocks (host/model/session_block.c; store/ shares them, docs/STORE.md) --------
  * Block i is positions [128 i, 128 i + 128) of every layer, in two parts: GROWING (every
  * growing layer: sjk_cache_block_export's bytes per KV head, or a host-f16 layer's fp16
  * slots) and WINDOW (every sliding-window layer's slots as its ring holds them). Bytes
