@@ -33,13 +33,14 @@ ALLOC_HOOK ?= 0
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
-# Include folders: each library sees only what it may depend on (the host: the public
-# header include/sjkvarn.h and its own headers, never src/); tools, tests and benches see
-# everything.
+# Include folders: each library sees only what it may depend on: its own headers and the
+# public headers of the libraries below it, never their private folders (the host:
+# include/sjkvarn.h and host/; plan: include/sjkvarn.h, host/include/sjkhost.h and
+# plan/; eval: include/sjkvarn.h and eval/). Tools, tests and benches see everything.
 INCS_LIB  := -Iinclude -Isrc
 INCS_HOST := -Iinclude -Ihost/include -Ihost
-INCS_PLAN := $(INCS_HOST) -Iplan/include
-INCS_EVAL := -Iinclude -Isrc -Ieval/include
+INCS_PLAN := -Iinclude -Ihost/include -Iplan/include
+INCS_EVAL := -Iinclude -Ieval/include
 INCS      := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -Istore
 CPPFLAGS_ALL = $(INCS) -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
