@@ -104,8 +104,7 @@ void sjk_trellis_block_avx512(const float *cb, unsigned k, uint8_t *codes, const
 /* ---- decode of a token-axis tile ----------------------------------------------------
  * One group of 16 sequences = 16 consecutive channels d0..d0+15; step t of the group
  * holds their 16 symbols in 2k bytes, so the 16 windows live in one vector:
- * w = (sym << 6) | (w >> k). Output row t gets (C[w] * a + b) * col (mul, add, mul: the
- * reference's arithmetic). */
+ * w = (sym << 6) | (w >> k). Output row t gets (C[w] * a + b) * col (dq16_store). */
 /* Lane 2q's symbol is at bit 2qk of a step word, lane 2q+1's at (2q+1)k. Rotating the
  * broadcast word right by 2qk - 6 puts lane 2q's symbol at bits 6.. of the low dword of
  * qword q; by (2q+1)k - 38 puts lane 2q+1's at bits 6.. of the high dword. */
@@ -142,6 +141,41 @@ static inline __attribute__((always_inline)) __m512i next_windows(__m512i w, con
     return _mm512_ternarylogic_epi32(x, r->m6, _mm512_srli_epi32(w, (int)k), 0xEA);
 }
 
+/* The dequantization of decoded codebook values c of channels d0..d0+15 for output row
+ * t: (c * a + b) * col (mul, add, mul: the reference's arithmetic). With rows_are_channels
+ * a, b are the channels' row scale and zero and col the token's column scale, else a, b
+ * are the token's and col the channels'. */
+typedef struct dq16 {
+    const float *row_scale, *row_zero, *col_scale;
+    int rows_are_channels;
+    __m512 a, b, col; /* the per-channel parts, set by dq16_channels */
+} dq16;
+
+static inline __attribute__((always_inline)) void dq16_channels(dq16 *q, size_t d0)
+{
+    q->a = q->b = q->col = _mm512_set1_ps(1.0f);
+    if (q->rows_are_channels) {
+        q->a = _mm512_loadu_ps(q->row_scale + d0);
+        q->b = _mm512_loadu_ps(q->row_zero + d0);
+    } else if (q->col_scale) {
+        q->col = _mm512_loadu_ps(q->col_scale + d0);
+    }
+}
+
+static inline __attribute__((always_inline)) void dq16_store(const dq16 *q, __m512 c, size_t t, float *dst)
+{
+    __m512 at = q->a, bt = q->b, ct = q->col;
+    if (q->rows_are_channels) {
+        if (q->col_scale) ct = _mm512_set1_ps(q->col_scale[t]);
+    } else {
+        at = _mm512_set1_ps(q->row_scale[t]);
+        bt = _mm512_set1_ps(q->row_zero[t]);
+    }
+    __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
+    if (q->col_scale) y = _mm512_mul_ps(y, ct);
+    _mm512_storeu_ps(dst, y);
+}
+
 static inline __attribute__((always_inline)) void
 decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k,
                const uint8_t *payload, const float *row_scale, const float *row_zero,
@@ -150,34 +184,19 @@ decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k
     const size_t step_nbytes = 2 * k, group_nbytes = G * step_nbytes;
     const unsigned lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k; /* steps that fill a window */
     const step_rot rot = step_rot_make(k);
-    const __m512 one = _mm512_set1_ps(1.0f);
     const size_t n_groups = D / 16;
+    dq16 q = {row_scale, row_zero, col_scale, rows_are_channels, _mm512_setzero_ps(), _mm512_setzero_ps(),
+              _mm512_setzero_ps()};
     for (size_t d0 = 0; d0 < D; d0 += 16) {
         const uint8_t *g = payload + d0 / 16 * group_nbytes;
         const int last_group = d0 / 16 == n_groups - 1;
-        __m512 a = one, b = one, col = one;
-        if (rows_are_channels) {
-            a = _mm512_loadu_ps(row_scale + d0);
-            b = _mm512_loadu_ps(row_zero + d0);
-        } else if (col_scale) {
-            col = _mm512_loadu_ps(col_scale + d0);
-        }
+        dq16_channels(&q, d0);
         __m512i w = _mm512_setzero_si512();
         for (size_t t = G - lead; t < G; t++)
             w = next_windows(w, g + t * step_nbytes, k, last_group && t == G - 1, &rot);
         for (size_t t = 0; t < G; t++) {
             w = next_windows(w, g + t * step_nbytes, k, last_group && t == G - 1, &rot);
-            __m512 c = _mm512_i32gather_ps(w, cb, 4);
-            __m512 at = a, bt = b, ct = col;
-            if (rows_are_channels) {
-                if (col_scale) ct = _mm512_set1_ps(col_scale[t]);
-            } else {
-                at = _mm512_set1_ps(row_scale[t]);
-                bt = _mm512_set1_ps(row_zero[t]);
-            }
-            __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
-            if (col_scale) y = _mm512_mul_ps(y, ct);
-            _mm512_storeu_ps(out + t * D + d0, y);
+            dq16_store(&q, _mm512_i32gather_ps(w, cb, 4), t, out + t * D + d0);
         }
     }
 }
@@ -210,6 +229,8 @@ decode_channel_k(float *out, size_t D, size_t G, const float *cb, const unsigned
                                             208, 224, 240);
     const size_t n_groups = G / 16;
     float blk[256]; /* [16 channels][16 tokens] */
+    dq16 q = {row_scale, row_zero, col_scale, rows_are_channels, _mm512_setzero_ps(), _mm512_setzero_ps(),
+              _mm512_setzero_ps()};
     for (size_t t0 = 0; t0 < G; t0 += 16) {
         const uint8_t *g = payload + t0 / 16 * group_nbytes;
         const int last_group = t0 / 16 == n_groups - 1;
@@ -221,27 +242,9 @@ decode_channel_k(float *out, size_t D, size_t G, const float *cb, const unsigned
                 w = next_windows(w, g + (d0 + j) * step_nbytes, k, last_group && d0 + j == D - 1, &rot);
                 _mm512_storeu_ps(blk + 16 * j, _mm512_i32gather_ps(w, cb, 4));
             }
-            __m512 a = _mm512_set1_ps(1.0f), b = a, col = a;
-            if (rows_are_channels) {
-                a = _mm512_loadu_ps(row_scale + d0);
-                b = _mm512_loadu_ps(row_zero + d0);
-            } else if (col_scale) {
-                col = _mm512_loadu_ps(col_scale + d0);
-            }
-            for (size_t l = 0; l < 16; l++) {
-                const size_t t = t0 + l;
-                __m512 c = _mm512_i32gather_ps(col16, blk + l, 4);
-                __m512 at = a, bt = b, ct = col;
-                if (rows_are_channels) {
-                    if (col_scale) ct = _mm512_set1_ps(col_scale[t]);
-                } else {
-                    at = _mm512_set1_ps(row_scale[t]);
-                    bt = _mm512_set1_ps(row_zero[t]);
-                }
-                __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
-                if (col_scale) y = _mm512_mul_ps(y, ct);
-                _mm512_storeu_ps(out + t * D + d0, y);
-            }
+            dq16_channels(&q, d0);
+            for (size_t l = 0; l < 16; l++)
+                dq16_store(&q, _mm512_i32gather_ps(col16, blk + l, 4), t0 + l, out + (t0 + l) * D + d0);
         }
     }
 }
