@@ -353,6 +353,68 @@ TEST(test_dot4_matches_single_dots)
     if (!tested) SKIP("no four-row kernels on this CPU (or SJK_CPU_DISABLE)");
 }
 
+/* vec_dotn (the batched decode step): every output equals vec_dot of its weight row and
+ * token bit for bit, for every row count (odd ones too: the last row of a pair alone) and
+ * every token count 1..8, and stays within the SIMD tolerance of the scalar reference.
+ * The activation rows include extreme values (+-127 after quantization, all zero). */
+TEST(test_dotn_matches_vec_dot_bit_for_bit)
+{
+    const uint32_t types[] = {SJKH_TYPE_Q4_0, SJKH_TYPE_Q4_1, SJKH_TYPE_Q5_0, SJKH_TYPE_Q5_1, SJKH_TYPE_Q8_0,
+                              SJKH_TYPE_Q4_K, SJKH_TYPE_Q6_K};
+    enum { NR = 5, NT = SJKH_DOTN_MAX_TOK };
+    const size_t n = 512;
+    float *x = malloc(NT * n * sizeof *x), y[NT * NR];
+    uint8_t *w = malloc(NR * n * 2), *xq = malloc(NT * n * 2), *xp = malloc(NT * n * 2);
+    int tested = 0;
+    for (size_t ti = 0; ti < SJKH_ARRAY_LEN(types); ti++) {
+        const sjkh_qtraits *qt = sjkh_qtraits_get(types[ti]);
+        if (!qt->vec_dotn) continue;
+        tested++;
+        const char *name = sjkh_type_get(types[ti])->name;
+        size_t ws = sjkh_type_get(types[ti])->block_nbytes * (n / sjkh_type_get(types[ti])->block_values);
+        size_t xs = sjkh_dot_row_nbytes(qt->dot_type, n), ps = sjkh_dotn_row_nbytes(qt->dot_type, n);
+        CHECK(ps <= n * 2);
+        for (int rep = 0; rep < 4; rep++) {
+            for (size_t i = 0; i < NT * n; i++) x[i] = rndf() * 3.0f;
+            for (size_t i = 0; i < n; i += 7) x[i] = (rep & 1) ? 1e3f : -1e3f; /* saturating outliers */
+            for (size_t i = 0; i < n; i++) x[(NT - 1) * n + i] = 0.0f;         /* an all-zero row */
+            for (int r = 0; r < NR; r++) random_weights(types[ti], w + r * ws, n);
+            for (int t = 0; t < NT; t++) {
+                qt->quantize(x + t * n, xq + t * xs, n);
+                sjkh_dotn_prepare(qt->dot_type, xq + t * xs, xp + t * ps, n);
+            }
+            for (size_t nt = 1; nt <= NT; nt++)
+                for (size_t nr = 1; nr <= NR; nr++) {
+                    for (size_t i = 0; i < NT * NR; i++) y[i] = -12345.0f;
+                    qt->vec_dotn(n, w, ws, nr, xp, ps, nt, y, NR);
+                    for (size_t t = 0; t < NT; t++)
+                        for (size_t r = 0; r < NR; r++) {
+                            float got = y[t * NR + r];
+                            if (t >= nt || r >= nr) {
+                                CHECKF(got == -12345.0f, "%s: wrote outside nr %zu nt %zu", name, nr, nt);
+                                continue;
+                            }
+                            float one = qt->vec_dot(n, w + r * ws, xq + t * xs);
+                            float ref = qt->vec_dot_ref(n, w + r * ws, xq + t * xs);
+                            CHECKF(memcmp(&got, &one, sizeof got) == 0, "%s nr %zu nt %zu r %zu t %zu: dotn %.9g vec_dot %.9g",
+                                   name, nr, nt, r, t, got, one);
+                            /* float order only: within 1e-5 of sum |w x| (the outliers cancel) */
+                            float wf[512], mag = 0.0f;
+                            sjkh_dequant_row(types[ti], w + r * ws, wf, n);
+                            for (size_t i = 0; i < n; i++) mag += fabsf(wf[i] * x[t * n + i]);
+                            CHECKF(fabsf(got - ref) <= 1e-5f * (1.0f + mag), "%s: dotn %g ref %g (sum |w x| %g)", name,
+                                   got, ref, mag);
+                        }
+                }
+        }
+    }
+    free(x);
+    free(w);
+    free(xq);
+    free(xp);
+    if (!tested) SKIP("no many-rows kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
+}
+
 TEST(test_simd_activation_quantizers_bit_exact)
 {
     if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
@@ -399,6 +461,7 @@ int main(void)
     RUN(test_expanded_activations_reproduce_integer_dot);
     RUN(test_simd_dots_match_ref);
     RUN(test_dot4_matches_single_dots);
+    RUN(test_dotn_matches_vec_dot_bit_for_bit);
     RUN(test_simd_activation_quantizers_bit_exact);
     RUN(test_q8_K_matches_llamacpp_rule);
     return test_summary();

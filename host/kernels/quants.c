@@ -533,12 +533,38 @@ void sjkh_dequant_dot_row(uint32_t dot_type, const void *src, float *dst, float 
     }
 }
 
+size_t sjkh_dotn_row_nbytes(uint32_t dot_type, size_t n)
+{
+    if (dot_type == SJKH_TYPE_Q8_0) return n + n / QK * sizeof(float);
+    if (dot_type == SJKH_TYPE_Q8_1) return n + 2 * (n / QK) * sizeof(float);
+    return sjkh_dot_row_nbytes(dot_type, n);
+}
+
+void sjkh_dotn_prepare(uint32_t dot_type, const void *src, void *dst, size_t n)
+{
+    uint8_t *q = dst;
+    const size_t nb = n / QK;
+    if (dot_type == SJKH_TYPE_Q8_0 || dot_type == SJKH_TYPE_Q8_1) {
+        const int q8_0 = dot_type == SJKH_TYPE_Q8_0;
+        float *d = (float *)(void *)(q + nb * QK), *sm = d + nb;
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = (const uint8_t *)src + b * (q8_0 ? sizeof(blk_q8_0) : sizeof(blk_q8_1));
+            const uint8_t *qs = blk + (q8_0 ? 2 : 4);
+            for (size_t i = 0; i < QK; i++) q[b * QK + i] = q8_0 ? (uint8_t)(qs[i] ^ 0x80) : qs[i];
+            d[b] = sjkh_f16_to_f32(sjkh_rd_u16(blk));
+            if (!q8_0) sm[b] = sjkh_f16_to_f32(sjkh_rd_u16(blk + 2));
+        }
+        return;
+    }
+    memcpy(dst, src, sjkh_dot_row_nbytes(dot_type, n));
+}
+
 static sjkh_qtraits g_traits[SJKH_TYPE_COUNT]; /* filled once under g_once, then read-only */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void traits_init(void)
 {
-#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL, NULL}
+#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL, NULL, NULL}
     T(SJKH_TYPE_F32, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f32_ref);
     T(SJKH_TYPE_F16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f16_ref);
     T(SJKH_TYPE_BF16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_bf16_ref);
@@ -600,6 +626,13 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q5_0].vec_dot4 = sjkh_vec_dot4_q5_0_avx512;
         g_traits[SJKH_TYPE_Q5_1].vec_dot4 = sjkh_vec_dot4_q5_1_avx512;
         g_traits[SJKH_TYPE_Q8_0].vec_dot4 = sjkh_vec_dot4_q8_0_avx512;
+        g_traits[SJKH_TYPE_Q4_0].vec_dotn = sjkh_vec_dotn_q4_0_avx512;
+        g_traits[SJKH_TYPE_Q4_1].vec_dotn = sjkh_vec_dotn_q4_1_avx512;
+        g_traits[SJKH_TYPE_Q5_0].vec_dotn = sjkh_vec_dotn_q5_0_avx512;
+        g_traits[SJKH_TYPE_Q5_1].vec_dotn = sjkh_vec_dotn_q5_1_avx512;
+        g_traits[SJKH_TYPE_Q8_0].vec_dotn = sjkh_vec_dotn_q8_0_avx512;
+        g_traits[SJKH_TYPE_Q4_K].vec_dotn = sjkh_vec_dotn_q4_K_avx512;
+        g_traits[SJKH_TYPE_Q6_K].vec_dotn = sjkh_vec_dotn_q6_K_avx512;
     }
 #endif
 }

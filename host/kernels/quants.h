@@ -45,6 +45,20 @@ _Static_assert(sizeof(blk_q8_K) == 292, "q8_K block");
 typedef float (*sjkh_vec_dot_fn)(size_t n, const void *w, const void *x);
 /* The same for four activation rows x, x + x_stride, ... (bytes): out[0..3]. */
 typedef void (*sjkh_vec_dot4_fn)(size_t n, const void *w, const void *x, size_t x_stride, float *out);
+/* Rows r < nr of weights (w + r * ws bytes, n values each) against nt activation rows
+ * (x + t * xs bytes) in the dot type as sjkh_dotn_prepare leaves it, 1 <= nt <=
+ * SJKH_DOTN_MAX_TOK: y[t * ys + r]. Every output is bit-identical to vec_dot of that
+ * weight row and the activation row before preparation, whatever nr and nt are, so a
+ * batch of rows computes exactly what one row alone does. */
+#define SJKH_DOTN_MAX_TOK 8
+typedef void (*sjkh_vec_dotn_fn)(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                                 float *y, size_t ys);
+/* The activation row of vec_dotn: for the Q8_0 and Q8_1 dot types, n / 32 runs of 32
+ * int8 values (Q8_0: stored as q + 128, unsigned), then the n / 32 block scales d as f32,
+ * then (Q8_1) the n / 32 block sums s as f32; for Q8_K the row unchanged. Bytes of one
+ * prepared row, and the preparation of one quantized row (src, n values) into dst. */
+size_t sjkh_dotn_row_nbytes(uint32_t dot_type, size_t n);
+void sjkh_dotn_prepare(uint32_t dot_type, const void *src, void *dst, size_t n);
 /* Quantizes n activations (a multiple of the dot type's block) into dst. */
 typedef void (*sjkh_quantize_fn)(const float *x, void *dst, size_t n);
 
@@ -58,6 +72,8 @@ typedef struct sjkh_qtraits {
     sjkh_vec_dot_fn vec_dot;    /* fastest available */
     sjkh_vec_dot_fn vec_dot_ref;/* scalar reference */
     sjkh_vec_dot4_fn vec_dot4;  /* four activation rows at once, or NULL */
+    sjkh_vec_dotn_fn vec_dotn;  /* many weight rows x up to 8 activation rows, bit-identical
+                                   to vec_dot (the batched decode step), or NULL */
     sjkh_dequant_fn dequant;    /* SIMD row dequantization, bit-identical to sjkh_dequant_row,
                                    or NULL (use sjkh_dequant_row) */
 } sjkh_qtraits;
@@ -140,6 +156,20 @@ void sjkh_vec_dot4_q5_1_avx512(size_t n, const void *w, const void *x, size_t xs
 void sjkh_vec_dot4_q8_0_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
 void sjkh_vec_dot4_q4_K_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
 void sjkh_vec_dot4_q6_K_avx512(size_t n, const void *w, const void *x, size_t xs, float *out);
+void sjkh_vec_dotn_q4_0_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
+void sjkh_vec_dotn_q4_1_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
+void sjkh_vec_dotn_q5_0_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
+void sjkh_vec_dotn_q5_1_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
+void sjkh_vec_dotn_q8_0_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
+void sjkh_vec_dotn_q4_K_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
+void sjkh_vec_dotn_q6_K_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                               float *y, size_t ys);
 float sjkh_vec_dot_q4_0_avx512(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q4_1_avx512(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q5_0_avx512(size_t n, const void *w, const void *x);

@@ -502,3 +502,259 @@ void SJKH_SFX(sjkh_quantize_q8_1)(const float *x, void *dst, size_t n)
         _mm256_storeu_si256((__m256i *)y[b].qs, q);
     }
 }
+
+#if SJKH_VNNI
+/* ---- many weight rows against up to SJKH_DOTN_MAX_TOK activation rows (AVX-512 only) --
+ * The batched decode step: two weight rows share one 512-bit register (row r in the low
+ * 256 bits, row r + 1 in the high), each weight block is unpacked once and dotted with
+ * every activation row, whose 256-bit block is broadcast to both halves. Each half does
+ * exactly what the 256-bit vec_dot above does for its row (the same integer lanes, the
+ * same products of scales, the same fused multiply-adds in block order, the same final
+ * hsum8), so every output is bit-identical to vec_dot of that row and token, whatever
+ * the number of rows and tokens of the call (tests/test_host_quants.c checks both). The
+ * token count is a compile-time constant of each instance, so the accumulators stay in
+ * registers. */
+
+static inline __m512i pair_i(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static inline __m512 pair_f(float lo, float hi)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(lo)), _mm256_set1_ps(hi), 1);
+}
+static inline __m512i bcast256(const void *p) { return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p)); }
+static inline float hsum_lo(__m512 v) { return hsum8(_mm512_castps512_ps256(v)); }
+static inline float hsum_hi(__m512 v) { return hsum8(_mm512_extractf32x8_ps(v, 1)); }
+
+/* The 32 int8 weights of one legacy block, as vec_dot's kernels above form them. */
+static inline __m256i legacy_q(const uint32_t type, const uint8_t *wk)
+{
+    switch (type) {
+    case SJKH_TYPE_Q4_0: return _mm256_sub_epi8(nibbles32(wk + 2), _mm256_set1_epi8(8));
+    case SJKH_TYPE_Q4_1: return nibbles32(wk + 4);
+    case SJKH_TYPE_Q5_0:
+        return _mm256_or_si256(nibbles32(wk + 6), _mm256_andnot_si256(bits32(wk + 2), _mm256_set1_epi8((char)0xF0)));
+    case SJKH_TYPE_Q5_1:
+        return _mm256_or_si256(nibbles32(wk + 8), _mm256_and_si256(bits32(wk + 4), _mm256_set1_epi8(0x10)));
+    default: return _mm256_loadu_si256((const __m256i *)(wk + 2));
+    }
+}
+
+/* Legacy types against prepared activation rows (quants.h sjkh_dotn_prepare): the int8
+ * values of a Q8_0 row as unsigned q + 128, so that vpdpbusd takes the signed weights as
+ * they are: lane = sum (y + 128) w - 128 sum w = sum y w, the very lane of vec_dot's
+ * sign trick, with the - 128 sum w of each weight block formed once for all tokens. */
+static inline __attribute__((always_inline)) void rows_legacy(const uint32_t type, const int NT, size_t n,
+                                                              const uint8_t *w, size_t ws, size_t nr,
+                                                              const uint8_t *x, size_t xs, float *y, size_t ys)
+{
+    const int sgn = type == SJKH_TYPE_Q4_0 || type == SJKH_TYPE_Q5_0 || type == SJKH_TYPE_Q8_0;
+    const size_t wbs = type == SJKH_TYPE_Q4_0 ? 18 : type == SJKH_TYPE_Q4_1 ? 20 : type == SJKH_TYPE_Q5_0 ? 22
+                     : type == SJKH_TYPE_Q5_1 ? 24 : 34;
+    const size_t nb = n / QK;
+    const __m512i b128 = _mm512_set1_epi8((char)0x80);
+    for (size_t r = 0; r < nr; r += 2) {
+        const uint8_t *w0 = w + r * ws, *w1 = r + 1 < nr ? w0 + ws : w0;
+        __m512 acc[SJKH_DOTN_MAX_TOK];
+        float summ[SJKH_DOTN_MAX_TOK][2];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_setzero_ps();
+            summ[t][0] = summ[t][1] = 0.0f;
+        }
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *k0 = w0 + b * wbs, *k1 = w1 + b * wbs;
+            const __m512i q = pair_i(legacy_q(type, k0), legacy_q(type, k1));
+            /* signed weights: every lane starts at - 128 * (the sum of its 4 weights) */
+            const __m512i base =
+                sgn ? _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), b128, q))
+                    : _mm512_setzero_si512();
+            const __m512 wd = pair_f(f16(sjkh_rd_u16(k0)), f16(sjkh_rd_u16(k1)));
+            const float m0 = sgn ? 0.0f : f16(sjkh_rd_u16(k0 + 2)), m1 = sgn ? 0.0f : f16(sjkh_rd_u16(k1 + 2));
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const uint8_t *xr = x + (size_t)t * xs;
+                const float *xd = (const float *)(xr + nb * QK);
+                const __m512i yv = bcast256(xr + b * QK);
+                const __m512 s = _mm512_cvtepi32_ps(sgn ? _mm512_dpbusd_epi32(base, yv, q)
+                                                        : _mm512_dpbusd_epi32(base, q, yv));
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(wd, _mm512_set1_ps(xd[b])), s, acc[t]);
+                if (!sgn) {
+                    const float sx = xd[nb + b];
+                    summ[t][0] += m0 * sx;
+                    summ[t][1] += m1 * sx;
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            y[(size_t)t * ys + r] = hsum_lo(acc[t]) + summ[t][0];
+            if (r + 1 < nr) y[(size_t)t * ys + r + 1] = hsum_hi(acc[t]) + summ[t][1];
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void rows_q4_K(const int NT, size_t n, const uint8_t *w, size_t ws,
+                                                            size_t nr, const uint8_t *x, size_t xs, float *y,
+                                                            size_t ys)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (size_t r = 0; r < nr; r += 2) {
+        const blk_q4_K *a0 = (const blk_q4_K *)(w + r * ws);
+        const blk_q4_K *a1 = r + 1 < nr ? (const blk_q4_K *)(w + (r + 1) * ws) : a0;
+        __m512 acc[SJKH_DOTN_MAX_TOK];
+        float accm[SJKH_DOTN_MAX_TOK][2];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            acc[t] = _mm512_setzero_ps();
+            accm[t][0] = accm[t][1] = 0.0f;
+        }
+        for (size_t b = 0; b < n / QK_K; b++) {
+            uint8_t sc0[8], mn0[8], sc1[8], mn1[8];
+            for (int k = 0; k < 8; k++) {
+                sjkh_k_scale_min(k, a0[b].scales, &sc0[k], &mn0[k]);
+                sjkh_k_scale_min(k, a1[b].scales, &sc1[k], &mn1[k]);
+            }
+            const __m512 wd = pair_f(f16(a0[b].d), f16(a1[b].d));
+            const float dm0 = f16(a0[b].dmin), dm1 = f16(a1[b].dmin);
+            __m512i lo[4], hi[4], slo[4], shi[4];
+            for (int j = 0; j < 4; j++) {
+                const __m512i q = pair_i(_mm256_loadu_si256((const __m256i *)(a0[b].qs + 32 * j)),
+                                         _mm256_loadu_si256((const __m256i *)(a1[b].qs + 32 * j)));
+                lo[j] = _mm512_and_si512(q, m4);
+                hi[j] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                slo[j] = pair_i(_mm256_set1_epi16(sc0[2 * j]), _mm256_set1_epi16(sc1[2 * j]));
+                shi[j] = pair_i(_mm256_set1_epi16(sc0[2 * j + 1]), _mm256_set1_epi16(sc1[2 * j + 1]));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const blk_q8_K *xb = (const blk_q8_K *)(x + (size_t)t * xs) + b;
+                int s0 = 0, s1 = 0;
+                for (int k = 0; k < 8; k++) {
+                    const int bs = xb->bsums[2 * k] + xb->bsums[2 * k + 1];
+                    s0 += mn0[k] * bs;
+                    s1 += mn1[k] * bs;
+                }
+                accm[t][0] += xb->d * dm0 * (float)s0;
+                accm[t][1] += xb->d * dm1 * (float)s1;
+                __m512i sumi = _mm512_setzero_si512();
+                for (int j = 0; j < 4; j++) {
+                    const __m512i plo = _mm512_madd_epi16(_mm512_maddubs_epi16(lo[j], bcast256(xb->qs + 64 * j)), slo[j]);
+                    const __m512i phi =
+                        _mm512_madd_epi16(_mm512_maddubs_epi16(hi[j], bcast256(xb->qs + 64 * j + 32)), shi[j]);
+                    sumi = _mm512_add_epi32(sumi, _mm512_add_epi32(plo, phi));
+                }
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xb->d), wd), _mm512_cvtepi32_ps(sumi), acc[t]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            y[(size_t)t * ys + r] = hsum_lo(acc[t]) - accm[t][0];
+            if (r + 1 < nr) y[(size_t)t * ys + r + 1] = hsum_hi(acc[t]) - accm[t][1];
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void rows_q6_K(const int NT, size_t n, const uint8_t *w, size_t ws,
+                                                            size_t nr, const uint8_t *x, size_t xs, float *y,
+                                                            size_t ys)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), m32 = _mm512_set1_epi8(32);
+    for (size_t r = 0; r < nr; r += 2) {
+        const blk_q6_K *a0 = (const blk_q6_K *)(w + r * ws);
+        const blk_q6_K *a1 = r + 1 < nr ? (const blk_q6_K *)(w + (r + 1) * ws) : a0;
+        __m512 acc[SJKH_DOTN_MAX_TOK];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+        for (size_t b = 0; b < n / QK_K; b++) {
+            const __m512 wd = pair_f(f16(a0[b].d), f16(a1[b].d));
+            __m512i q[2][4], s[2][4];
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql0 = a0[b].ql + 64 * h, *ql1 = a1[b].ql + 64 * h;
+                const int8_t *c0 = a0[b].scales + 8 * h, *c1 = a1[b].scales + 8 * h;
+                const __m512i l1 = pair_i(_mm256_loadu_si256((const __m256i *)ql0), _mm256_loadu_si256((const __m256i *)ql1));
+                const __m512i l2 = pair_i(_mm256_loadu_si256((const __m256i *)(ql0 + 32)),
+                                          _mm256_loadu_si256((const __m256i *)(ql1 + 32)));
+                const __m512i qh = pair_i(_mm256_loadu_si256((const __m256i *)(a0[b].qh + 32 * h)),
+                                          _mm256_loadu_si256((const __m256i *)(a1[b].qh + 32 * h)));
+                q[h][0] = _mm512_or_si512(_mm512_and_si512(l1, m4), _mm512_slli_epi16(_mm512_and_si512(qh, m2), 4));
+                q[h][1] = _mm512_or_si512(_mm512_and_si512(l2, m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2), m2), 4));
+                q[h][2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 4), m2), 4));
+                q[h][3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l2, 4), m4),
+                                          _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 6), m2), 4));
+                for (int g = 0; g < 4; g++)
+                    s[h][g] = pair_i(_mm256_set_m128i(_mm_set1_epi16(c0[2 * g + 1]), _mm_set1_epi16(c0[2 * g])),
+                                     _mm256_set_m128i(_mm_set1_epi16(c1[2 * g + 1]), _mm_set1_epi16(c1[2 * g])));
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const blk_q8_K *xb = (const blk_q8_K *)(x + (size_t)t * xs) + b;
+                __m512i sumi = _mm512_setzero_si512();
+                for (int h = 0; h < 2; h++)
+                    for (int g = 0; g < 4; g++) {
+                        const __m512i yv = bcast256(xb->qs + 128 * h + 32 * g);
+                        const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[h][g], yv), _mm512_maddubs_epi16(m32, yv));
+                        sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(p, s[h][g]));
+                    }
+                acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(xb->d), wd), _mm512_cvtepi32_ps(sumi), acc[t]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            y[(size_t)t * ys + r] = hsum_lo(acc[t]);
+            if (r + 1 < nr) y[(size_t)t * ys + r + 1] = hsum_hi(acc[t]);
+        }
+    }
+}
+
+/* One exported kernel per weight type: nt (1..SJKH_DOTN_MAX_TOK) picks the instance. */
+#define ROWS_DISPATCH(call)                                                                                    \
+    switch (nt) {                                                                                              \
+    case 1: call(1); break;                                                                                    \
+    case 2: call(2); break;                                                                                    \
+    case 3: call(3); break;                                                                                    \
+    case 4: call(4); break;                                                                                    \
+    case 5: call(5); break;                                                                                    \
+    case 6: call(6); break;                                                                                    \
+    case 7: call(7); break;                                                                                    \
+    default: call(8); break;                                                                                   \
+    }
+#define ROWS_LEGACY(ty, name)                                                                                  \
+    void SJKH_SFX(name)(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,   \
+                        float *y, size_t ys)                                                                   \
+    {                                                                                                          \
+        if (!nt || nt > SJKH_DOTN_MAX_TOK) return;                                                             \
+        const uint8_t *wb = w, *xb = x;                                                                        \
+        const uint32_t ty_ = ty;                                                                               \
+        ROWS_DISPATCH(ROWS_LEGACY_CALL)                                                                        \
+    }
+#define ROWS_LEGACY_CALL(NT) rows_legacy(ty_, NT, n, wb, ws, nr, xb, xs, y, ys)
+_Static_assert(SJKH_DOTN_MAX_TOK == 8, "ROWS_DISPATCH has one instance per token count");
+ROWS_LEGACY(SJKH_TYPE_Q4_0, sjkh_vec_dotn_q4_0)
+ROWS_LEGACY(SJKH_TYPE_Q4_1, sjkh_vec_dotn_q4_1)
+ROWS_LEGACY(SJKH_TYPE_Q5_0, sjkh_vec_dotn_q5_0)
+ROWS_LEGACY(SJKH_TYPE_Q5_1, sjkh_vec_dotn_q5_1)
+ROWS_LEGACY(SJKH_TYPE_Q8_0, sjkh_vec_dotn_q8_0)
+
+#define ROWS_Q4K_CALL(NT) rows_q4_K(NT, n, wb, ws, nr, xb, xs, y, ys)
+#define ROWS_Q6K_CALL(NT) rows_q6_K(NT, n, wb, ws, nr, xb, xs, y, ys)
+void SJKH_SFX(sjkh_vec_dotn_q4_K)(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                                  float *y, size_t ys)
+{
+    if (!nt || nt > SJKH_DOTN_MAX_TOK) return;
+    const uint8_t *wb = w, *xb = x;
+    ROWS_DISPATCH(ROWS_Q4K_CALL)
+}
+void SJKH_SFX(sjkh_vec_dotn_q6_K)(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                                  float *y, size_t ys)
+{
+    if (!nt || nt > SJKH_DOTN_MAX_TOK) return;
+    const uint8_t *wb = w, *xb = x;
+    ROWS_DISPATCH(ROWS_Q6K_CALL)
+}
+#undef ROWS_Q4K_CALL
+#undef ROWS_Q6K_CALL
+#undef ROWS_LEGACY_CALL
+#undef ROWS_LEGACY
+#undef ROWS_DISPATCH
+#endif /* SJKH_VNNI */

@@ -113,6 +113,7 @@ typedef struct mm_job {
     size_t n_in, n_out, n_tok, rows_per_task;
     sjkh_vec_dot_fn dot;
     sjkh_vec_dot4_fn dot4;
+    sjkh_vec_dotn_fn dotn;  /* NULL, or the many-rows kernel (then dot and dot4 are unused) */
 } mm_job;
 
 /* Software prefetch of the weight stream: while row r is combined, the bytes
@@ -139,12 +140,31 @@ static inline void prefetch_span(const uint8_t *p, size_t ahead, size_t n)
 }
 
 /* Rows [r0, r1) of the output for every token, in 16 x 16 tiles so that the weight rows
- * and activation rows of a tile stay in L1 while they are combined. */
+ * and activation rows of a tile stay in L1 while they are combined. With the many-rows
+ * kernel (quants.h vec_dotn): two weight rows against 8 tokens per call, each weight block
+ * unpacked once for all of them; its outputs equal vec_dot's bit for bit, so a batched
+ * decode step gives every row what a single step would. */
 #define MM_TILE 16
+/* Weight rows per vec_dotn call: a pair, so that the prefetches of the weight stream are
+ * spread between the dot products (16 rows at once issued 170 prefetches in a burst that
+ * stalled on the line-fill buffers: 0.79x the per-row kernels on the output head at one
+ * token against 1.04x for pairs, bench/bench_dotn.c). */
+#define MM_DOTN_ROWS 2
 static void mm_task(void *ctx, uint32_t task, uint32_t thread)
 {
     const mm_job *j = ctx;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
+    if (j->dotn) {
+        for (size_t rt = r0; rt < r1; rt += MM_DOTN_ROWS) {
+            size_t nr = SJKH_MIN(r1 - rt, (size_t)MM_DOTN_ROWS);
+            const uint8_t *w = j->w + rt * j->w_row_nbytes;
+            prefetch_span(w, MM_PREFETCH_AHEAD, nr * j->w_row_nbytes);
+            for (size_t tt = 0; tt < j->n_tok; tt += SJKH_DOTN_MAX_TOK)
+                j->dotn(j->n_in, w, j->w_row_nbytes, nr, j->xa + tt * j->xa_row_nbytes, j->xa_row_nbytes,
+                        SJKH_MIN(j->n_tok - tt, (size_t)SJKH_DOTN_MAX_TOK), j->y + tt * j->n_out + rt, j->n_out);
+        }
+        return;
+    }
     for (size_t rt = r0; rt < r1; rt += MM_TILE) {
         size_t re = SJKH_MIN(r1, rt + MM_TILE);
         for (size_t tt = 0; tt < j->n_tok; tt += MM_TILE) {
@@ -287,6 +307,7 @@ static size_t act_quantize(sjkh_session *s, const sjkh_qtraits *qt, const float 
     size_t row = sjkh_dot_row_nbytes(qt->dot_type, n_in);
     if (s->xq_src == x && s->xq_type == qt->dot_type && s->xq_n_in == n_in && (s->xq_expanded || !expand))
         return row;
+    s->xp_ready = 0;
     quant_job qj = {qt->quantize, qt->dot_type, x, s->xq, expand ? s->xr : NULL, s->xd, n_in, row};
     if (n >= 8) sjk_pool_run(s->pool, quant_task, &qj, n);
     else
@@ -332,10 +353,22 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
         xa_row = act_quantize(s, qt, x, n, n_in, 0);
         xa = s->xq;
     }
+    /* one token: vec_dot per row (the same numbers as vec_dotn, and faster for the legacy
+     * types, whose unpacking is not shared then: bench/bench_dotn.c) */
+    sjkh_vec_dotn_fn dotn = qt->quantize && n >= 2 ? qt->vec_dotn : NULL;
+    if (dotn && qt->dot_type != SJKH_TYPE_Q8_K) { /* Q8_K rows are taken as they are */
+        size_t prow = sjkh_dotn_row_nbytes(qt->dot_type, n_in);
+        if (!s->xp_ready) {
+            for (size_t t = 0; t < n; t++) sjkh_dotn_prepare(qt->dot_type, s->xq + t * xa_row, s->xp + t * prow, n_in);
+            s->xp_ready = 1;
+        }
+        xa = s->xp;
+        xa_row = prow;
+    }
     size_t nt = (size_t)sjk_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)4, SJKH_MIN((size_t)256, rpt));
-    mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot, qt->vec_dot4};
+    mm_job j = {W->data, W->row_nbytes, xa, xa_row, y, n_in, n_out, n, rpt, qt->vec_dot, qt->vec_dot4, dotn};
     sjk_pool_run(s->pool, mm_task, &j, (n_out + rpt - 1) / rpt);
 }
 
@@ -481,9 +514,15 @@ static void ffn_swiglu(sjkh_session *s, const sjkh_layer_w *L, size_t n)
  * or truncates). */
 static int all_finite(const float *v, size_t n)
 {
-    float acc = 0.0f;
-    for (size_t i = 0; i < n; i++) acc += v[i] * 0.0f; /* NaN iff some v is NaN or Inf */
-    return acc == acc;
+    /* NaN iff some v is NaN or Inf; eight independent sums (not one chain of dependent
+     * additions: the logits of a batched step are 262144 values per row for Gemma 3) */
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) acc[u] += v[i + u] * 0.0f;
+    for (; i < n; i++) acc[0] += v[i] * 0.0f;
+    float a = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    return a == a;
 }
 
 /* After layer il: SJK_OK, or SJK_ERR_CORRUPT (bad_layer = il, n_past advanced) when the
@@ -649,6 +688,7 @@ void sjkh_session_free(sjkh_session *s)
     free(s->rope_cos);
     free(s->rope_sin);
     free(s->xq);
+    free(s->xp);
     free(s->wdq);
     free(s->xr);
     free(s->xd);
@@ -712,6 +752,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     size_t max_in = SJKH_MAX(SJKH_MAX(E, F), H * hd);
     s->xq_row_nbytes = max_in * 2; /* >= any dot type's bytes per value (at most 36/32) */
     s->xq = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail);
+    s->xp = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail); /* >= 1.25 bytes per value */
     /* act_quant 1 takes the f32 panel kernel for prefill chunks where it exists (AVX-512) */
     s->exact_min_tok = sjkh_ops_get()->mm_f32_panel ? MM_PREFILL_EXACT_TOK : UINT32_MAX;
     if (!p->act_quant || B >= s->exact_min_tok) {

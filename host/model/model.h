@@ -60,6 +60,8 @@ struct sjkh_session {
     const float *xq_src;
     size_t xq_n_in;
     int xq_expanded;              /* xr holds xq expanded back to f32 */
+    uint8_t *xp;   /* [B][xq_row_nbytes] xq as vec_dotn takes it (sjkh_dotn_prepare) */
+    int xp_ready;                 /* xp holds the current xq prepared */
     float *xr;     /* act_quant 1, B >= exact_min_tok: [B][max row] the quantized activations
                       as f32 (d * q), input of the panel kernel for prefill chunks */
     float *xd;     /* with xr: [B][max row / 32] Q8_1 blocks' fp16(s) - d * sum(q) (forward.c) */
