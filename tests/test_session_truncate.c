@@ -87,7 +87,10 @@ TEST(test_truncate_then_refeed_equals_fresh)
         CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
         if (!m) continue;
         if (f == 0) {
-            one(m, "f16", 0);
+            /* SJK_TEST_LIGHT (the sanitizer and valgrind runs): Gemma 3 with the SJ cache
+             * only (the record cut-back and the window layers); the uniform library cache
+             * is SmolLM2's q8_0/q4_0 below */
+            if (!test_light()) one(m, "f16", 0);
             one(m, "sj:4/4:sink=0:tail=0", 1);
         } else {
             one(m, "host-f16", 0);
