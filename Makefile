@@ -238,6 +238,12 @@ $(BUILD)/tests/test_server: tests/server/run.sh tests/server/test_server.py $(CL
 	@printf '#!/bin/sh\nexec sh tests/server/run.sh "%s"\n' "$(abspath $(CLI))" > $@
 	@chmod +x $@
 TEST_BIN += $(BUILD)/tests/test_server
+# The prefix store between two servers (real redis-server processes on loopback).
+$(BUILD)/tests/test_store_server: tests/server/run.sh tests/server/test_store_server.py tests/server/test_server.py $(CLI)
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh tests/server/run.sh "%s" test_store_server\n' "$(abspath $(CLI))" > $@
+	@chmod +x $@
+TEST_BIN += $(BUILD)/tests/test_store_server
 
 tests: $(TEST_BIN) $(EXAMPLE_BIN) $(BENCH_BIN) $(CLI)
 examples: $(EXAMPLE_BIN)

@@ -465,10 +465,35 @@ typedef struct sjk_cache_memory {
     size_t occupied_nbytes; /* bytes holding live K/V now (sink/ring counted by length) */
     double occupied_bits_per_value; /* occupied_nbytes * 8 / (positions * 2 * heads * D) */
     double allocated_bits_per_value;/* K/V region bytes * 8 / (max_pos * n_seqs * ...) */
+    size_t seal_scratch_nbytes; /* the part of scratch_nbytes only compressed layers need:
+                                   per thread, the seal tile and record-encode scratch
+                                   beyond attention's own (0 for a cache of uniform layers) */
 } sjk_cache_memory;
 
 /* Memory report (current occupancy counts every sequence and layer). */
 sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
+
+/* Where a stored position lives (sjk_cache_read_rows). */
+typedef enum sjk_region {
+    SJK_REGION_SINK = 0,    /* fp16 sink row */
+    SJK_REGION_BODY = 1,    /* sealed record */
+    SJK_REGION_RING = 2,    /* staging ring row */
+    SJK_REGION_UNIFORM = 3  /* row of a uniform layer */
+} sjk_region;
+
+/* Scratch bytes sjk_cache_read_rows needs (a record is decoded whole). */
+size_t sjk_cache_read_scratch_nbytes(const sjk_cache *c);
+
+/* Decodes positions pos .. pos + n_pos − 1 of (seq, layer, KV head) back to the model's
+ * basis (post-RoPE, unrotated): the rows attention reads for them now, from wherever they
+ * live (sink, sealed record, ring row plus the centering mean, uniform row), rotated
+ * back. k, v: [n_pos][head_dim] fp32; region (may be NULL): [n_pos] sjk_region of each.
+ * For analysis and tests (the KL study's region attribution); attention itself never
+ * decodes whole rows. SJK_ERR_RANGE past the length, SJK_ERR_BUFFER for too little
+ * scratch. Read-only; never allocates. */
+sjk_status sjk_cache_read_rows(const sjk_cache *c, uint32_t seq, uint32_t layer, uint32_t head,
+                               uint32_t pos, uint32_t n_pos, float *k, float *v, uint8_t *region,
+                               void *scratch, size_t scratch_nbytes);
 
 /* Checks every internal invariant: lengths within max_pos; B = sink + 128·k and B <= N
  * (or B = sink before the sink fills); sealed groups within the record slots; the tail

@@ -11,6 +11,14 @@
  *      that session alone;
  *   4. sample, detokenize, cut at stop strings, stream the new text, finish.
  *
+ * With --prefix-store, a job whose session holds none of its prompt starts with a store
+ * lookup (sjks_prefill_begin: EXISTS for every block up to the cut, GET, verify, import);
+ * the prompt is then prefilled from the depth reached, in chunks that stop at every
+ * 128-token edge before the cut (the canonical prefill of docs/STORE.md), and once its
+ * first token is out the blocks the store lacked are published. All of that runs here,
+ * never on an HTTP thread; every Redis round trip is bounded by the URL's timeout_ms, and
+ * a store fault only means more prefill (counted in /metrics).
+ *
  * Generation follows `sjkvarn run` exactly: the same prompt chunks, the same sampler, the
  * same count (min(max_tokens, n_ctx - prompt) tokens; the last sampled token is not fed),
  * the same end-of-generation tokens, so greedy text through the server equals `run`'s. */
@@ -19,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "prefix_store.h"
+#include "redis.h"
 #include "server.h"
 
 /* Bytes of text[0..n) that end on a complete UTF-8 sequence (a token may end inside a
@@ -41,8 +51,50 @@ static void count_tokens(srv *S, size_t prompt, size_t cached, size_t gen, doubl
     S->metrics.gen_tokens += gen;
     S->metrics.prefill_s += prefill_s;
     S->metrics.prefill_tokens_run += prefilled;
-    if (cached) S->metrics.prefix_hits++;
     pthread_mutex_unlock(&S->metrics.mu);
+}
+
+/* Copies the store's counters into the metrics (the store handle is the engine's alone,
+ * so /metrics reads this copy); fallback: this prefill recomputed blocks because of a
+ * store fault. */
+static void store_sync(srv *S, int fallback, double lookup_s, double publish_s)
+{
+    if (!S->store) return;
+    sjks_store_stats st;
+    sjks_redis_stats rs;
+    sjks_store_get_stats(S->store, &st);
+    sjks_store_get_redis_stats(S->store, &rs);
+    srv_metrics *m = &S->metrics;
+    pthread_mutex_lock(&m->mu);
+    m->store_lookups = st.lookups;
+    m->store_lookup_failures = st.lookup_failures;
+    m->store_hit_blocks = st.hit_blocks;
+    m->store_hit_tokens = st.hit_tokens;
+    m->store_miss_blocks = st.miss_blocks;
+    m->store_rejected = st.rejected;
+    m->store_fetched_bytes = st.fetched_bytes;
+    m->store_published = st.published;
+    m->store_publish_exists = st.publish_exists;
+    m->store_publish_failures = st.publish_failures;
+    m->store_published_bytes = st.published_bytes;
+    m->store_errors = rs.failures;
+    m->store_redirects = rs.moved + rs.ask;
+    m->store_fallbacks += fallback != 0;
+    m->store_lookup_s += lookup_s;
+    m->store_publish_s += publish_s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* Ends the slot's prefill state; publish: its blocks go to the store (only a prompt fed
+ * to its end through a store lookup publishes anything, sjks_prefill_end). */
+static void prefill_done(srv *S, srv_slot *sl, int publish)
+{
+    if (!sl->pf) return;
+    sjks_prefill_report rep;
+    memset(&rep, 0, sizeof rep);
+    sjks_prefill_end(sl->pf, publish, &rep);
+    sl->pf = NULL;
+    if (publish) store_sync(S, 0, 0, rep.publish_s);
 }
 
 /* Sends the text not yet streamed, up to what a stop string could still claim. */
@@ -93,6 +145,8 @@ static void end_job(srv *S, srv_slot *sl, srv_finish fin)
     sl->pending = -1;
     srv_slot_measure(S, sl);
     srv_job_finish(j);
+    /* the reply is out; the slot stays busy until its blocks are published */
+    prefill_done(S, sl, fin != SRV_FINISH_ERROR);
     pthread_mutex_lock(&S->mu);
     sl->job = NULL;
     sl->busy = 0;
@@ -109,10 +163,33 @@ static void fail_job(srv *S, srv_slot *sl, int status, const char *why)
     j->err_status = status;
     snprintf(j->err, sizeof j->err, "%s", why);
     fprintf(stderr, "sjkvarn serve: slot %u: %s\n", sl->id, why);
+    prefill_done(S, sl, 0);
     /* the session's state is not to be trusted after a failed pass */
     sjkh_session_reset(sl->s);
     sl->n_held = 0;
     end_job(S, sl, SRV_FINISH_ERROR);
+}
+
+/* The prompt's prefill state: a session that holds none of the prompt goes through the
+ * store (lookup, fetch, verify, import of the leading blocks); one that continues a held
+ * prefix feeds the rest as it is. Returns the positions imported from the store, or -1
+ * (out of memory). */
+static long begin_prefill(srv *S, srv_slot *sl)
+{
+    srv_job *j = sl->job;
+    size_t base = j->n_cached;
+    int fresh = S->store && base == 0 && sjkh_session_n_past(sl->s) == 0;
+    sjks_store_stats b4;
+    if (fresh) sjks_store_get_stats(S->store, &b4);
+    double t0 = srv_now();
+    if (sjks_prefill_begin(fresh ? S->store : NULL, sl->s, j->prompt + base, j->n_prompt - base, &sl->pf) != SJK_OK)
+        return -1;
+    sl->pf_base = base;
+    if (!fresh) return 0;
+    sjks_store_stats af;
+    sjks_store_get_stats(S->store, &af);
+    store_sync(S, af.lookup_failures > b4.lookup_failures || af.rejected > b4.rejected, srv_now() - t0, 0);
+    return (long)sjks_prefill_cached(sl->pf);
 }
 
 static void start_job(srv *S, srv_slot *sl)
@@ -124,18 +201,42 @@ static void start_job(srv *S, srv_slot *sl)
         sl->n_held = kept;
         j->n_cached = kept;
     }
-    sl->n_fed = j->n_cached;
+    if (S->store && j->n_cached > 0 && j->n_cached < j->n_prompt && j->n_prompt <= UINT32_MAX &&
+        (size_t)sjkh_session_block_cut(sl->s, (uint32_t)j->n_prompt) * SJKH_BLOCK_TOKENS > j->n_cached &&
+        sjks_store_probe(S->store, sl->s, j->prompt, j->n_prompt) > j->n_cached) {
+        /* the store holds more of the prompt than the session: start fresh and import it */
+        sjkh_session_reset(sl->s);
+        sl->n_held = 0;
+        j->n_cached = 0;
+    }
+    size_t reused = j->n_cached;
     sl->n_tokens_done = 0;
     sl->pending = -1;
     sl->role_sent = 0;
     size_t room = S->o.n_ctx - j->n_prompt; /* >= 1: api.c refuses prompts that fill the context */
     sl->max_gen = j->max_tokens < room ? j->max_tokens : room;
+    long from_store = begin_prefill(S, sl);
+    if (from_store < 0) {
+        fail_job(S, sl, 500, "out of memory for the prefill");
+        return;
+    }
+    if (from_store > 0) { /* the imported blocks are held like a reused prefix */
+        memcpy(sl->held, j->prompt, (size_t)from_store * sizeof *sl->held);
+        sl->n_held = (size_t)from_store;
+        j->n_cached = (size_t)from_store;
+    }
+    sl->n_fed = j->n_cached;
     if (sjkh_sampler_create(&j->sampling, S->info->n_vocab, &sl->sampler)) {
         fail_job(S, sl, 500, "cannot create the sampler");
         return;
     }
     sl->state = SRV_SLOT_PREFILL;
     count_tokens(S, j->n_prompt, j->n_cached, 0, 0, 0);
+    if (reused) {
+        pthread_mutex_lock(&S->metrics.mu);
+        S->metrics.prefix_hits++;
+        pthread_mutex_unlock(&S->metrics.mu);
+    }
     stream_text(sl, 0); /* the role chunk: the client sees the stream start before prefill */
 }
 
@@ -179,14 +280,23 @@ static void take_token(srv *S, srv_slot *sl, int32_t id)
     sl->state = SRV_SLOT_DECODE;
 }
 
+/* One chunk of the prompt: at most n_batch tokens, and before the store's cut never
+ * across a 128-token edge (sjks_prefill_next; the edge is sealed after it). */
 static void prefill_chunk(srv *S, srv_slot *sl)
 {
     srv_job *j = sl->job;
-    size_t c = j->n_prompt - sl->n_fed;
-    if (c > S->o.n_batch) c = S->o.n_batch;
+    size_t pos = 0;
+    size_t c = sjks_prefill_next(sl->pf, S->o.n_batch, &pos);
     char err[256] = "";
+    sjk_status st = SJK_ERR_RANGE;
     double t0 = srv_now();
-    sjk_status st = sjkh_session_feed(sl->s, j->prompt + sl->n_fed, c, sl->logits, 0, err, sizeof err);
+    if (c > 0 && sl->pf_base + pos == sl->n_fed) {
+        st = sjkh_session_feed(sl->s, j->prompt + sl->n_fed, c, sl->logits, 0, err, sizeof err);
+        if (st == SJK_OK && (st = sjks_prefill_fed(sl->pf, c)) != SJK_OK)
+            snprintf(err, sizeof err, "sealing at position %zu: %s", sl->n_fed + c, sjk_status_str(st));
+    } else {
+        snprintf(err, sizeof err, "the prefill lost its place (%zu + %zu of %zu)", sl->pf_base, pos, sl->n_fed);
+    }
     count_tokens(S, 0, 0, 0, srv_now() - t0, st ? 0 : c);
     if (st) {
         char why[400];
@@ -197,7 +307,10 @@ static void prefill_chunk(srv *S, srv_slot *sl)
     memcpy(sl->held + sl->n_held, j->prompt + sl->n_fed, c * sizeof *sl->held);
     sl->n_held += c;
     sl->n_fed += c;
-    if (sl->n_fed == j->n_prompt) take_token(S, sl, sjkh_sampler_sample(sl->sampler, sl->logits));
+    if (sl->n_fed < j->n_prompt) return;
+    take_token(S, sl, sjkh_sampler_sample(sl->sampler, sl->logits));
+    /* the first token is out (or the job ended, which published): now the new blocks */
+    if (sl->job) prefill_done(S, sl, 1);
 }
 
 /* One forward pass for every slot with a token to feed. */

@@ -26,6 +26,42 @@ static void series(srv_buf *o, const char *name, const char *type, const char *h
     srv_buf_addf(o, "# HELP sjkvarn_%s %s\n# TYPE sjkvarn_%s %s\n", name, help, name, type);
 }
 
+static void counter(srv_buf *o, const char *name, const char *help, uint64_t v)
+{
+    series(o, name, "counter", help);
+    srv_buf_addf(o, "sjkvarn_%s %llu\n", name, (unsigned long long)v);
+}
+
+/* The prefix store's series (all zero without --prefix-store). */
+static void store_series(const srv *S, const srv_metrics *m, srv_buf *o)
+{
+    series(o, "store_enabled", "gauge", "1 when --prefix-store is set");
+    srv_buf_addf(o, "sjkvarn_store_enabled %d\n", S->store != NULL);
+    counter(o, "store_lookups_total", "prefills that looked the prompt's blocks up in the store", m->store_lookups);
+    counter(o, "store_lookup_failures_total", "lookups that got no answer (store down or slow): prefilled instead",
+            m->store_lookup_failures);
+    counter(o, "store_hit_blocks_total", "128-token blocks imported from the store", m->store_hit_blocks);
+    counter(o, "store_hit_tokens_total", "prompt positions imported from the store", m->store_hit_tokens);
+    counter(o, "store_miss_blocks_total", "blocks of a lookup's prompt not imported (absent, refused, after a miss)",
+            m->store_miss_blocks);
+    counter(o, "store_rejected_total", "fetched values refused (vanished, corrupt, truncated, foreign): misses",
+            m->store_rejected);
+    counter(o, "store_fallbacks_total", "prefills that recomputed blocks because of a store fault (no answer or a "
+            "refused value)", m->store_fallbacks);
+    counter(o, "store_fetched_bytes_total", "value bytes fetched from the store", m->store_fetched_bytes);
+    counter(o, "store_published_total", "block values written to the store", m->store_published);
+    counter(o, "store_publish_exists_total", "publishes that found the block already stored (SET NX)",
+            m->store_publish_exists);
+    counter(o, "store_publish_failures_total", "publishes without an OK (store down, slow or full)",
+            m->store_publish_failures);
+    counter(o, "store_published_bytes_total", "value bytes written to the store", m->store_published_bytes);
+    counter(o, "store_errors_total", "Redis commands that got no reply (connect, I/O, timeout)", m->store_errors);
+    counter(o, "store_redirects_total", "Redis Cluster MOVED and ASK redirects followed", m->store_redirects);
+    series(o, "store_seconds_total", "counter", "engine time in store lookups (with fetch and import) and publishes");
+    srv_buf_addf(o, "sjkvarn_store_seconds_total{op=\"lookup\"} %.6f\n", m->store_lookup_s);
+    srv_buf_addf(o, "sjkvarn_store_seconds_total{op=\"publish\"} %.6f\n", m->store_publish_s);
+}
+
 void srv_metrics_render(srv *S, srv_buf *o)
 {
     srv_metrics m;
@@ -66,6 +102,7 @@ void srv_metrics_render(srv *S, srv_buf *o)
     srv_buf_addf(o, "sjkvarn_decode_tokens_per_second %.3f\n", m.decode_s > 0 ? (double)m.decode_rows / m.decode_s : 0.0);
     series(o, "idle_seals_total", "counter", "idle sessions sealed back to tail_min (--idle-seal)");
     srv_buf_addf(o, "sjkvarn_idle_seals_total %llu\n", (unsigned long long)m.idle_seals);
+    store_series(S, &m, o);
 
     size_t busy = 0, held = 0, sealed = 0, occ = 0, total = 0, win = 0;
     size_t sink = 0, body = 0, ring = 0, uni = 0, scratch = 0, hostf = 0;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prefix_store.h"
 #include "server.h"
 #include "sjkplan.h"
 
@@ -36,6 +37,7 @@ srv_opts srv_opts_default(void)
 
 static void srv_free(srv *S)
 {
+    sjks_store_close(S->store);
     srv_slots_free(S);
     sjkh_tokenizer_free(S->tok);
     sjkh_model_free(S->model);
@@ -43,6 +45,27 @@ static void srv_free(srv *S)
     pthread_cond_destroy(&S->cv);
     pthread_mutex_destroy(&S->mu);
     free(S);
+}
+
+/* The prefix store for sessions as slots.c creates them (the fingerprint reads every
+ * tensor byte once). No connection is made here: a store that is down at boot is a
+ * store that misses. */
+static int open_store(srv *S, char *err, size_t err_cap)
+{
+    sjkh_session_params p = sjkh_session_params_default();
+    p.n_ctx = S->o.n_ctx;
+    p.n_batch = S->o.n_batch;
+    p.n_threads = S->o.n_threads;
+    p.kv = S->kv;
+    p.window_type = S->o.window_type;
+    double t0 = srv_now();
+    if (sjks_store_open(S->o.prefix_store, S->model, &p, S->o.prefix_store_ttl, &S->store, err, err_cap))
+        return -1;
+    const uint8_t *fp = sjks_store_fingerprint(S->store);
+    fprintf(stderr, "sjkvarn serve: prefix store %s, blocks kept %u s, fingerprint %02x%02x%02x%02x%02x%02x%02x%02x "
+            "(%.2f s)\n", S->o.prefix_store, S->o.prefix_store_ttl ? S->o.prefix_store_ttl : 86400u, fp[0], fp[1],
+            fp[2], fp[3], fp[4], fp[5], fp[6], fp[7], srv_now() - t0);
+    return 0;
 }
 
 int srv_main(const srv_opts *o, const char *model_path, const char *kv_reason, size_t kv_planned_nbytes)
@@ -111,6 +134,10 @@ int srv_main(const srv_opts *o, const char *model_path, const char *kv_reason, s
             o->parallel, o->n_ctx, S->kv, b_alloc, b_one, o->mem_budget ? " within --mem-budget " : "",
             o->mem_budget ? b_budget : "");
     fprintf(stderr, "sjkvarn serve: kv: %s\n", S->kv_reason);
+    if (o->prefix_store && open_store(S, err, sizeof err)) {
+        fprintf(stderr, "sjkvarn serve: --prefix-store: %s\n", err);
+        goto done;
+    }
     if (srv_engine_start(S)) {
         fprintf(stderr, "sjkvarn serve: cannot start the engine thread\n");
         goto done;

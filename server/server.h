@@ -30,6 +30,8 @@
 
 struct MHD_Daemon;
 struct MHD_Connection;
+struct sjks_store;
+struct sjks_prefill;
 
 /* ---- options (tools/cmd_serve.c fills them) ---------------------------------------- */
 typedef struct srv_opts {
@@ -48,6 +50,8 @@ typedef struct srv_opts {
     double idle_seal_s;       /* 0: off */
     size_t max_body_nbytes;   /* larger request bodies get 413 */
     uint32_t max_tokens_default; /* a request without max_tokens */
+    const char *prefix_store; /* --prefix-store redis://HOST:PORT[,...], or NULL: no store */
+    uint32_t prefix_store_ttl; /* seconds a published block lives (0: the store's default) */
 } srv_opts;
 
 srv_opts srv_opts_default(void);
@@ -130,6 +134,8 @@ typedef struct srv_slot {
     size_t n_tokens_done; /* number of sampled tokens */
     size_t max_gen;       /* min(max_tokens, n_ctx - n_prompt): what run would generate */
     int role_sent;
+    struct sjks_prefill *pf; /* the prompt's prefill through the prefix store (or plain chunks) */
+    size_t pf_base;       /* prompt index of the prefill's position 0 (the reused held prefix) */
     /* memory as last measured by the engine (under srv.mu) */
     sjkh_kv_report kv;
     sjk_cache_memory mem; /* the libsjkvarn cache (zeros for host-f16) */
@@ -145,6 +151,13 @@ typedef struct srv_metrics {
     uint64_t idle_seals, decode_steps, decode_rows;
     double prefill_s, decode_s;    /* engine time in each */
     uint64_t prefill_tokens_run;   /* tokens actually prefilled (not cached) */
+    /* the prefix store (--prefix-store): the engine copies the store's counters here after
+     * each lookup and publish (the store handle itself is the engine's alone) */
+    uint64_t store_lookups, store_lookup_failures, store_hit_blocks, store_hit_tokens, store_miss_blocks;
+    uint64_t store_rejected, store_fallbacks, store_fetched_bytes;
+    uint64_t store_published, store_publish_exists, store_publish_failures, store_published_bytes;
+    uint64_t store_errors, store_redirects;
+    double store_lookup_s, store_publish_s;
 } srv_metrics;
 
 enum { SRV_M_CHAT = 0, SRV_M_COMPLETIONS, SRV_M_OTHER, SRV_M_4XX, SRV_M_5XX, SRV_M_503 };
@@ -189,6 +202,7 @@ typedef struct srv {
     pthread_t engine;
     int engine_started;
     double t_start;
+    struct sjks_store *store;     /* --prefix-store (engine thread only), or NULL */
     int32_t *batch_tok;           /* engine scratch [parallel] */
     sjkh_session **batch_ss;      /* [parallel] */
     sjk_status *batch_st;         /* [parallel] */

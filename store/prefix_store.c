@@ -201,8 +201,9 @@ static int take(sjks_store *st, const plan *p, sjkh_session *s, const int32_t *i
     return ok;
 }
 
-/* Finds and imports the longest stored prefix; returns the blocks imported. */
-static uint32_t load_prefix(sjks_store *st, plan *p, sjkh_session *s, const int32_t *ids)
+/* The depth the lookup promises: the leading run of growing blocks up to the first miss,
+ * cut back to the deepest depth whose window blocks all exist. */
+static uint32_t stored_depth(const plan *p, const sjkh_session *s)
 {
     uint32_t h = 0;
     while (h < p->cut && p->exists[h][0] == 1) h++;
@@ -212,6 +213,13 @@ static uint32_t load_prefix(sjks_store *st, plan *p, sjkh_session *s, const int3
             while (i < h && p->exists[i][1] == 1) i++;
             if (i == h) break;
         }
+    return h;
+}
+
+/* Finds and imports the longest stored prefix; returns the blocks imported. */
+static uint32_t load_prefix(sjks_store *st, plan *p, sjkh_session *s, const int32_t *ids)
+{
+    uint32_t h = stored_depth(p, s);
     if (h == 0) return 0;
     redisReply *rep[BATCH];
     /* window blocks first (few): a depth whose window cannot be had is no hit at all */
@@ -355,6 +363,33 @@ static void prefill_free(sjks_prefill *f)
     free(f);
 }
 
+/* The chain hashes and keys of blocks [0, cut) of ids into p (p->cut set, the rest
+ * allocated here). */
+static sjk_status plan_make(const sjks_store *st, const sjkh_session *s, const int32_t *ids, uint32_t cut, plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->cut = cut;
+    size_t wn = 0;
+    p->has_win = sjkh_session_block_nbytes(s, SJKH_BLOCK_WINDOW, 0, &wn) == SJK_OK && wn > 0;
+    p->wf_cut = p->has_win ? sjkh_session_block_window_first(s, cut) : cut;
+    p->chain = malloc(cut * sizeof *p->chain);
+    p->key = malloc(cut * sizeof *p->key);
+    p->klen = malloc(cut * sizeof *p->klen);
+    p->exists = malloc(cut * sizeof *p->exists);
+    p->bad = calloc(cut, sizeof *p->bad);
+    if (!p->chain || !p->key || !p->klen || !p->exists || !p->bad) {
+        plan_free(p);
+        memset(p, 0, sizeof *p);
+        return SJK_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < cut; i++) {
+        sjks_chain_hash(i ? p->chain[i - 1] : st->fp, ids + (size_t)i * SJKH_BLOCK_TOKENS, p->chain[i]);
+        for (int part = 0; part < 2; part++) p->klen[i][part] = sjks_key(p->key[i][part], st->fp, part, p->chain[i]);
+        p->exists[i][0] = p->exists[i][1] = -1;
+    }
+    return SJK_OK;
+}
+
 sjk_status sjks_prefill_begin(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, sjks_prefill **out)
 {
     *out = NULL;
@@ -366,29 +401,19 @@ sjk_status sjks_prefill_begin(sjks_store *st, sjkh_session *s, const int32_t *id
     f->n = n;
     f->pos = 0; /* an index into ids */
     uint32_t cut = st && sjkh_session_n_past(s) == 0 && n <= UINT32_MAX ? sjkh_session_block_cut(s, (uint32_t)n) : 0;
-    plan *p = &f->p;
-    p->cut = cut;
     *out = f;
     if (!cut) return SJK_OK;
-    size_t wn = 0;
-    p->has_win = sjkh_session_block_nbytes(s, SJKH_BLOCK_WINDOW, 0, &wn) == SJK_OK && wn > 0;
-    p->wf_cut = p->has_win ? sjkh_session_block_window_first(s, cut) : cut;
-    p->chain = malloc(cut * sizeof *p->chain);
-    p->key = malloc(cut * sizeof *p->key);
-    p->klen = malloc(cut * sizeof *p->klen);
-    p->exists = malloc(cut * sizeof *p->exists);
-    p->bad = calloc(cut, sizeof *p->bad);
-    f->win_vals = calloc(cut - p->wf_cut + 1, sizeof *f->win_vals);
-    f->win_nbytes = calloc(cut - p->wf_cut + 1, sizeof *f->win_nbytes);
-    if (!p->chain || !p->key || !p->klen || !p->exists || !p->bad || !f->win_vals || !f->win_nbytes) {
+    plan *p = &f->p;
+    sjk_status res = plan_make(st, s, ids, cut, p);
+    if (res == SJK_OK) {
+        f->win_vals = calloc(cut - p->wf_cut + 1, sizeof *f->win_vals);
+        f->win_nbytes = calloc(cut - p->wf_cut + 1, sizeof *f->win_nbytes);
+        if (!f->win_vals || !f->win_nbytes) res = SJK_ERR_NOMEM;
+    }
+    if (res != SJK_OK) {
         prefill_free(f);
         *out = NULL;
-        return SJK_ERR_NOMEM;
-    }
-    for (uint32_t i = 0; i < cut; i++) {
-        sjks_chain_hash(i ? p->chain[i - 1] : st->fp, ids + (size_t)i * SJKH_BLOCK_TOKENS, p->chain[i]);
-        for (int part = 0; part < 2; part++) p->klen[i][part] = sjks_key(p->key[i][part], st->fp, part, p->chain[i]);
-        p->exists[i][0] = p->exists[i][1] = -1;
+        return res;
     }
     st->st.lookups++;
     double t0 = now_s();
@@ -406,6 +431,17 @@ sjk_status sjks_prefill_begin(sjks_store *st, sjkh_session *s, const int32_t *id
     st->st.hit_tokens += (uint64_t)h * SJKH_BLOCK_TOKENS;
     st->st.miss_blocks += cut - h;
     return SJK_OK;
+}
+
+uint32_t sjks_store_probe(sjks_store *st, const sjkh_session *s, const int32_t *ids, size_t n)
+{
+    uint32_t cut = st && n <= UINT32_MAX ? sjkh_session_block_cut(s, (uint32_t)n) : 0;
+    plan p;
+    if (!cut || plan_make(st, s, ids, cut, &p) != SJK_OK) return 0;
+    st->st.probes++;
+    uint32_t h = lookup(st, &p) ? stored_depth(&p, s) : 0;
+    plan_free(&p);
+    return h * SJKH_BLOCK_TOKENS;
 }
 
 uint32_t sjks_prefill_cached(const sjks_prefill *f) { return f->rep.cached_tokens; }

@@ -31,6 +31,7 @@ typedef struct sjks_store sjks_store;
 
 typedef struct sjks_store_stats {
     uint64_t lookups;          /* prefills that asked the store */
+    uint64_t probes;           /* sjks_store_probe calls */
     uint64_t lookup_failures;  /* lookups that got no answer (store down or slow) */
     uint64_t hit_blocks;       /* blocks imported from the store */
     uint64_t hit_tokens;       /* positions they cover */
@@ -86,6 +87,11 @@ sjk_status sjks_store_prefill(sjks_store *st, sjkh_session *s, const int32_t *id
 typedef struct sjks_prefill sjks_prefill;
 sjk_status sjks_prefill_begin(sjks_store *st, sjkh_session *s, const int32_t *ids, size_t n, sjks_prefill **out);
 uint32_t sjks_prefill_cached(const sjks_prefill *f);
+/* How many leading positions of ids the store holds now (one EXISTS pipeline, nothing
+ * fetched or imported; 0 when it does not answer), for a session like s (its cut and
+ * window geometry; what s holds does not matter). The server asks it when a session
+ * already holds a prefix of the prompt: a store that holds more is worth a reset. */
+uint32_t sjks_store_probe(sjks_store *st, const sjkh_session *s, const int32_t *ids, size_t n);
 size_t sjks_prefill_next(const sjks_prefill *f, size_t max_len, size_t *pos);
 sjk_status sjks_prefill_fed(sjks_prefill *f, size_t len);
 void sjks_prefill_end(sjks_prefill *f, int publish, sjks_prefill_report *rep);

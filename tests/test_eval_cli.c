@@ -96,6 +96,9 @@ TEST(test_eval_cli_writes_every_output)
     CHECK(file_has("r-positions.csv", "config,doc,position,kl"));
     CHECK(file_has("svg/frontier.svg", "</svg>"));
     CHECK(file_has("svg/positions.svg", "<polyline"));
+    CHECK(file_has("svg/frontier-allocated.svg", "allocated bits per value"));
+    CHECK(file_has("svg/frontier-allocated.svg", "</svg>"));
+    CHECK(file_has("svg/frontier.svg", "stroke-dasharray")); /* the comparators' staircase */
     /* the prompt kept the query after the form feed; the generated positions are the last
      * 24 of 1024 */
     CHECK(file_has("r-positions.csv", "f16,doc.txt,999,0,1,"));

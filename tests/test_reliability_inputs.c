@@ -636,6 +636,10 @@ TEST(test_config_strings_are_strict)
     CHECK(sjk_cli_check_kv("test", "--kv", longest, 0) == 0);
     CHECK(sjk_cli_check_kv("test", "--kv", "auto", 0) == 0 && sjk_cli_check_kv("test", "--kv", "auto", 1) == 1);
     CHECK(sjk_cli_check_kv("test", "--kv", "host-f16", 0) == 1);
+    /* the study's analysis option is split off before the library's parse */
+    CHECK(sjk_cli_check_kv("test", "--kv", "sj:4/4:exact=body.k+ring", 0) == 1);
+    CHECK(sjk_cli_check_kv("test", "--kv", "sj:4/4:exact=bodyk", 0) == 0);
+    CHECK(sjk_cli_check_kv("test", "--kv", "sj:9/4:exact=all", 0) == 0);
 }
 
 /* The commands take the same strict parse: flags of run, plan and eval. */

@@ -162,7 +162,14 @@ int sjk_cli_check_kv(const char *prog, const char *flag, const char *kv, int all
     }
     if (!strcmp(kv, "host-f16") || (allow_auto && !strcmp(kv, "auto"))) return 1;
     sjk_layer_config c;
-    char err[256];
+    char err[256], rest[SJKH_KV_STR_MAX + 1];
+    unsigned mask;
+    int exact = sjkh_kv_parse_exact(kv, rest, sizeof rest, &mask, err, sizeof err);
+    if (exact < 0) {
+        fprintf(stderr, "%s: %s: %s\n", prog, flag, err);
+        return 0;
+    }
+    if (exact) kv = rest;
     if (sjk_cache_config_parse(kv, 1, &c, err, sizeof err) != SJK_OK) {
         fprintf(stderr, "%s: %s: %s\n", prog, flag, err);
         return 0;

@@ -48,7 +48,8 @@ static const char usage_text[] =
 "  --json         print JSON on stdout instead of the table\n"
 "  --csv FILE     write FILE (one row per configuration), BASE-pairs.csv and\n"
 "                 BASE-positions.csv (BASE = FILE without .csv)\n"
-"  --svg DIR      write DIR/frontier.svg (mean KL vs bits per value) and DIR/positions.svg\n"
+"  --svg DIR      write DIR/frontier.svg (mean KL vs bits per value), DIR/frontier-allocated.svg\n"
+"                 (the same against allocated bits per value) and DIR/positions.svg\n"
 "  --ref CFG      the reference's cache configuration (default f16)\n"
 "  --prefill-chunk N  prompt tokens per forward pass (default 512; 1 = token by token)\n"
 "  --act-quant 0|1  0 (default): exact f32 activations, logits continuous in K/V, so\n"
@@ -395,8 +396,8 @@ static int write_study(void *ctx, FILE *f)
 
 /* The paths --csv and --svg write (CSV family, then the two plots). */
 typedef struct out_paths {
-    char p[5][4096];
-    sjk_status (*fn[5])(const sjk_eval_study *, FILE *);
+    char p[6][4096];
+    sjk_status (*fn[6])(const sjk_eval_study *, FILE *);
     size_t n;
 } out_paths;
 
@@ -415,13 +416,15 @@ static int output_paths(const eval_args *a, out_paths *o)
     }
     if (a->svg) {
         if (snprintf(o->p[o->n], 4096, "%s/frontier.svg", a->svg) >= 4096 ||
-            snprintf(o->p[o->n + 1], 4096, "%s/positions.svg", a->svg) >= 4096) {
+            snprintf(o->p[o->n + 1], 4096, "%s/positions.svg", a->svg) >= 4096 ||
+            snprintf(o->p[o->n + 2], 4096, "%s/frontier-allocated.svg", a->svg) >= 4096) {
             fprintf(stderr, "sjkvarn eval: --svg %s: path too long\n", a->svg);
             return 0;
         }
         o->fn[o->n] = sjk_eval_write_svg_frontier;
         o->fn[o->n + 1] = sjk_eval_write_svg_positions;
-        o->n += 2;
+        o->fn[o->n + 2] = sjk_eval_write_svg_frontier_allocated;
+        o->n += 3;
     }
     return 1;
 }
@@ -448,8 +451,8 @@ static int write_outputs(const eval_args *a, const sjk_eval_study *st)
     int ok = 1;
     out_paths o;
     if (!check_outputs(a) || !output_paths(a, &o)) return 0;
-    study_out so[5];
-    sjk_cli_out outs[5];
+    study_out so[6];
+    sjk_cli_out outs[6];
     for (size_t i = 0; i < o.n; i++) {
         so[i].fn = o.fn[i];
         so[i].st = st;

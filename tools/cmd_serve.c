@@ -46,6 +46,12 @@ static void usage(FILE *f)
             "      --max-body N     largest request body in bytes (default 1048576; larger: 413)\n"
             "      --max-tokens N   max_tokens of a request that gives none (default 256)\n"
             "      --kl-floor X|off the quality floor of --kv auto (default 0.02)\n"
+            "      --prefix-store redis://HOST:PORT[,HOST:PORT...][?timeout_ms=N]\n"
+            "                       share prompt blocks between servers through Redis (one node or\n"
+            "                       a cluster, docs/STORE.md): a prompt that no session holds\n"
+            "                       imports its longest stored prefix and prefills the rest; new\n"
+            "                       blocks are published; a store that is down only costs time\n"
+            "      --prefix-store-ttl S   seconds a published block lives (default 86400)\n"
             "\n"
             "Logs go to stderr; one line on stdout gives the address once the server listens.\n"
             "SIGINT or SIGTERM stops it cleanly (exit 0).\n");
@@ -103,6 +109,8 @@ int sjk_cmd_serve(int argc, char **argv)
         else if (IS("--max-body", NULL)) ok = sjk_cli_flag_u64(P, a, v, 64, 1u << 30, &maxb);
         else if (IS("--max-tokens", NULL)) ok = sjk_cli_flag_u32(P, a, v, 1, 1u << 24, &maxt);
         else if (IS("--window", NULL)) ok = sjk_cli_flag_window(P, a, v, &o.window_type);
+        else if (IS("--prefix-store", NULL)) o.prefix_store = v;
+        else if (IS("--prefix-store-ttl", NULL)) ok = sjk_cli_flag_u32(P, a, v, 1, 4000000000u, &o.prefix_store_ttl);
         else {
             fprintf(stderr, "sjkvarn serve: unknown flag %s\n", a);
             usage(stderr);

@@ -4,8 +4,13 @@
  * library's "f16" cache; candidates use their configuration string as it is.
  *
  * Bits per value come from the session's KV report: occupied as the report gives it;
- * allocated = the growing layers' bytes over the values the session can hold
- * (n_ctx positions x 2 (K and V) x global layers x KV heads x head_dim). */
+ * allocated = the bytes the growing layers' cache allocates for K/V (sink, record slots
+ * with their headers and scales, the whole staging ring, centering means, uniform rows,
+ * host fp16 rows) plus the scratch only compressed layers need (seal tiles and record
+ * scratch, sjk_cache_memory.seal_scratch_nbytes), over the values the session can hold
+ * (n_ctx positions x 2 (K and V) x global layers x KV heads x head_dim). Left out: the
+ * attention buffers (rotated queries, partial softmax states), whose size is set by the
+ * prefill batch and the thread count and is the same for every configuration. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +96,16 @@ static sjk_status h_memory(void *user, void *ctx, sjk_eval_mem *m)
     if (s != SJK_OK) return s;
     double values = (double)c->n_ctx * 2.0 * (double)h->info->n_global_layers *
                     (double)h->info->n_head_kv * (double)h->info->head_dim;
+    size_t kv_nbytes = r.growing_nbytes;
+    sjk_cache *cache = sjkh_session_cache(c->s);
+    if (cache) {
+        sjk_cache_memory cm;
+        if ((s = sjk_cache_memory_report(cache, &cm)) != SJK_OK) return s;
+        kv_nbytes = r.growing_nbytes - cm.total_nbytes + cm.sink_nbytes + cm.body_nbytes + cm.ring_nbytes +
+                    cm.uniform_nbytes + cm.seal_scratch_nbytes;
+    }
     m->bpv_occupied = r.bits_per_value;
-    m->bpv_allocated = values > 0 ? 8.0 * (double)r.growing_nbytes / values : 0.0;
+    m->bpv_allocated = values > 0 ? 8.0 * (double)kv_nbytes / values : 0.0;
     m->kv_bytes = r.growing_nbytes;
     return SJK_OK;
 }

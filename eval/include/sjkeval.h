@@ -185,7 +185,9 @@ const sjk_eval_pair *sjk_eval_study_pair(const sjk_eval_study *st, size_t a, siz
  *    config, mean_kl, median_kl, p99_kl, same_top, bits_per_value, kv_bytes per
  *    configuration and a, b, ratio, ci_low, ci_high per pair.
  *  - svg_frontier: mean KL (log axis) against bits per value, one labelled point per
- *    configuration: the quality-per-bit frontier.
+ *    configuration: the quality-per-bit frontier; sj configurations filled, the others
+ *    (comparators) hollow, with the comparators' staircase (best KL at those bits or
+ *    fewer) dashed. svg_frontier_allocated: the same against allocated bits per value.
  *  - svg_positions: mean KL (log axis) along the position axis, one line per
  *    configuration, positions binned into at most 64 bins. */
 sjk_status sjk_eval_write_table(const sjk_eval_study *st, FILE *f);
@@ -194,6 +196,7 @@ sjk_status sjk_eval_write_csv_pairs(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_csv_positions(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_json(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f);
+sjk_status sjk_eval_write_svg_frontier_allocated(const sjk_eval_study *st, FILE *f);
 sjk_status sjk_eval_write_svg_positions(const sjk_eval_study *st, FILE *f);
 
 /* ------------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 /* eval_svg.c — two plots of a finished study, written as plain SVG by a small writer of
  * our own (no dependencies):
  *
- *   frontier:  mean KL (log10 axis) against bits per value, one labelled point per
- *              configuration. Down and to the left is better: the quality-per-bit frontier.
+ *   frontier:  mean KL (log10 axis) against bits per value (occupied, or allocated:
+ *              frontier-allocated.svg), one labelled point per configuration, ours
+ *              filled and the comparators hollow, with the comparators' staircase (the
+ *              lowest KL any of them reaches at those bits or fewer) dashed. Down and to
+ *              the left is better: the quality-per-bit frontier.
  *   positions: mean KL (log10 axis) along the position axis, one line per configuration;
  *              positions are binned (at most 64 bins) and each bin averages every document.
  *
@@ -109,46 +112,89 @@ static void zero_note(FILE *f)
                "KL = 0 (identical to the reference) is drawn on the bottom edge</text>\n", ML + 6, H - MB - 6);
 }
 
-sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f)
+/* A comparator: a configuration that is not one of ours (its name does not start with
+ * "sj:" or "sj/"), drawn as a hollow point; the staircase through the comparators that
+ * no other comparator beats at fewer or equal bits is what an sj point must lie below. */
+static int is_ours(const char *name) { return !strncmp(name, "sj:", 3) || !strcmp(name, "sj"); }
+
+static sjk_status frontier(const sjk_eval_study *st, FILE *f, int allocated)
 {
     if (!st || !f || !st->finished) return SJK_ERR_PARAM;
     size_t nc = st->n_configs;
-    double ys[SJK_EVAL_MAX_CONFIGS] = {0}, fl;
+    double ys[SJK_EVAL_MAX_CONFIGS] = {0}, xs[SJK_EVAL_MAX_CONFIGS] = {0}, fl;
     double xlo = INFINITY, xhi = -INFINITY;
     for (size_t c = 0; c < nc; c++) {
         ys[c] = st->res[c].s.mean;
-        double b = st->res[c].bpv_occupied;
-        if (b < xlo) xlo = b;
-        if (b > xhi) xhi = b;
+        xs[c] = allocated ? st->res[c].bpv_allocated : st->res[c].bpv_occupied;
+        if (xs[c] < xlo) xlo = xs[c];
+        if (xs[c] > xhi) xhi = xs[c];
     }
     axis y = log_axis(ys, nc, &fl);
     axis x = {floor(xlo) - 1.0, ceil(xhi) + 1.0, 0};
     if (x.lo < 0) x.lo = 0;
-    svg_begin(f, "Quality per bit: mean KL vs bits per value");
-    svg_axes(f, &x, &y, "bits per value (occupied, at the scored positions)",
+    svg_begin(f, allocated ? "Quality per allocated bit: mean KL vs allocated bits per value"
+                           : "Quality per bit: mean KL vs bits per value");
+    svg_axes(f, &x, &y,
+             allocated ? "bits per value allocated (K/V regions, whole ring, seal scratch; at the context)"
+                       : "bits per value (occupied, at the scored positions)",
              "mean KL(p_ref ‖ q), nats");
     int any_zero = 0;
     for (size_t c = 0; c < nc; c++) any_zero |= !(ys[c] > 0);
     if (any_zero) zero_note(f);
+    /* the comparators' frontier: sorted by bits, each point that lowers the best KL so far */
+    size_t ord[SJK_EVAL_MAX_CONFIGS], no = 0;
+    for (size_t c = 0; c < nc; c++)
+        if (!is_ours(st->cols[c].name)) ord[no++] = c;
+    for (size_t i = 1; i < no; i++)
+        for (size_t j = i; j > 0 && (xs[ord[j]] < xs[ord[j - 1]] ||
+                                     (xs[ord[j]] == xs[ord[j - 1]] && ys[ord[j]] < ys[ord[j - 1]])); j--) {
+            size_t t = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = t;
+        }
+    if (no) {
+        fputs("<polyline fill=\"none\" stroke=\"#888\" stroke-dasharray=\"5,4\" points=\"", f);
+        double best = INFINITY, px_prev = 0;
+        for (size_t i = 0; i < no; i++) {
+            double v = ys[ord[i]] > 0 ? ys[ord[i]] : fl;
+            if (!(v < best)) continue;
+            double px = ax_map(&x, xs[ord[i]], ML, W - MR), py = ax_map(&y, v, H - MB, MT);
+            if (isfinite(best)) fprintf(f, "%.1f,%.1f ", px, ax_map(&y, best, H - MB, MT));
+            fprintf(f, "%.1f,%.1f ", px, py);
+            best = v;
+            px_prev = px;
+        }
+        (void)px_prev;
+        fprintf(f, "%.1f,%.1f\"/>\n", W - MR, ax_map(&y, best, H - MB, MT));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">"
+                   "dashed: the best comparator at these bits or fewer; hollow: comparators</text>\n",
+                ML + 6, MT + 14);
+    }
     for (size_t c = 0; c < nc; c++) {
         double v = ys[c] > 0 ? ys[c] : fl;
-        double px = ax_map(&x, st->res[c].bpv_occupied, ML, W - MR);
+        double px = ax_map(&x, xs[c], ML, W - MR);
         double py = ax_map(&y, v, H - MB, MT);
         const char *col = palette[c % PALETTE_N];
+        int ours = is_ours(st->cols[c].name);
         /* the point, a short label (its index) beside it, and the full name in the legend */
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n"
-                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%zu</text>\n",
-                px, py, col, px + 7, py + (c % 2 ? 15.0 : -6.0), col, c + 1);
+        if (ours)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n", px, py, col);
+        else
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"white\" stroke=\"%s\" "
+                       "stroke-width=\"2\"/>\n", px, py, col);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%zu</text>\n",
+                px + 7, py + (c % 2 ? 15.0 : -6.0), col, c + 1);
         double ly = MT + 14.0 + 16.0 * (double)c;
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n"
                    "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\">%zu ",
-                W - MR + 14, ly - 4, col, W - MR + 22, ly, col, c + 1);
+                W - MR + 14, ly - 4, ours ? col : "white", W - MR + 22, ly, col, c + 1);
         svg_text_esc(f, st->cols[c].name);
         fputs("</text>\n", f);
     }
     fputs("</svg>\n", f);
     return io_status(f);
 }
+
+sjk_status sjk_eval_write_svg_frontier(const sjk_eval_study *st, FILE *f) { return frontier(st, f, 0); }
+sjk_status sjk_eval_write_svg_frontier_allocated(const sjk_eval_study *st, FILE *f) { return frontier(st, f, 1); }
 
 #define NBINS 64
 

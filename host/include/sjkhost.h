@@ -563,6 +563,16 @@ sjk_status sjkh_session_block_import(sjkh_session *s, int part, uint32_t block, 
  * window blocks cover what the window needs, then sets n_past = 128 n. */
 sjk_status sjkh_session_block_finish(sjkh_session *s, uint32_t n_blocks);
 
+/* The analysis option ":exact=LIST" at the end of a KV configuration string (the KL
+ * study's region attribution, docs/EVAL.md "Where the error comes from"): attention reads
+ * an fp16 copy in which the regions LIST names (sink, body, ring, uniform, each
+ * optionally .k or .v; k, v, all, none; joined by '+') hold the exact rows and the rest
+ * the rows the cache decodes. Splits it off cfg: *rest receives the string without it,
+ * *mask its bits (bit 2 r + h: region r = sjk_region, h = 0 for K, 1 for V). Returns 1
+ * when present, 0 when absent (rest is then not written), -1 when malformed (err says
+ * why). */
+int sjkh_kv_parse_exact(const char *cfg, char *rest, size_t rest_cap, unsigned *mask, char *err, size_t err_cap);
+
 typedef struct sjkh_kv_report {
     size_t total_nbytes;     /* every cache the session holds (growing + window layers) */
     size_t growing_nbytes;   /* the configured cache of the growing layers */

@@ -59,7 +59,221 @@ struct sjkh_kv {
     uint32_t scratch_stride;
     uint32_t n_scratch;
     size_t host_full_nbytes, host_window_nbytes;
+    struct kv_probe *probe; /* ":exact=" attribution (below), or NULL */
 };
+
+/* ---- region attribution (":exact=LIST", the KL study's analysis knob) ----------------
+ *
+ * A configuration string may end in ":exact=LIST" (LIST: items joined by '+'; an item is
+ * sink, body, ring or uniform, optionally with .k or .v, or k, v, all, none). The cache
+ * is built from the rest of the string and fed as always, so sealing, the ring and the
+ * body evolve exactly as without the option; but attention reads a second, uniform f16
+ * cache per growing layer (the "view"), which holds for every position either the row
+ * the real cache decodes now (sjk_cache_read_rows) or, for the regions and halves LIST
+ * names, the exact row rounded to fp16 as the f16 reference stores it. The view's
+ * attention is the reference's own (uniform f16), so "exact=all" reproduces the f16
+ * reference bit for bit and "exact=none" is the configuration itself read through f16
+ * rows; the KL of "exact=body.k" against "exact=none" is what K of the sealed body
+ * costs. The view follows the cache: rows are appended as they arrive and rewritten
+ * from the old body end on whenever a seal moves the body end. Analysis only: it keeps
+ * an fp16 copy of every row and a second cache, and session files and prefix blocks
+ * are refused (sjkh_kv_layer_storage). */
+#define PROBE_REGIONS 4 /* sjk_region: sink, body, ring, uniform; bit = 2 * region + (V) */
+
+typedef struct kv_probe {
+    unsigned mask;
+    sjk_cache **view;      /* [n_cache_layers] one-layer uniform f16 caches */
+    uint16_t **ek, **ev;   /* [n_cache_layers] exact rows [n_ctx][n_kv * hd], fp16 */
+    uint32_t *n_view, *b_view; /* [n_cache_layers] view length, real body end it mirrors */
+    float *bk, *bv;        /* [SJK_GROUP][n_kv * hd] rows on their way into a view */
+    float *hk, *hv;        /* [SJK_GROUP][hd] one head's decoded rows */
+    uint8_t reg[SJK_GROUP];
+    void *scr;
+    size_t scr_nbytes;
+    uint32_t n;            /* n_cache_layers */
+} kv_probe;
+
+static void probe_free(kv_probe *P)
+{
+    if (!P) return;
+    for (uint32_t i = 0; i < P->n; i++) {
+        if (P->view) sjk_cache_free(P->view[i]);
+        if (P->ek) free(P->ek[i]);
+        if (P->ev) free(P->ev[i]);
+    }
+    free(P->view);
+    free(P->ek);
+    free(P->ev);
+    free(P->n_view);
+    free(P->b_view);
+    free(P->bk);
+    free(P->bv);
+    free(P->hk);
+    free(P->hv);
+    free(P->scr);
+    free(P);
+}
+
+/* One LIST item into mask bits; 0 if it is not one. */
+static int probe_item(const char *it, size_t n, unsigned *mask)
+{
+    static const char *const reg[PROBE_REGIONS] = {"sink", "body", "ring", "uniform"};
+    if (n == 4 && !memcmp(it, "none", 4)) return 1;
+    if (n == 3 && !memcmp(it, "all", 3)) { *mask |= 0xffu; return 1; }
+    if (n == 1 && (*it == 'k' || *it == 'v')) {
+        for (int r = 0; r < PROBE_REGIONS; r++) *mask |= 1u << (2 * r + (*it == 'v'));
+        return 1;
+    }
+    for (int r = 0; r < PROBE_REGIONS; r++) {
+        size_t l = strlen(reg[r]);
+        if (n < l || memcmp(it, reg[r], l)) continue;
+        if (n == l) { *mask |= 3u << (2 * r); return 1; }
+        if (n == l + 2 && it[l] == '.' && (it[l + 1] == 'k' || it[l + 1] == 'v')) {
+            *mask |= 1u << (2 * r + (it[l + 1] == 'v'));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Splits ":exact=LIST" off cfg: rest receives the string without it. 1 = found (mask
+ * set), 0 = absent, -1 = malformed (err says why). */
+int sjkh_kv_parse_exact(const char *cfg, char *rest, size_t rest_cap, unsigned *mask, char *err, size_t err_cap)
+{
+    *mask = 0;
+    const char *o = cfg ? strstr(cfg, ":exact=") : NULL;
+    if (!o) return 0;
+    const char *list = o + 7, *end = strchr(list, ':');
+    size_t nl = end ? (size_t)(end - list) : strlen(list);
+    if ((size_t)(o - cfg) + strlen(list + nl) + 1 > rest_cap) {
+        sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: configuration too long");
+        return -1;
+    }
+    memcpy(rest, cfg, (size_t)(o - cfg));
+    strcpy(rest + (o - cfg), list + nl);
+    if (strstr(rest, ":exact=")) {
+        sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: '%s': exact= given twice", cfg);
+        return -1;
+    }
+    for (const char *it = list; it < list + nl;) {
+        const char *plus = memchr(it, '+', (size_t)(list + nl - it));
+        size_t n = plus ? (size_t)(plus - it) : (size_t)(list + nl - it);
+        if (!probe_item(it, n, mask)) {
+            sjkh_fail(SJK_ERR_PARAM, err, err_cap,
+                      "kv: '%s': exact=%.*s: an item is sink, body, ring or uniform (each optionally "
+                      ".k or .v), k, v, all or none, joined by '+'", cfg, (int)nl, list);
+            return -1;
+        }
+        it += n + (plus ? 1 : 0);
+        if (plus && it == list + nl) { /* a trailing '+' */
+            sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: '%s': empty item in exact=", cfg);
+            return -1;
+        }
+    }
+    if (nl == 0) {
+        sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: '%s': exact= needs a list", cfg);
+        return -1;
+    }
+    return 1;
+}
+
+static sjk_status probe_create(sjkh_kv *kv, unsigned mask)
+{
+    kv_probe *P = calloc(1, sizeof *P);
+    if (!P) return SJK_ERR_NOMEM;
+    kv->probe = P;
+    P->mask = mask;
+    P->n = kv->n_cache_layers;
+    size_t row = (size_t)kv->p.n_kv_heads * kv->p.head_dim, nb;
+    P->view = calloc(P->n, sizeof *P->view);
+    P->ek = calloc(P->n, sizeof *P->ek);
+    P->ev = calloc(P->n, sizeof *P->ev);
+    P->n_view = calloc(P->n, sizeof *P->n_view);
+    P->b_view = calloc(P->n, sizeof *P->b_view);
+    P->bk = malloc(SJK_GROUP * row * sizeof(float));
+    P->bv = malloc(SJK_GROUP * row * sizeof(float));
+    P->hk = malloc(SJK_GROUP * (size_t)kv->p.head_dim * sizeof(float));
+    P->hv = malloc(SJK_GROUP * (size_t)kv->p.head_dim * sizeof(float));
+    P->scr_nbytes = sjk_cache_read_scratch_nbytes(kv->cache);
+    P->scr = malloc(P->scr_nbytes);
+    if (!P->view || !P->ek || !P->ev || !P->n_view || !P->b_view || !P->bk || !P->bv || !P->hk || !P->hv ||
+        !P->scr || !sjkh_mul_ok(row * sizeof(uint16_t), kv->p.n_ctx, &nb))
+        return SJK_ERR_NOMEM;
+    sjk_cache_params cp = sjk_cache_params_default();
+    cp.n_layers = 1;
+    cp.n_kv_heads = kv->p.n_kv_heads;
+    cp.n_q_heads = kv->p.n_q_heads;
+    cp.head_dim = kv->p.head_dim;
+    cp.max_pos = kv->p.n_ctx;
+    cp.n_seqs = 1;
+    cp.max_q_rows = kv->p.max_rows;
+    cp.n_threads = sjkh_kv_cache_threads(kv->p.n_threads);
+    sjk_status st = sjk_cache_config_parse("f16", 1, &cp.layer, NULL, 0);
+    for (uint32_t i = 0; !st && i < P->n; i++) {
+        P->ek[i] = malloc(nb);
+        P->ev[i] = malloc(nb);
+        if (!P->ek[i] || !P->ev[i]) return SJK_ERR_NOMEM;
+        st = sjk_cache_create(&cp, &P->view[i]);
+    }
+    return st;
+}
+
+/* Drops view rows past keep (after a truncate or reset of the real cache). */
+static void probe_cut(sjkh_kv *kv, uint32_t keep)
+{
+    kv_probe *P = kv->probe;
+    if (!P) return;
+    for (uint32_t i = 0; i < P->n; i++) {
+        if (P->n_view[i] <= keep) continue;
+        uint32_t resume;
+        sjk_cache_truncate(P->view[i], 0, keep, &resume); /* uniform: exact, never REPROCESS */
+        P->n_view[i] = keep;
+    }
+}
+
+/* Brings cache layer ci's view up to the real cache (see above). */
+static sjk_status probe_refresh(sjkh_kv *kv, uint32_t ci)
+{
+    kv_probe *P = kv->probe;
+    const uint32_t H = kv->p.n_kv_heads, D = kv->p.head_dim;
+    const size_t row = (size_t)H * D;
+    uint32_t n, b;
+    sjk_status st = sjk_cache_length(kv->cache, 0, ci, &n, &b);
+    if (st) return st;
+    uint32_t start = P->n_view[ci];
+    if (b != P->b_view[ci]) start = SJKH_MIN(start, SJKH_MIN(b, P->b_view[ci]));
+    start = SJKH_MIN(start, n);
+    if (start < P->n_view[ci]) {
+        uint32_t resume;
+        if ((st = sjk_cache_truncate(P->view[ci], 0, start, &resume)) && st != SJK_ERR_REPROCESS) return st;
+    }
+    for (uint32_t t = start; t < n;) {
+        uint32_t m = SJKH_MIN((uint32_t)SJK_GROUP, n - t);
+        for (uint32_t h = 0; h < H; h++) {
+            st = sjk_cache_read_rows(kv->cache, 0, ci, h, t, m, P->hk, P->hv, P->reg, P->scr, P->scr_nbytes);
+            if (st) return st;
+            for (uint32_t i = 0; i < m; i++) {
+                float *dk = P->bk + i * row + (size_t)h * D, *dv = P->bv + i * row + (size_t)h * D;
+                const uint16_t *xk = P->ek[ci] + (size_t)(t + i) * row + (size_t)h * D;
+                const uint16_t *xv = P->ev[ci] + (size_t)(t + i) * row + (size_t)h * D;
+                unsigned r = P->reg[i];
+                if (P->mask >> (2 * r) & 1u)
+                    for (uint32_t d = 0; d < D; d++) dk[d] = sjkh_f16_to_f32(xk[d]);
+                else
+                    memcpy(dk, P->hk + (size_t)i * D, D * sizeof *dk);
+                if (P->mask >> (2 * r + 1) & 1u)
+                    for (uint32_t d = 0; d < D; d++) dv[d] = sjkh_f16_to_f32(xv[d]);
+                else
+                    memcpy(dv, P->hv + (size_t)i * D, D * sizeof *dv);
+            }
+        }
+        if ((st = sjk_cache_append(P->view[ci], 0, 0, P->bk, P->bv, m))) return st;
+        t += m;
+    }
+    P->n_view[ci] = n;
+    P->b_view[ci] = b;
+    return SJK_OK;
+}
 
 void sjkh_kv_free(sjkh_kv *kv)
 {
@@ -70,6 +284,7 @@ void sjkh_kv_free(sjkh_kv *kv)
             free(kv->host[l].v);
         }
     sjk_cache_free(kv->cache);
+    probe_free(kv->probe);
     free(kv->host);
     free(kv->len);
     free(kv->cache_layer);
@@ -143,7 +358,20 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
     kv->cache_layer = calloc(p->n_layers, sizeof *kv->cache_layer);
     if (!kv->len || !kv->host || !kv->cache_layer) goto nomem;
 
-    int use_lib = p->config && strcmp(p->config, "host-f16") != 0;
+    char cfg_rest[512];
+    unsigned exact_mask = 0;
+    int exact = sjkh_kv_parse_exact(p->config, cfg_rest, sizeof cfg_rest, &exact_mask, err, err_cap);
+    if (exact < 0) {
+        sjkh_kv_free(kv);
+        return SJK_ERR_PARAM;
+    }
+    const char *config = exact ? cfg_rest : p->config;
+    int use_lib = config && strcmp(config, "host-f16") != 0;
+    if (exact && !use_lib) {
+        sjkh_kv_free(kv);
+        return sjkh_fail(SJK_ERR_PARAM, err, err_cap, "kv: exact= needs a libsjkvarn configuration, not '%s'",
+                         config ? config : "(none)");
+    }
     uint32_t max_visible = 1;
     for (uint32_t l = 0; l < p->n_layers; l++) {
         int global = p->is_global ? p->is_global[l] : 1;
@@ -199,11 +427,11 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         char perr[256] = "";
         sjk_layer_config *lc = calloc(kv->n_cache_layers, sizeof *lc);
         if (!lc) goto nomem;
-        sjk_status st = sjk_cache_config_parse(p->config, kv->n_cache_layers, lc, perr, sizeof perr);
+        sjk_status st = sjk_cache_config_parse(config, kv->n_cache_layers, lc, perr, sizeof perr);
         if (st) {
             free(lc);
             sjkh_kv_free(kv);
-            return sjkh_fail(st, err, err_cap, "kv: bad cache configuration '%s': %s", p->config, perr);
+            return sjkh_fail(st, err, err_cap, "kv: bad cache configuration '%s': %s", config, perr);
         }
         cp.layer = lc[0];
         cp.layers = lc;
@@ -213,8 +441,13 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         free(lc);
         if (st) {
             sjkh_kv_free(kv);
-            return sjkh_fail(st, err, err_cap, "kv: cannot create the cache '%s' (%s%s%s)", p->config,
+            return sjkh_fail(st, err, err_cap, "kv: cannot create the cache '%s' (%s%s%s)", config,
                              sjk_status_str(st), bad[0] ? ": " : "", bad);
+        }
+        if (exact && (st = probe_create(kv, exact_mask))) {
+            sjkh_kv_free(kv);
+            return sjkh_fail(st, err, err_cap, "kv: cannot create the exact= view for '%s' (%s)", p->config,
+                             sjk_status_str(st));
         }
     }
     *out = kv;
@@ -228,13 +461,19 @@ sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const flo
 {
     if (layer >= kv->p.n_layers) return SJK_ERR_PARAM;
     if (n > kv->p.max_rows || (uint64_t)kv->len[layer] + n > kv->p.n_ctx) return SJK_ERR_RANGE;
+    const sjkh_ops *ops = sjkh_ops_get();
     if (kv->cache_layer[layer] >= 0) {
-        sjk_status st = sjk_cache_append(kv->cache, 0, (uint32_t)kv->cache_layer[layer], k, v, n);
+        uint32_t ci = (uint32_t)kv->cache_layer[layer];
+        sjk_status st = sjk_cache_append(kv->cache, 0, ci, k, v, n);
         if (st) return st;
+        if (kv->probe) { /* the exact rows, as the f16 reference stores them */
+            size_t row = (size_t)kv->p.n_kv_heads * kv->p.head_dim;
+            ops->to_f16(k, kv->probe->ek[ci] + (size_t)kv->len[layer] * row, n * row);
+            ops->to_f16(v, kv->probe->ev[ci] + (size_t)kv->len[layer] * row, n * row);
+        }
         kv->len[layer] += (uint32_t)n;
         return SJK_OK;
     }
-    const sjkh_ops *ops = sjkh_ops_get();
     host_layer *h = &kv->host[layer];
     size_t row = (size_t)kv->p.n_kv_heads * kv->p.head_dim;
     for (size_t i = 0; i < n; i++) {
@@ -418,6 +657,11 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
 {
     if (layer >= kv->p.n_layers) return SJK_ERR_PARAM;
     if (!n_rows || n_rows > kv->len[layer] || n_rows > kv->p.max_rows) return SJK_ERR_RANGE;
+    if (kv->cache_layer[layer] >= 0 && kv->probe) {
+        uint32_t ci = (uint32_t)kv->cache_layer[layer];
+        sjk_status st = probe_refresh(kv, ci);
+        return st ? st : sjk_cache_attend(kv->probe->view[ci], 0, 0, q, n_rows, scale, out);
+    }
     if (kv->cache_layer[layer] >= 0)
         return sjk_cache_attend(kv->cache, 0, (uint32_t)kv->cache_layer[layer], q, n_rows, scale, out);
     if (sjk_pool_n_threads(pool) > kv->n_scratch) return SJK_ERR_PARAM;
@@ -462,6 +706,7 @@ sjk_status sjkh_kv_attend(sjkh_kv *kv, uint32_t layer, const float *q, size_t n_
 sjk_status sjkh_kv_reset(sjkh_kv *kv)
 {
     memset(kv->len, 0, kv->p.n_layers * sizeof *kv->len);
+    probe_cut(kv, 0);
     if (kv->cache) {
         uint32_t resume;
         sjk_status st = sjk_cache_truncate(kv->cache, 0, 0, &resume);
@@ -508,6 +753,7 @@ sjk_status sjkh_kv_truncate(sjkh_kv *kv, uint32_t keep, uint32_t *kept)
         }
     }
     for (uint32_t l = 0; l < kv->p.n_layers; l++) kv->len[l] = SJKH_MIN(kv->len[l], target);
+    probe_cut(kv, target);
     *kept = target;
     return SJK_OK;
 }
@@ -516,6 +762,7 @@ sjk_status sjkh_kv_layer_storage(sjkh_kv *kv, uint32_t layer, uint32_t **len, ui
                                  size_t *nbytes, size_t *row_nbytes, sjk_cache **cache)
 {
     if (!kv || layer >= kv->p.n_layers) return SJK_ERR_PARAM;
+    if (kv->probe) return SJK_ERR_UNSUPPORTED; /* exact= (analysis): no files, no blocks */
     const host_layer *h = &kv->host[layer];
     *len = &kv->len[layer];
     *k = h->k;

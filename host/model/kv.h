@@ -35,6 +35,7 @@ typedef struct sjkh_kv_params {
  * with the same functions that the planner (plan/src/plan.c) prices with. */
 
 sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, size_t err_cap);
+
 void sjkh_kv_free(sjkh_kv *kv);
 /* SJK_ERR_RANGE past n_ctx (nothing appended). */
 sjk_status sjkh_kv_append(sjkh_kv *kv, uint32_t layer, const float *k, const float *v, size_t n);

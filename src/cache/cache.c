@@ -664,6 +664,13 @@ sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m)
     size_t kv = m->sink_nbytes + m->body_nbytes + m->ring_nbytes + m->uniform_nbytes;
     m->scratch_nbytes = c->total_nbytes - kv;
     const size_t H = c->p.n_kv_heads, D = c->D;
+    /* Per-thread scratch is the larger of attention's and a seal's (plan()); what a seal
+     * needs beyond attention is the compressed layers' own cost. */
+    int any_compressed = 0;
+    for (uint32_t l = 0; l < c->p.n_layers; l++) any_compressed |= c->layers[l].compressed;
+    size_t attn = sjk_attn_scratch_nbytes(D), attn_al = attn;
+    if (any_compressed && sjk_align_up_ok(attn, SJK_CACHE_ALIGN, &attn_al) && c->scratch_nbytes > attn_al)
+        m->seal_scratch_nbytes = (c->scratch_nbytes - attn_al) * c->p.n_threads;
     double occ = 0, values = 0;
     for (uint32_t s = 0; s < c->p.n_seqs; s++)
         for (uint32_t l = 0; l < c->p.n_layers; l++) {
@@ -686,6 +693,74 @@ sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m)
     m->occupied_bits_per_value = values > 0 ? occ * 8 / values : 0;
     double cap = (double)c->p.max_pos * c->p.n_seqs * c->p.n_layers * (double)H * (double)D * 2;
     m->allocated_bits_per_value = (double)kv * 8 / cap;
+    return SJK_OK;
+}
+
+/* ---- reading rows back ---------------------------------------------------------- */
+
+size_t sjk_cache_read_scratch_nbytes(const sjk_cache *c)
+{
+    return c ? (size_t)2 * SJK_GROUP * c->D * sizeof(float) : 0;
+}
+
+sjk_status sjk_cache_read_rows(const sjk_cache *c, uint32_t seq, uint32_t layer, uint32_t head,
+                               uint32_t pos, uint32_t n_pos, float *k, float *v, uint8_t *region,
+                               void *scratch, size_t scratch_nbytes)
+{
+    if (!c || seq >= c->p.n_seqs || layer >= c->p.n_layers || head >= c->p.n_kv_heads ||
+        (n_pos && (!k || !v)))
+        return SJK_ERR_PARAM;
+    const sjk_cache_layer *L = &c->layers[layer];
+    const sjk_seq_layer *sl = sjk_cache_state(c, seq, layer);
+    if (pos > sl->n || n_pos > sl->n - pos) return SJK_ERR_RANGE;
+    if (!scratch || scratch_nbytes < sjk_cache_read_scratch_nbytes(c)) return SJK_ERR_BUFFER;
+    const uint32_t D = c->D;
+    uint8_t *hb = sjk_cache_head(c, L, seq, head);
+    float *rk = scratch, *rv = rk + (size_t)SJK_GROUP * D; /* one decoded record */
+    uint32_t rec_loaded = UINT32_MAX;
+    for (uint32_t i = 0; i < n_pos; i++) {
+        uint32_t p = pos + i;
+        float *ko = k + (size_t)i * D, *vo = v + (size_t)i * D;
+        uint8_t r;
+        if (!L->compressed) {
+            r = SJK_REGION_UNIFORM;
+            decode_row(L->k_fmt, ko, hb + L->off_ring_k + (size_t)p * L->k_row_nbytes, D);
+            decode_row(L->v_fmt, vo, hb + L->off_ring_v + (size_t)p * L->v_row_nbytes, D);
+        } else if (p < L->sink) {
+            r = SJK_REGION_SINK;
+            const uint16_t *sk = (const uint16_t *)(const void *)(hb + L->off_sink_k) + (size_t)p * D;
+            const uint16_t *sv = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p * D;
+            for (uint32_t d = 0; d < D; d++) {
+                ko[d] = sjk_fp16_to_f32(sk[d]);
+                vo[d] = sjk_fp16_to_f32(sv[d]);
+            }
+        } else if (p < sl->b) {
+            r = SJK_REGION_BODY;
+            uint32_t g = (p - L->sink) / SJK_GROUP, t = (p - L->sink) % SJK_GROUP;
+            if (g != rec_loaded) {
+                sjk_status st = sjk_record_decode(&L->rp, rk, rv, hb + L->off_body + (size_t)g * L->rec_nbytes,
+                                                  L->rec_nbytes);
+                if (st != SJK_OK) return st;
+                rec_loaded = g;
+            }
+            memcpy(ko, rk + (size_t)t * D, D * sizeof *ko);
+            memcpy(vo, rv + (size_t)t * D, D * sizeof *vo);
+        } else {
+            r = SJK_REGION_RING;
+            decode_row(L->k_fmt, ko, ring_row(L, hb, 0, p), D);
+            decode_row(L->v_fmt, vo, ring_row(L, hb, 1, p), D);
+            if (L->cfg.center) {
+                const float *mu = sjk_cache_mu(L, hb);
+                for (uint32_t d = 0; d < D; d++) {
+                    ko[d] += mu[d];
+                    vo[d] += mu[D + d];
+                }
+            }
+        }
+        if (L->rot_k) sjk_hadamard(ko, D, L->rot_k); /* orthonormal: its own inverse */
+        if (L->rot_v) sjk_hadamard(vo, D, L->rot_v);
+        if (region) region[i] = r;
+    }
     return SJK_OK;
 }
 

@@ -35,9 +35,9 @@ results = {"pass": 0, "fail": 0, "skip": 0}
 class Server:
     """One `sjkvarn serve` process; .port once it listens."""
 
-    def __init__(self, *args, key=KEY):
+    def __init__(self, *args, key=KEY, model=GEMMA):
         self.key = key
-        cmd = [BIN, "serve", "-m", GEMMA, "--port", "0", "-t", THREADS] + list(args)
+        cmd = [BIN, "serve", "-m", model, "--port", "0", "-t", THREADS] + list(args)
         if key:
             cmd += ["--api-key", key]
         self.log = tempfile.TemporaryFile()
