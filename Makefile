@@ -33,13 +33,14 @@ ALLOC_HOOK ?= 0
 VERSION := $(shell sed -n 's/^#define SJK_VERSION_STRING "\(.*\)"/\1/p' include/sjkvarn.h)
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla -Wno-unused-parameter
-# Include folders: each library sees only what it may depend on (the host: the public
-# header include/sjkvarn.h and its own headers, never src/); tools, tests and benches see
-# everything.
+# Include folders: each library sees only what it may depend on: its own headers and the
+# public headers of the libraries below it, never their private folders (the host:
+# include/sjkvarn.h and host/; plan: include/sjkvarn.h, host/include/sjkhost.h and
+# plan/; eval: include/sjkvarn.h and eval/). Tools, tests and benches see everything.
 INCS_LIB  := -Iinclude -Isrc
 INCS_HOST := -Iinclude -Ihost/include -Ihost
-INCS_PLAN := $(INCS_HOST) -Iplan/include
-INCS_EVAL := -Iinclude -Isrc -Ieval/include
+INCS_PLAN := -Iinclude -Ihost/include -Iplan/include
+INCS_EVAL := -Iinclude -Ieval/include
 INCS      := -Iinclude -Isrc -Ihost/include -Ihost -Iplan/include -Ieval/include -Istore
 CPPFLAGS_ALL = $(INCS) -D_GNU_SOURCE
 CFLAGS_ALL   := -std=c11 $(OPT) -g -fPIC $(WARN) $(WERROR) $(CFLAGS)
@@ -257,13 +258,16 @@ test:
 check: test
 
 # Each builds in build/<name> unless BUILD is given on the command line (make valgrind BUILD=...).
+# The instrumented runs set SJK_TEST_LIGHT=1 (unless it is given: SJK_TEST_LIGHT=0 runs them
+# at full size): the heavy tests run every code path on less data (tests/harness.h,
+# test_light(); docs/RELIABILITY.md). `make test` (gcc, clang) always runs at full size.
 san_build = $(if $(filter command line,$(origin BUILD)),$(BUILD),build/$(1))
 asan:
-	@$(MAKE) --no-print-directory test BUILD=$(call san_build,asan) SAN=address,leak OPT=-O1
+	@SJK_TEST_LIGHT=$${SJK_TEST_LIGHT:-1} $(MAKE) --no-print-directory test BUILD=$(call san_build,asan) SAN=address,leak OPT=-O1
 ubsan:
-	@$(MAKE) --no-print-directory test BUILD=$(call san_build,ubsan) SAN=undefined OPT=-O1
+	@SJK_TEST_LIGHT=$${SJK_TEST_LIGHT:-1} $(MAKE) --no-print-directory test BUILD=$(call san_build,ubsan) SAN=undefined OPT=-O1
 valgrind:
-	@SJK_TEST_LIGHT=1 $(MAKE) --no-print-directory test BUILD=$(call san_build,valgrind) OPT=-O1 \
+	@SJK_TEST_LIGHT=$${SJK_TEST_LIGHT:-1} $(MAKE) --no-print-directory test BUILD=$(call san_build,valgrind) OPT=-O1 \
 	  SJK_TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 
 # libFuzzer: the libraries built with clang, ASan + UBSan and fuzzer coverage in their own

@@ -19,8 +19,9 @@
  *   recompute   a fresh session fed the prompt as `run` feeds it (no store)
  *   cold        FLUSHALL, then through the store: the canonical prefill, nothing found
  *   warm local  a fresh session in this process, through the store the cold run filled
- *   warm other  another process (this binary, --reader) that loads the model, opens the
- *               store and prefills the prompt through it once: what a second server sees
+ *   warm other  another process (this binary, --reader, given the prompt's ids in a file)
+ *               that loads the model, opens the store and prefills the prompt through it
+ *               once: what a second server sees
  * TTFT = until the prompt's logits are ready (publishing happens after the first token
  * and is reported apart; the other process's model load and fingerprint are not
  * counted, a server does them at boot). Bytes per token: of a stored growing block (a
@@ -145,16 +146,44 @@ static sjkh_session_params params(const opts *o, const char *kv, uint32_t n)
     return sp;
 }
 
-/* --reader: the other process. One prefill through the store; prints its TTFT. */
-static int reader(const opts *o, sjkh_model *m, sjkh_tokenizer *tok)
+/* The prompt's ids for the reader process (so both tokenize nothing twice and see the
+ * same tokens whatever happens to the text file meanwhile). */
+static int ids_write(const char *path, const int32_t *ids, uint32_t n)
 {
-    uint32_t n = fit_size(sjkh_model_get_info(m), o->sizes[0]);
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int ok = fwrite(ids, sizeof *ids, n, f) == n;
+    int closed = fclose(f) == 0;
+    return ok && closed;
+}
+
+static int32_t *ids_read(const char *path, uint32_t n)
+{
+    FILE *f = fopen(path, "rb");
+    int32_t *ids = f ? malloc((size_t)n * sizeof *ids) : NULL;
+    if (ids && fread(ids, sizeof *ids, n, f) != n) {
+        free(ids);
+        ids = NULL;
+    }
+    if (f) fclose(f);
+    return ids;
+}
+
+/* --reader: the other process. One prefill through the store; prints its TTFT. */
+static int reader(const opts *o, sjkh_model *m)
+{
+    uint32_t n = o->sizes[0];
     sjkh_session_params sp = params(o, o->kvs, n);
-    int32_t *ids = NULL;
+    int32_t *ids = ids_read(o->text, n);
     char err[512] = "";
     sjks_store *st = NULL;
     float *logits = malloc(sjkh_model_get_info(m)->n_vocab * sizeof *logits);
-    if (!logits || !build_prompt(tok, o->text, n, &ids)) return 1;
+    if (!logits || !ids) {
+        fprintf(stderr, "store_ttft --reader: cannot read %u ids from %s\n", n, o->text);
+        free(logits);
+        free(ids);
+        return 1;
+    }
     if (sjks_store_open(o->reader_url, m, &sp, 3600, &st, err, sizeof err)) {
         fprintf(stderr, "store_ttft --reader: %s\n", err);
         return 1;
@@ -171,19 +200,23 @@ static int reader(const opts *o, sjkh_model *m, sjkh_tokenizer *tok)
 }
 
 /* Runs this binary as the reader of url; its TTFT and positions from the store. */
-static int other_process(const char *self, const opts *o, const char *url, uint32_t n, const char *kv, double *t,
-                         uint32_t *cached)
+static int other_process(const char *self, const opts *o, const char *url, const int32_t *ids, uint32_t n,
+                         const char *kv, double *t, uint32_t *cached)
 {
-    char cmd[8192];
+    char cmd[8192], path[64];
+    snprintf(path, sizeof path, "/tmp/sjk_store_ttft_ids_%d.bin", (int)getpid());
+    if (!ids_write(path, ids, n)) return 0;
     snprintf(cmd, sizeof cmd, "'%s' --reader '%s' -m '%s' -n %u -t %u --kv '%s' -f '%s'", self, url, o->model, n,
-             o->threads, kv, o->text);
+             o->threads, kv, path);
     FILE *p = popen(cmd, "r");
     if (!p) return 0;
     char line[256];
     int ok = 0;
     while (fgets(line, sizeof line, p))
         if (sscanf(line, "reader ttft %lf cached %u", t, cached) == 2) ok = 1;
-    return pclose(p) == 0 && ok;
+    ok = pclose(p) == 0 && ok;
+    unlink(path);
+    return ok;
 }
 
 static int parse_sizes(const char *v, opts *o)
@@ -243,8 +276,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "store_ttft: %s\n", err);
         return 1;
     }
-    if (o.reader_url) {
-        int rc = reader(&o, m, tok);
+    if (o.reader_url) { /* -f is the file of ids, -n their count */
+        int rc = reader(&o, m);
         sjkh_tokenizer_free(tok);
         sjkh_model_free(m);
         return rc;
@@ -300,7 +333,7 @@ int main(int argc, char **argv)
             mem1 = redis_int_cmd(rp.port, "INFO memory", "used_memory:");
             ok = ok && prefill_once(m, &sp, st, ids, n, logits, &t[2], &rep[2]);
             uint32_t other_cached = 0;
-            if (ok && !other_process(argv[0], &o, url, n, kv, &t[3], &other_cached)) {
+            if (ok && !other_process(argv[0], &o, url, ids, n, kv, &t[3], &other_cached)) {
                 fprintf(stderr, "store_ttft: the reader process failed (%s, %u tokens)\n", kv, n);
                 ok = 0;
             }

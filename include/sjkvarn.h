@@ -96,6 +96,22 @@ uint32_t sjk_pool_n_threads(const sjk_pool *p); /* 1 for NULL */
 void sjk_pool_run(sjk_pool *p, sjk_pool_fn fn, void *arg, uint32_t n_items);
 
 /* ------------------------------------------------------------------------------------
+ * Deterministic random numbers
+ *
+ * A small PRNG (splitmix64 seeding, xoshiro256**) for draws that must repeat exactly on
+ * every machine: the synthetic data of the tests and benchmarks, the codebook trainer's
+ * samples, the KL study's bootstrap and synthetic documents (libsjkeval). Never used by
+ * the codec's data path. The state is the caller's struct: thread-safe per struct, no
+ * allocation. sjk_rng_uniform: [0, 1) with 53 random bits; sjk_rng_normal: a standard
+ * normal (Box–Muller, one value per call).
+ * ---------------------------------------------------------------------------------- */
+typedef struct sjk_rng { uint64_t s[4]; } sjk_rng;
+void sjk_rng_seed(sjk_rng *r, uint64_t seed);
+uint64_t sjk_rng_u64(sjk_rng *r);
+double sjk_rng_uniform(sjk_rng *r);
+double sjk_rng_normal(sjk_rng *r);
+
+/* ------------------------------------------------------------------------------------
  * Rotation: orthonormal Walsh–Hadamard transform
  *
  * Sylvester order, scaled by 1/sqrt(block), no random signs: H = H^T = H^-1.

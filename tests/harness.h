@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int t_cur_failed, t_cur_skipped, t_n_pass, t_n_fail, t_n_skip;
 static const char *t_cur_name;
@@ -80,24 +81,35 @@ static inline int test_require_all(void)
     return e && !strcmp(e, "1");
 }
 
+/* Seconds on the monotonic clock: each test's line ends with its wall time, so that a
+ * binary run alone shows which of its tests are the slow ones. */
+static inline double test_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static inline void test_run_one(const char *name, void (*fn)(void))
 {
     t_cur_name = name;
     t_cur_failed = 0;
     t_cur_skipped = 0;
+    double t0 = test_now();
     fn();
+    double dt = test_now() - t0;
     if (t_cur_skipped && !t_cur_failed && test_require_all()) {
         t_n_fail++;
         printf("FAIL %s (skipped, and SJK_REQUIRE_ALL=1)\n", name);
     } else if (t_cur_skipped && !t_cur_failed) {
         t_n_skip++;
-        printf("SKIP %s\n", name);
+        printf("SKIP %s (%.2f s)\n", name, dt);
     } else if (t_cur_failed) {
         t_n_fail++;
-        printf("FAIL %s (%d checks)\n", name, t_cur_failed);
+        printf("FAIL %s (%d checks, %.2f s)\n", name, t_cur_failed, dt);
     } else {
         t_n_pass++;
-        printf("ok   %s\n", name);
+        printf("ok   %s (%.2f s)\n", name, dt);
     }
     fflush(stdout);
 }
@@ -124,9 +136,19 @@ static inline int test_summary(void)
     return t_n_fail ? 1 : 0;
 }
 
-/* 1 under SJK_TEST_LIGHT (set by `make valgrind`, unset or "0" otherwise): a test then
- * runs the same code paths on less data (fewer tokens, positions, prompts, failure points,
- * shorter contexts) and says so; it never skips because of it. */
+/* 1 under SJK_TEST_LIGHT (unset or "0": 0). `make asan`, `make ubsan` and `make valgrind`
+ * set it (CI's sanitizer passes); `make test` with gcc or clang never does, so the plain
+ * suite always runs at full size.
+ *
+ * The rule for a test whose cost grows with its data (model forward passes over long
+ * prompts or contexts, soak positions, configurations x contexts, store runs, server
+ * sessions): under test_light() it runs every code path it covers on less data (fewer
+ * tokens, positions, prompts, candidates, failure points; shorter contexts that still
+ * cross the same boundaries: sink, seal, ring wrap, split decode), says so in its output,
+ * and asserts the same things. It never skips or returns early because of it: a path that
+ * only the full size reaches must keep a light size that reaches it. tests/run_tests.sh
+ * prints every binary's wall and CPU seconds, so a test that grows shows in every log;
+ * docs/RELIABILITY.md ("Sanitizers and valgrind") lists what each light test does. */
 static inline int test_light(void)
 {
     const char *e = getenv("SJK_TEST_LIGHT");

@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "sjkhost.h"
 #include "sjkvarn.h"
+#include "support/models.h"
 
 typedef sjk_status (*attempt_fn)(void *ctx, void **obj);
 
@@ -217,16 +218,6 @@ TEST(test_alloc_fail_gguf_open_and_tokenizers)
 
 /* ---- model and session --------------------------------------------------------- */
 
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
-
 static sjk_status try_model(void *ctx, void **obj)
 {
     sjkh_model *m = NULL;
@@ -257,7 +248,7 @@ TEST(test_alloc_fail_model_load_and_session)
     const char *files[] = {"SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"};
     int ran = 0;
     for (int i = 0; i < 2; i++) {
-        const char *path = model_path(files[i]);
+        const char *path = test_model_path(files[i]);
         FILE *f = fopen(path, "rb");
         if (!f) {
             SKIP_PART("%s missing (scripts/fetch-model): its load and session paths not exercised", files[i]);
@@ -389,7 +380,7 @@ TEST(test_thread_fail_host_pool_create)
 TEST(test_thread_fail_session_create)
 {
     REQUIRE_HOOK();
-    const char *path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    const char *path = test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     sjkh_model *m = NULL;
     if (access(path, R_OK) != 0)
         SKIP("%s not found (scripts/fetch-model): session thread failures not exercised", path);

@@ -10,6 +10,9 @@
  *   cmd      a sh command line run from the repository root with these variables set:
  *              $CLI    the sjkvarn binary under test     $T      a fresh scratch folder
  *              $GEMMA  path of the Gemma 3 270M GGUF    $SMOL   path of the SmolLM2 GGUF
+ *              $MAIN_CTX, $MAIN_KV  the main job's context and candidates: 320 and its
+ *                      default five; under SJK_TEST_LIGHT (the sanitizer and valgrind
+ *                      runs) 256 and sj:4/4,kvarn:4/4 (the same pipeline, 2 candidates)
  *            stdout goes to $T/out, stderr to $T/err.
  *   rc       the expected exit status.
  *   checks   what the output must look like, ';'-separated:
@@ -35,6 +38,7 @@
 
 #include "harness.h"
 #include "support/json_lite.h"
+#include "support/models.h"
 
 enum { NEED_NONE = 0, NEED_GEMMA = 1, NEED_SMOL = 2, NEED_CORPUS = 4, NEED_QWEN = 8 };
 
@@ -95,8 +99,8 @@ static const smoke_row rows[] = {
     {NEED_GEMMA, "$CLI bench run --ctx 128 -n 4 --kv f16,sj:4/4 -t 2 --json", 0,
      "jsonl:engine,kv,context,prefill_tok_s,decode_tok_s,kv_bytes"},
     /* the main job's pipeline at a tiny size (scripts/main-job with small knobs) */
-    {NEED_GEMMA | NEED_CORPUS, "SJK_MAIN_CLI=$CLI SJK_MAIN_CTX=320 SJK_MAIN_NGEN=4 SJK_MAIN_DOCS=code-0"
-                               " SJK_MAIN_OUT=$T/main SJK_MAIN_THREADS=2 scripts/main-job", 0,
+    {NEED_GEMMA | NEED_CORPUS, "SJK_MAIN_CLI=$CLI SJK_MAIN_CTX=$MAIN_CTX SJK_MAIN_KV=$MAIN_KV SJK_MAIN_NGEN=4"
+                               " SJK_MAIN_DOCS=code-0 SJK_MAIN_OUT=$T/main SJK_MAIN_THREADS=2 scripts/main-job", 0,
      "cols:config n mean;out:sj:4/4;out:kvarn:4/4;file:$T/main/study.csv;file:$T/main/frontier.svg"},
     {NEED_GEMMA | NEED_CORPUS, "$CLI eval -m gemma3-270m --docs code-0 --ctx 200 -n 4 --threads 2 --kv kvarn:4/4"
                                " --json", 0, "json:reference,documents,configs"},
@@ -290,10 +294,9 @@ int main(void)
     snprintf(g_cli, sizeof g_cli, "%s/sjkvarn", b && *b ? b : "build");
     char abs_cli[4096];
     if (realpath(g_cli, abs_cli)) snprintf(g_cli, sizeof g_cli, "%.1000s", abs_cli); /* rows may cd */
-    const char *md = getenv("SJK_MODEL_DIR"), *home = getenv("HOME"), *cd = getenv("SJK_CORPUS_DIR");
+    const char *home = getenv("HOME"), *cd = getenv("SJK_CORPUS_DIR");
     char mdir[600], cdir[600];
-    if (md && *md) snprintf(mdir, sizeof mdir, "%s", md);
-    else snprintf(mdir, sizeof mdir, "%s/.cache/sjkvarn/models", home ? home : "");
+    test_model_dir(mdir, sizeof mdir);
     if (cd && *cd) snprintf(cdir, sizeof cdir, "%s", cd);
     else snprintf(cdir, sizeof cdir, "%s/.cache/sjkvarn/corpus", home ? home : "");
     snprintf(g_gemma, sizeof g_gemma, "%s/gemma-3-270m-q4_k_m.gguf", mdir);
@@ -309,6 +312,11 @@ int main(void)
     setenv("T", g_tmp, 1);
     setenv("GEMMA", g_gemma, 1);
     setenv("SMOL", g_smol, 1);
+    /* the main job's study is the costliest row: under SJK_TEST_LIGHT two candidates at
+     * 256 positions (an empty SJK_MAIN_KV is main-job's default set) */
+    setenv("MAIN_CTX", test_light() ? "256" : "320", 1);
+    setenv("MAIN_KV", test_light() ? "sj:4/4,kvarn:4/4" : "", 1);
+    if (test_light()) printf("  SJK_TEST_LIGHT: the main job with 2 candidates at context 256\n");
     int have_cli = access(g_cli, X_OK) == 0;
     double t0 = now_s();
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

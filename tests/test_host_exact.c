@@ -24,6 +24,7 @@
 #include "kernels/ops.h"
 #include "kernels/quants.h"
 #include "sjkhost.h"
+#include "support/models.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static float frand(void)
@@ -509,10 +510,7 @@ TEST(test_act_quant_prefill_panel_matches_integer_dots)
 static void check_real(const char *file)
 {
     char path[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir) snprintf(path, sizeof path, "%s/%s", dir, file);
-    else snprintf(path, sizeof path, "%s/.cache/sjkvarn/models/%s", home ? home : "", file);
+    snprintf(path, sizeof path, "%s", test_model_path(file));
     if (access(path, R_OK) != 0) {
         fprintf(stderr, "  SKIP: %s not found (scripts/fetch-model)\n", path);
         SKIP("model file missing");

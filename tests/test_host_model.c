@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "support/gguf_writer.h"
 #include "sjkhost.h"
+#include "support/models.h"
 
 #define MAX_T 128
 typedef struct tdesc {
@@ -200,6 +201,29 @@ static void synth_write(const synth *s, const char *path, const char *arch, cons
     free(w.p);
 }
 
+/* A synth of the kind and the temporary file it will be written to (path: 64 bytes,
+ * /tmp/sjk_test_<tag>_XXXXXX): 0, with a failed CHECK and nothing left, when the file
+ * cannot be made. synth_done removes both. */
+static int synth_tmpfile(synth *s, int kind, const char *tag, char *path)
+{
+    synth_init(s, kind);
+    snprintf(path, 64, "/tmp/sjk_test_%s_XXXXXX", tag);
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) {
+        synth_free(s);
+        return 0;
+    }
+    close(fd);
+    return 1;
+}
+
+static void synth_done(synth *s, const char *path)
+{
+    unlink(path);
+    synth_free(s);
+}
+
 /* ---- the reference forward (f32 throughout, one position at a time) --------------- */
 
 static void ref_rmsnorm(float *y, const float *x, const float *w, uint32_t n, float eps)
@@ -321,15 +345,8 @@ static void check_synthetic(int kind, const char *kv)
 {
     synth s;
     int gemma = kind == SYN_GEMMA3;
-    synth_init(&s, kind);
-    char path[] = "/tmp/sjk_test_model_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        CHECK(fd >= 0);
-        synth_free(&s);
-        return;
-    }
-    close(fd);
+    char path[64];
+    if (!synth_tmpfile(&s, kind, "model", path)) return;
     synth_write(&s, path, NULL, NULL, NULL);
     const uint32_t n = 20;
     int32_t tok[20];
@@ -396,9 +413,8 @@ static void check_synthetic(int kind, const char *kv)
         free(lt), free(lref), free(last);
         sjkh_model_free(m);
     }
-    unlink(path);
     free(ref), free(got), free(dec);
-    synth_free(&s);
+    synth_done(&s, path);
 }
 
 TEST(test_llama_forward_matches_reference) { check_synthetic(SYN_LLAMA, "host-f16"); }
@@ -418,15 +434,8 @@ TEST(test_forward_through_libsjkvarn_f16_cache)
 TEST(test_model_bad_inputs)
 {
     synth s;
-    synth_init(&s, 0);
-    char path[] = "/tmp/sjk_test_badmodel_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        CHECK(fd >= 0);
-        synth_free(&s);
-        return;
-    }
-    close(fd);
+    char path[64];
+    if (!synth_tmpfile(&s, 0, "badmodel", path)) return;
     sjkh_model *m = NULL;
     char err[512];
     synth_write(&s, path, "mamba", NULL, NULL);
@@ -454,8 +463,7 @@ TEST(test_model_bad_inputs)
         CHECK(sjkh_session_create(m, &sp, &ss, err, sizeof err) != SJK_OK && !ss);
         sjkh_model_free(m);
     }
-    unlink(path);
-    synth_free(&s);
+    synth_done(&s, path);
 }
 
 /* Writes s with tensor `name` replaced by one of n values (n == 0: left out). */
@@ -478,15 +486,8 @@ static void write_with_vector(synth *s, const char *path, const char *name, uint
 TEST(test_qwen2_bad_inputs_name_the_tensor_or_key)
 {
     synth s;
-    synth_init(&s, SYN_QWEN2);
-    char path[] = "/tmp/sjk_test_badqwen_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        CHECK(fd >= 0);
-        synth_free(&s);
-        return;
-    }
-    close(fd);
+    char path[64];
+    if (!synth_tmpfile(&s, SYN_QWEN2, "badqwen", path)) return;
     sjkh_model *m = NULL;
     char err[512] = "";
     static const char *const biases[] = {"blk.0.attn_q.bias", "blk.1.attn_k.bias", "blk.1.attn_v.bias"};
@@ -518,8 +519,7 @@ TEST(test_qwen2_bad_inputs_name_the_tensor_or_key)
     synth_write(&s, path, NULL, NULL, NULL);
     CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK && m, "%s", err);
     sjkh_model_free(m);
-    unlink(path);
-    synth_free(&s);
+    synth_done(&s, path);
 }
 
 /* Issue 21: a NaN in a weight reached the logits, where greedy sampling took token 0 and
@@ -529,11 +529,8 @@ TEST(test_qwen2_bad_inputs_name_the_tensor_or_key)
 TEST(test_nonfinite_weight_is_an_error_naming_the_layer)
 {
     synth s;
-    synth_init(&s, 0);
-    char path[] = "/tmp/sjk_test_nanmodel_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd >= 0) close(fd);
+    char path[64];
+    if (!synth_tmpfile(&s, 0, "nanmodel", path)) return;
     /* (norm vectors are checked for finite values at load already) */
     tdesc *q1 = find_t(&s, "blk.1.attn_q.weight"), *emb = find_t(&s, "token_embd.weight");
     for (int which = 0; which < 2 && q1 && emb; which++) {
@@ -562,8 +559,7 @@ TEST(test_nonfinite_weight_is_an_error_naming_the_layer)
         sjkh_session_free(ss);
         sjkh_model_free(m);
     }
-    unlink(path);
-    synth_free(&s);
+    synth_done(&s, path);
 }
 
 /* Issue 18: in a batched decode step (the server's sessions sharing one pass), a row that
@@ -574,11 +570,8 @@ TEST(test_nonfinite_weight_is_an_error_naming_the_layer)
 TEST(test_decode_batch_bad_row_fails_alone)
 {
     synth s;
-    synth_init(&s, 0);
-    char path[] = "/tmp/sjk_test_batchnan_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd >= 0) close(fd);
+    char path[64];
+    if (!synth_tmpfile(&s, 0, "batchnan", path)) return;
     add_tensor(&s, "output.weight", s.n_embd, s.n_vocab, 0.5f, 0); /* untied: the NaN row is not a logit */
     tdesc *emb = find_t(&s, "token_embd.weight");
     const int32_t BAD = 7;
@@ -625,8 +618,7 @@ TEST(test_decode_batch_bad_row_fails_alone)
         sjkh_session_free(one[i]);
     }
     sjkh_model_free(m);
-    unlink(path);
-    synth_free(&s);
+    synth_done(&s, path);
 }
 
 /* Issue 21: a tokenizer with more tokens than the embedding has rows was caught only when
@@ -634,11 +626,8 @@ TEST(test_decode_batch_bad_row_fails_alone)
 TEST(test_vocabulary_larger_than_embedding_refused_at_load)
 {
     synth s;
-    synth_init(&s, 0);
-    char path[] = "/tmp/sjk_test_vocab_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd >= 0) close(fd);
+    char path[64];
+    if (!synth_tmpfile(&s, 0, "vocab", path)) return;
     sjkh_model *m = NULL;
     char err[512] = "";
     g_synth_tokens = s.n_vocab; /* as many tokens as rows: fine */
@@ -651,8 +640,7 @@ TEST(test_vocabulary_larger_than_embedding_refused_at_load)
     CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_ERR_FORMAT && !m);
     CHECKF(strstr(err, "tokenizer has 41 tokens") != NULL, "%s", err);
     g_synth_tokens = 0;
-    unlink(path);
-    synth_free(&s);
+    synth_done(&s, path);
 }
 
 TEST(test_sampler)
@@ -684,19 +672,10 @@ TEST(test_sampler)
 
 /* ---- real models --------------------------------------------------------------------- */
 
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return access(buf, R_OK) == 0 ? buf : NULL;
-}
-
 static void check_real(const char *file, const char *prompt_ids_desc, const int32_t *prompt, size_t n_prompt,
                        int32_t want_top)
 {
-    const char *path = model_path(file);
+    const char *path = test_model_find(file);
     if (!path) SKIP("%s not in the model cache: run scripts/fetch-model", file);
     sjkh_model *m = NULL;
     char err[512];

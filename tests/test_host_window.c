@@ -28,15 +28,7 @@
 #include "harness.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return access(buf, R_OK) == 0 ? buf : NULL;
-}
+#include "support/models.h"
 
 #define GEMMA "gemma-3-270m-q4_k_m.gguf"
 #define SMOL "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -95,7 +87,7 @@ typedef struct fixture {
 static int open_model(const char *file, fixture *f)
 {
     memset(f, 0, sizeof *f);
-    const char *path = model_path(file);
+    const char *path = test_model_find(file);
     if (!path) return 0;
     char err[512];
     CHECKF(sjkh_model_load(path, &f->m, err, sizeof err) == SJK_OK, "%s", err);
@@ -130,7 +122,7 @@ static void check_report_is_estimate(const char *file, const sjkh_session *s, co
     sjkh_plan_model *pm = malloc(sizeof *pm);
     char err[512];
     CHECK(sjkh_session_kv_report(s, r) == SJK_OK);
-    CHECKF(pm && sjkh_plan_model_open(model_path(file), pm, err, sizeof err) == SJK_OK, "%s", err);
+    CHECKF(pm && sjkh_plan_model_open(test_model_find(file), pm, err, sizeof err) == SJK_OK, "%s", err);
     sjkh_plan_params pp = sjkh_plan_params_default();
     pp.n_ctx = sp->n_ctx;
     pp.n_batch = sp->n_batch;

@@ -47,16 +47,7 @@
 #include "harness.h"
 #include "sjkhost.h"
 #include "sjkvarn.h"
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
+#include "support/models.h"
 
 static int slow_build(void)
 {
@@ -162,16 +153,16 @@ static void check_model(const char *file, const char *golden_name, const char *f
     golden g = {0};
     CHECKF(read_golden(test_data_path(golden_name), &g), "cannot read %s", test_data_path(golden_name));
     if (t_cur_failed) return;
-    FILE *probe = fopen(model_path(file), "rb");
+    FILE *probe = fopen(test_model_path(file), "rb");
     if (!probe) {
         free(g.buf);
-        SKIP("%s missing (run scripts/fetch-model)", model_path(file));
+        SKIP("%s missing (run scripts/fetch-model)", test_model_path(file));
     }
     fclose(probe);
 
     char err[256] = "";
     sjkh_model *m = NULL;
-    sjk_status st = sjkh_model_load(model_path(file), &m, err, sizeof err);
+    sjk_status st = sjkh_model_load(test_model_path(file), &m, err, sizeof err);
     CHECKF(st == SJK_OK, "model_load: %s", err);
     if (st != SJK_OK) {
         free(g.buf);

@@ -16,6 +16,7 @@
 #include "model/kv.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
+#include "support/models.h"
 
 #define SJKH_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -664,7 +665,7 @@ TEST(test_auto_tier_refusal_names_the_longest_context)
 
 /* Issue 21: -t defaulted to the online CPUs and accepted up to 256, but the cache refused
  * more than 64 threads, so run failed by default on a large server while plan clamped to
- * 64 and disagreed. One rule now (host/src/kv.h): the cache runs min(n, 64) threads, and
+ * 64 and disagreed. One rule now (host/model/kv.h): the cache runs min(n, 64) threads, and
  * the size model prices exactly what is allocated at every thread count. */
 TEST(test_threads_beyond_cache_limit_plan_equals_allocation)
 {
@@ -856,21 +857,14 @@ TEST(test_quality_floor_table_format)
 
 /* ---- real models ---------------------------------------------------------------------- */
 
-static int model_path(const char *file, char *path, size_t cap)
-{
-    const char *dir = getenv("SJK_MODEL_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(path, cap, "%s/%s", dir, file);
-    else snprintf(path, cap, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return access(path, R_OK) == 0;
-}
-
 /* Every configuration at several contexts: the estimate equals what a real session of
  * the model allocates for its KV (sjkh_session_kv_report). */
 static void check_real_model(const char *file, uint32_t n_global_want, uint32_t n_ctx_max)
 {
     char path[4096], err[512] = "";
-    if (!model_path(file, path, sizeof path))
-        SKIP("%s is not in the model directory (scripts/fetch-model; CI fetches it)", file);
+    const char *found = test_model_find(file);
+    if (!found) SKIP("%s is not in the model directory (scripts/fetch-model; CI fetches it)", file);
+    snprintf(path, sizeof path, "%s", found);
     static sjkh_plan_model pm;
     CHECKF(sjkh_plan_model_open(path, &pm, err, sizeof err) == SJK_OK, "%s", err);
     sjkh_model *m = NULL;

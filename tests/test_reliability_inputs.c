@@ -35,6 +35,7 @@
 #include "sjkhost.h"
 #include "sjkplan.h"
 #include "sjkvarn.h"
+#include "support/models.h"
 
 static char g_dir[256], g_cli[1024];
 
@@ -55,15 +56,6 @@ static const char *in_dir(const char *name)
     return p;
 }
 
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
 #define SMOL "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define GEMMA "gemma-3-270m-q4_k_m.gguf"
 
@@ -290,7 +282,7 @@ TEST(test_full_disk_keeps_previous_outputs)
     CHECK(cli(args) == 0);
     size_t n_before = 0, n_after = 0;
     char *before = slurp(csv, &n_before);
-    int have_model = access(model_path(SMOL), R_OK) == 0;
+    int have_model = access(test_model_path(SMOL), R_OK) == 0;
     char *sbefore = NULL;
     size_t ns_before = 0, ns_after = 0;
     if (have_model) {
@@ -365,8 +357,8 @@ TEST(test_fifo_inputs_never_hang)
     const char *paths[] = {fifo};
     sjk_eval_study *st = NULL;
     CHECK(sjk_eval_study_merge_csv(paths, 1, &st, NULL, err, sizeof err) != SJK_OK && !st);
-    if (access(model_path(SMOL), R_OK) == 0) {
-        CHECK(sjkh_model_load(model_path(SMOL), &m, err, sizeof err) == SJK_OK);
+    if (access(test_model_path(SMOL), R_OK) == 0) {
+        CHECK(sjkh_model_load(test_model_path(SMOL), &m, err, sizeof err) == SJK_OK);
         sjkh_session_params sp = sjkh_session_params_default();
         sp.n_ctx = 64;
         sjkh_session *s = NULL;
@@ -429,10 +421,10 @@ static void wr32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v
  * bit-identically. */
 TEST(test_load_refused_file_keeps_session)
 {
-    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    if (access(test_model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     char err[512] = "";
     sjkh_model *m = NULL;
-    CHECK(sjkh_model_load(model_path(SMOL), &m, err, sizeof err) == SJK_OK);
+    CHECK(sjkh_model_load(test_model_path(SMOL), &m, err, sizeof err) == SJK_OK);
     if (!m) return;
     const uint32_t V = sjkh_model_get_info(m)->n_vocab;
     int32_t ids[64];
@@ -495,10 +487,10 @@ TEST(test_load_refused_file_keeps_session)
  * Every restored value is checked the same way: fp16 rows and q8_0 block scales. */
 TEST(test_load_refuses_nonfinite_window_rows)
 {
-    if (access(model_path(GEMMA), R_OK)) SKIP("%s missing (scripts/fetch-model)", GEMMA);
+    if (access(test_model_path(GEMMA), R_OK)) SKIP("%s missing (scripts/fetch-model)", GEMMA);
     char err[512] = "";
     sjkh_model *m = NULL;
-    CHECK(sjkh_model_load(model_path(GEMMA), &m, err, sizeof err) == SJK_OK);
+    CHECK(sjkh_model_load(test_model_path(GEMMA), &m, err, sizeof err) == SJK_OK);
     if (!m) return;
     int32_t ids[24];
     for (int i = 0; i < 24; i++) ids[i] = 1000 + i * 91;
@@ -676,7 +668,7 @@ TEST(test_commands_refuse_lax_values_alike)
     const char *k100 = "sj:4/4:tail_min=128:tail_max=256:stage=f16:center=0:sink=0:balance=reference:rot_block=64";
     char args[512];
     snprintf(args, sizeof args, "plan -m smollm2-135m --kv %s", k100);
-    if (access(model_path(SMOL), R_OK) == 0) {
+    if (access(test_model_path(SMOL), R_OK) == 0) {
         CHECKF(cli(args) == 0, "%s", args);
     } else {
         SKIP_PART("%s missing: the plan/run agreement on a long --kv did not run", SMOL);
@@ -701,7 +693,7 @@ TEST(test_save_and_prompt_errors_before_generation)
     /* an endless source is refused, not read until memory runs out: /dev/zero at its
      * first byte (NUL), an endless pipe at 256 MiB */
     CHECK(sjk_cli_read_text("test", "/dev/zero", &n) == NULL);
-    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    if (access(test_model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     char args[2048];
     snprintf(args, sizeof args, "run -m smollm2-135m -f %s -n 2 -c 64 -t 1", in_dir("nul.txt"));
     CHECK(cli(args) == 1 && file_has("err", "NUL byte at offset 9"));
@@ -738,7 +730,7 @@ TEST(test_save_and_prompt_errors_before_generation)
  * is saved (exit 128 + signal, or 1 for EPIPE); the saved file resumes. */
 TEST(test_interrupted_run_still_saves)
 {
-    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    if (access(test_model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     const char *f = in_dir("int.sjks");
     char cmd[4096];
     unlink(f);
@@ -788,7 +780,7 @@ TEST(test_stdout_write_error_is_not_success)
     static const char *const cmds[] = {"eval --synthetic --kv q8_0 --json", "version",
                                        "plan -m smollm2-135m", "run -m smollm2-135m -p 'Hello there' -n 2 -c 64 -t 1"};
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
-        if (i >= 2 && access(model_path(SMOL), R_OK)) {
+        if (i >= 2 && access(test_model_path(SMOL), R_OK)) {
             SKIP_PART("%s missing: `%s` > /dev/full not run", SMOL, cmds[i]);
             continue;
         }
@@ -806,7 +798,7 @@ TEST(test_stdout_write_error_is_not_success)
  * previous file stays. */
 TEST(test_file_size_limit_is_a_clear_error)
 {
-    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    if (access(test_model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     const char *f = in_dir("fsz.sjks");
     CHECK(write_bytes(f, "previous", 8));
     char cmd[4096];
@@ -823,7 +815,7 @@ TEST(test_file_size_limit_is_a_clear_error)
  * The session runs -t threads and its cache min(-t, 64): -t 100 works end to end. */
 TEST(test_run_with_more_threads_than_the_cache_takes)
 {
-    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    if (access(test_model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     int rc = cli("run -m smollm2-135m -p 'The history of' -n 2 -c 64 -t 100 --kv sj:4/4 --temp 0");
     CHECKF(rc == 0 && file_has("err", "threads 100"), "exit %d", rc);
 }
@@ -834,7 +826,7 @@ TEST(test_run_with_more_threads_than_the_cache_takes)
  * would-be command receives its six arguments, and nothing else runs. */
 TEST(test_bench_llama_path_is_not_a_shell_command)
 {
-    if (access(model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
+    if (access(test_model_path(SMOL), R_OK)) SKIP("%s missing (scripts/fetch-model)", SMOL);
     if (access("bench/llama_cpp_speed.py", R_OK)) SKIP("run from the repository root (bench/llama_cpp_speed.py)");
     char dir[1024], fake[1200], marker[600], argsf[600];
     snprintf(marker, sizeof marker, "%s/PWNED", g_dir);

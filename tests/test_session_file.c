@@ -16,16 +16,7 @@
 #include "model/kv.h"    /* sjkh_kv_layer_storage: to make one layer refuse positions */
 #include "model/model.h" /* the session's kv */
 #include "sjkhost.h"
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
+#include "support/models.h"
 
 static sjkh_session *mk(const sjkh_model *m, const char *kv)
 {
@@ -43,7 +34,7 @@ static sjkh_session *mk(const sjkh_model *m, const char *kv)
 
 static void one_model(const char *file, const char *const *kvs, int n_kvs, int *ran, int np_light)
 {
-    const char *path = model_path(file);
+    const char *path = test_model_path(file);
     if (access(path, R_OK)) {
         SKIP_PART("%s missing (scripts/fetch-model): its caches not saved or resumed", file);
         return;
@@ -143,7 +134,7 @@ TEST(test_session_resume_bit_identical)
  * length to the context, so that its append is refused after layer 0's succeeded. */
 TEST(test_feed_failure_mid_chunk_refuses_until_reset)
 {
-    const char *path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    const char *path = test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     if (access(path, R_OK)) SKIP("no SmolLM2 in SJK_MODEL_DIR / ~/.cache/sjkvarn/models: run scripts/fetch-model");
     sjkh_model *m = NULL;
     char err[512];

@@ -14,20 +14,11 @@
 
 #include "harness.h"
 #include "sjkhost.h"
+#include "support/models.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
 #define SJKH_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
 
 static char *read_file(const char *path, size_t *n)
 {
@@ -88,7 +79,7 @@ static sjkh_tokenizer *load_model_tokenizer(const char *file, sjkh_gguf **gout)
 {
     char err[256] = "";
     sjkh_gguf *g = NULL;
-    if (sjkh_gguf_open(model_path(file), &g, err, sizeof err) != SJK_OK) return NULL;
+    if (sjkh_gguf_open(test_model_path(file), &g, err, sizeof err) != SJK_OK) return NULL;
     sjkh_tokenizer *t = NULL;
     sjk_status st = sjkh_tokenizer_from_gguf(g, &t, err, sizeof err);
     if (st != SJK_OK) {
@@ -106,8 +97,8 @@ static sjkh_tokenizer *load_model_tokenizer(const char *file, sjkh_gguf **gout)
 /* Runs every "doc NAME MODE N" record of a golden file against our tokenizer. */
 static void check_golden(const char *model_file, const char *golden)
 {
-    FILE *probe = fopen(model_path(model_file), "rb");
-    if (!probe) SKIP("%s missing (run scripts/fetch-model)", model_path(model_file));
+    FILE *probe = fopen(test_model_path(model_file), "rb");
+    if (!probe) SKIP("%s missing (run scripts/fetch-model)", test_model_path(model_file));
     fclose(probe);
     sjkh_tokenizer *t = load_model_tokenizer(model_file, NULL);
     CHECK(t != NULL);
@@ -208,7 +199,7 @@ static int ids_equal(const int32_t *a, size_t na, const int32_t *b, size_t nb)
 TEST(test_gemma_chat_template_and_bos)
 {
     sjkh_tokenizer *t = load_model_tokenizer("gemma-3-270m-q4_k_m.gguf", NULL);
-    if (!t) SKIP("%s missing (run scripts/fetch-model)", model_path("gemma-3-270m-q4_k_m.gguf"));
+    if (!t) SKIP("%s missing (run scripts/fetch-model)", test_model_path("gemma-3-270m-q4_k_m.gguf"));
     CHECK(sjkh_tokenizer_kind_of(t) == SJKH_TOKENIZER_SPM);
     CHECK(sjkh_tokenizer_bos(t) == 2 && sjkh_tokenizer_eos(t) == 1 && sjkh_tokenizer_add_bos(t));
     CHECK(sjkh_tokenizer_is_eog(t, 1) && sjkh_tokenizer_is_eog(t, 106) && !sjkh_tokenizer_is_eog(t, 2));
@@ -248,7 +239,7 @@ TEST(test_gemma_chat_template_and_bos)
 TEST(test_smollm2_vectors_and_chat_template)
 {
     sjkh_tokenizer *t = load_model_tokenizer("SmolLM2-135M-Instruct.Q4_1.gguf", NULL);
-    if (!t) SKIP("%s missing (run scripts/fetch-model)", model_path("SmolLM2-135M-Instruct.Q4_1.gguf"));
+    if (!t) SKIP("%s missing (run scripts/fetch-model)", test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf"));
     CHECK(sjkh_tokenizer_kind_of(t) == SJKH_TOKENIZER_BPE);
     CHECK(!sjkh_tokenizer_add_bos(t));
     CHECK(sjkh_tokenizer_is_eog(t, 2) && sjkh_tokenizer_is_eog(t, 0) && !sjkh_tokenizer_is_eog(t, 1));
@@ -304,7 +295,7 @@ TEST(test_smollm2_vectors_and_chat_template)
 TEST(test_qwen2_vectors_and_chat_template)
 {
     sjkh_tokenizer *t = load_model_tokenizer(QWEN05, NULL);
-    if (!t) SKIP("%s missing (run scripts/fetch-model qwen2.5-0.5b)", model_path(QWEN05));
+    if (!t) SKIP("%s missing (run scripts/fetch-model qwen2.5-0.5b)", test_model_path(QWEN05));
     CHECK(sjkh_tokenizer_kind_of(t) == SJKH_TOKENIZER_BPE);
     CHECK(!sjkh_tokenizer_add_bos(t)); /* tokenizer.ggml.add_bos_token = false */
     /* llama.cpp's vector for the qwen2 pattern: digits one by one, "\n\n" grouped, the
@@ -343,7 +334,7 @@ TEST(test_qwen2_vectors_and_chat_template)
 TEST(test_gemma_roundtrip_random_utf8)
 {
     sjkh_tokenizer *t = load_model_tokenizer("gemma-3-270m-q4_k_m.gguf", NULL);
-    if (!t) SKIP("%s missing (run scripts/fetch-model)", model_path("gemma-3-270m-q4_k_m.gguf"));
+    if (!t) SKIP("%s missing (run scripts/fetch-model)", test_model_path("gemma-3-270m-q4_k_m.gguf"));
     static const uint32_t pool[] = {' ', ' ', '\n', '\t', 'a', 'e', 't', 'Z', '0', '7', '.', '<',
                                     0xE9, 0xDF, 0x3B1, 0x436, 0x5D0, 0x627, 0x915, 0xE01,
                                     0x3042, 0x4E2D, 0xAC00, 0x2580, 0x1F600, 0x1F1F8, 0x10FFFD, 0xFFFD};

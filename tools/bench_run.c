@@ -23,7 +23,9 @@
  *            on stderr and in the table and prints our rows only. Rows alternate per
  *            context (llama.cpp, then ours) so both see similar machine load.
  * Ratios (x_prefill, x_decode) are ours over llama.cpp's fp16-cache row at the same
- * context. */
+ * context; x_f16 (JSON decode_vs_f16) is a row's decode rate over our own f16 row's at
+ * the same context (when --kv lists f16 before it): what a compressed cache costs or
+ * gains in decode speed. */
 #include <errno.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -544,8 +546,8 @@ int sjk_bench_run(int argc, char **argv)
     fprintf(stderr, "sjkvarn bench run: %s (%s), %u threads, %u generated tokens, prompt from %s; load average %.2f %.2f %.2f\n",
             path, in->arch_name, threads, n_gen, src, la[0], la[1], la[2]);
     if (!json)
-        printf("%-10s %-8s %6s %10s %10s %9s %9s %11s %11s %9s\n", "engine", "kv", "ctx", "prefill/s", "decode/s",
-               "x_prefill", "x_decode", "kv_bytes", "peak_rss", "kv_check");
+        printf("%-10s %-8s %6s %10s %10s %9s %9s %7s %11s %11s %9s\n", "engine", "kv", "ctx", "prefill/s", "decode/s",
+               "x_prefill", "x_decode", "x_f16", "kv_bytes", "peak_rss", "kv_check");
     const char *mname = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     int all_ok = 1;
     for (int ci = 0; ci < n_keep; ci++) {
@@ -564,9 +566,10 @@ int sjk_bench_run(int argc, char **argv)
                        "\"peak_rss_bytes\":%ld,\"settings\":\"%s\"}\n",
                        mname, ctx, n_gen, threads, lp, ld, L.peak_rss_kib * 1024, L.settings);
             else
-                printf("%-10s %-8s %6u %10.1f %10.2f %9s %9s %11s %8.1fMiB %9s\n", "llama.cpp", "f16", ctx, lp, ld, "1.00",
-                       "1.00", "-", L.peak_rss_kib / 1024.0, "-");
+                printf("%-10s %-8s %6u %10.1f %10.2f %9s %9s %7s %11s %8.1fMiB %9s\n", "llama.cpp", "f16", ctx, lp, ld, "1.00",
+                       "1.00", "-", "-", L.peak_rss_kib / 1024.0, "-");
         }
+        double d_f16 = 0; /* our f16 row's decode rate at this context, once measured */
         for (int ki = 0; ki < n_kv; ki++) {
             br_row r;
             measure_forked(m, pm, ids, ctx, (uint32_t)n_gen, (uint32_t)threads, kv_s[ki], window_type, &r);
@@ -576,6 +579,7 @@ int sjk_bench_run(int argc, char **argv)
                 continue;
             }
             double p = ctx / r.prefill_s, d = n_gen / r.decode_s;
+            if (!strcmp(kv_s[ki], "f16")) d_f16 = d;
             const char *check = r.kv_planned == 0 ? "no-plan" : r.kv_planned == r.kv_bytes ? "ok" : "MISMATCH";
             if (r.kv_planned && r.kv_planned != r.kv_bytes) all_ok = 0;
             if (json) {
@@ -587,15 +591,18 @@ int sjk_bench_run(int argc, char **argv)
                        r.kv_planned, r.bits_per_value, r.peak_rss_kib * 1024, r.rss_grow);
                 if (L.ok) printf(",\"prefill_vs_llama_cpp\":%.4f,\"decode_vs_llama_cpp\":%.4f", p / lp, d / ld);
                 else printf(",\"prefill_vs_llama_cpp\":null,\"decode_vs_llama_cpp\":null");
+                if (d_f16 > 0) printf(",\"decode_vs_f16\":%.4f", d / d_f16);
+                else printf(",\"decode_vs_f16\":null");
                 printf("}\n");
             } else {
-                char xp[16] = "-", xd[16] = "-";
+                char xp[16] = "-", xd[16] = "-", xf[16] = "-";
                 if (L.ok) {
                     snprintf(xp, sizeof xp, "%.2f", p / lp);
                     snprintf(xd, sizeof xd, "%.2f", d / ld);
                 }
-                printf("%-10s %-8s %6u %10.1f %10.2f %9s %9s %11zu %8.1fMiB %9s\n", "sjkvarn", kv_s[ki], ctx, p, d, xp, xd,
-                       r.kv_bytes, r.peak_rss_kib / 1024.0, check);
+                if (d_f16 > 0) snprintf(xf, sizeof xf, "%.2f", d / d_f16);
+                printf("%-10s %-8s %6u %10.1f %10.2f %9s %9s %7s %11zu %8.1fMiB %9s\n", "sjkvarn", kv_s[ki], ctx, p, d, xp, xd,
+                       xf, r.kv_bytes, r.peak_rss_kib / 1024.0, check);
             }
             fflush(stdout);
         }

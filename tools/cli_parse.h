@@ -31,7 +31,7 @@ int sjk_cli_flag_window(const char *prog, const char *flag, const char *v, uint3
 
 /* The thread rule of every command: -t N takes 1..SJKH_SESSION_MAX_THREADS (256); the
  * default is the online CPUs, clamped to the same range. A session's libsjkvarn cache
- * runs min(N, SJK_CACHE_MAX_THREADS) of them (host/src/kv.h, the same in run, eval,
+ * runs min(N, SJK_CACHE_MAX_THREADS) of them (host/model/kv.h, the same in run, eval,
  * bench and plan). The KV scratch grows with N (per-thread attention buffers), so plan
  * takes the same -t as run. */
 uint32_t sjk_cli_threads_default(void);

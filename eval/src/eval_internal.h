@@ -3,7 +3,14 @@
 #ifndef SJK_EVAL_INTERNAL_H
 #define SJK_EVAL_INTERNAL_H
 
+#include <stddef.h>
+
 #include "sjkeval.h"
+
+/* libsjkeval depends on the public headers of libsjkvarn only (the Makefile's INCS_EVAL),
+ * so it keeps its own copies of these two lines: *out = a op b, 0 on overflow. */
+static inline int eval_mul_ok(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline int eval_add_ok(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
 
 #define SJK_EVAL_MAX_CONFIGS 64
 #define SJK_EVAL_NAME_MAX 128 /* SJKH_KV_STR_MAX + 1: a name is a --kv string */

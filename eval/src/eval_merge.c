@@ -22,8 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/file.h"
-#include "common/util.h"
 #include "eval_internal.h"
 
 #define MERGE_MAX_FIELDS 16
@@ -104,7 +102,7 @@ static sjk_status read_all(merger *m, const char *path, char **out, size_t *n)
         if (len < cap) break;
         size_t nc;
         char *nb = NULL;
-        if (sjk_mul_ok(cap, 2, &nc) && nc < SIZE_MAX) nb = realloc(buf, nc + 1);
+        if (eval_mul_ok(cap, 2, &nc) && nc < SIZE_MAX) nb = realloc(buf, nc + 1);
         if (!nb) { free(buf); buf = NULL; break; }
         buf = nb;
         cap = nc;
@@ -208,7 +206,7 @@ static sjk_status doc_index(merger *m, const char *name, uint32_t *out)
     if (m->n_docs >= UINT32_MAX) return SJK_ERR_RANGE;
     if (m->n_docs == m->doc_cap) {
         size_t nc = m->doc_cap ? 2 * m->doc_cap : 16, nb;
-        if (!sjk_mul_ok(nc, sizeof(char *), &nb)) return SJK_ERR_NOMEM;
+        if (!eval_mul_ok(nc, sizeof(char *), &nb)) return SJK_ERR_NOMEM;
         char **p = realloc(m->docs, nb);
         if (!p) return SJK_ERR_NOMEM;
         m->docs = p;
@@ -227,8 +225,8 @@ static sjk_status push_row(merger *m, const mrow *r)
 {
     if (m->n_rows == m->row_cap) {
         size_t nc = m->row_cap ? m->row_cap : 1024, nb;
-        if (m->row_cap && !sjk_mul_ok(m->row_cap, 2, &nc)) return SJK_ERR_NOMEM;
-        if (!sjk_mul_ok(nc, sizeof(mrow), &nb)) return SJK_ERR_NOMEM;
+        if (m->row_cap && !eval_mul_ok(m->row_cap, 2, &nc)) return SJK_ERR_NOMEM;
+        if (!eval_mul_ok(nc, sizeof(mrow), &nb)) return SJK_ERR_NOMEM;
         mrow *p = realloc(m->rows, nb);
         if (!p) return SJK_ERR_NOMEM;
         m->rows = p;
@@ -502,7 +500,7 @@ sjk_status sjk_eval_study_merge_csv(const char *const *paths, size_t n_paths,
     m.info.n_files = n_paths;
     size_t nb;
     sjk_status s = SJK_OK;
-    if (!sjk_mul_ok(n_paths, SJK_EVAL_MAX_CONFIGS * sizeof(mrun_cfg), &nb) ||
+    if (!eval_mul_ok(n_paths, SJK_EVAL_MAX_CONFIGS * sizeof(mrun_cfg), &nb) ||
         !(m.runs = calloc(1, nb)))
         s = fail(&m, SJK_ERR_NOMEM, "out of memory");
     for (size_t f = 0; f < n_paths && s == SJK_OK; f++) {

@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/rng.h"
-#include "common/util.h"
 #include "eval_internal.h"
 
 #define REFERENCE_KV "f16"
@@ -33,7 +31,7 @@ static sjk_status tokenize_alloc(const sjk_eval_backend *be, const char *text, s
     *out = NULL;
     *n_out = 0;
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (!sjk_mul_ok(cap, sizeof(int32_t), &nb)) return SJK_ERR_PARAM;
+        if (!eval_mul_ok(cap, sizeof(int32_t), &nb)) return SJK_ERR_PARAM;
         int32_t *t = malloc(nb);
         if (!t) return SJK_ERR_NOMEM;
         sjk_status s = be->tokenize(be->user, text, n, add_bos, t, cap, &need);
@@ -159,7 +157,7 @@ sjk_status sjk_eval_run_doc(const sjk_eval_backend *be, sjk_eval_study *st, size
         be->n_vocab == 0)
         return SJK_ERR_PARAM;
     size_t total;
-    if (!sjk_add_ok(n_prompt, opts->n_gen, &total) || total > opts->n_ctx ||
+    if (!eval_add_ok(n_prompt, opts->n_gen, &total) || total > opts->n_ctx ||
         total > UINT32_MAX)
         return SJK_ERR_RANGE;
     lockstep L;

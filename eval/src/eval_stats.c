@@ -11,9 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/rng.h"
-#include "common/util.h"
-#include "sjkeval.h"
+#include "eval_internal.h"
 
 /* Log-sum-exp of logits in double, with the maximum subtracted first so that exp never
  * overflows; also the (first) argmax. Returns 0 if a logit is NaN or +Inf. */
@@ -122,7 +120,7 @@ sjk_status sjk_eval_summarize(const double *kl, const uint8_t *same_top, size_t 
     memset(out, 0, sizeof *out);
     if (n == 0) return SJK_OK;
     size_t nb;
-    if (!sjk_mul_ok(n, sizeof(double), &nb)) return SJK_ERR_PARAM;
+    if (!eval_mul_ok(n, sizeof(double), &nb)) return SJK_ERR_PARAM;
     double *v = malloc(nb);
     if (!v) return SJK_ERR_NOMEM;
     memcpy(v, kl, nb);
@@ -172,9 +170,9 @@ sjk_status sjk_eval_pair_compare(const double *kl_a, const double *kl_b, const u
     /* Per-document sums and the positions of each document, grouped:
      *   start[d] .. start[d+1]  index into order[] of document d's positions. */
     size_t nb_d, nb_n, nb_b;
-    if (!sjk_mul_ok((size_t)n_docs + 1, sizeof(double), &nb_d) ||
-        !sjk_mul_ok(n ? n : 1, sizeof(size_t), &nb_n) ||
-        !sjk_mul_ok(n_boot ? n_boot : 1, sizeof(double), &nb_b))
+    if (!eval_mul_ok((size_t)n_docs + 1, sizeof(double), &nb_d) ||
+        !eval_mul_ok(n ? n : 1, sizeof(size_t), &nb_n) ||
+        !eval_mul_ok(n_boot ? n_boot : 1, sizeof(double), &nb_b))
         return SJK_ERR_PARAM;
     double *sa = calloc((size_t)n_docs + 1, sizeof(double));
     double *sb = calloc((size_t)n_docs + 1, sizeof(double));

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
 #include "eval_internal.h"
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -20,9 +19,9 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
     if (need <= *cap) return p;
     size_t nc = *cap ? *cap : 256, nb;
     while (nc < need) {
-        if (!sjk_mul_ok(nc, 2, &nc)) return NULL;
+        if (!eval_mul_ok(nc, 2, &nc)) return NULL;
     }
-    if (!sjk_mul_ok(nc, elem, &nb)) return NULL;
+    if (!eval_mul_ok(nc, elem, &nb)) return NULL;
     void *q = realloc(p, nb);
     if (q) *cap = nc;
     return q;
@@ -183,7 +182,7 @@ static sjk_status col_sorted_keys(const eval_col *k, key_ix **out)
     *out = NULL;
     if (k->n == 0) return SJK_OK;
     size_t nb;
-    if (!sjk_mul_ok(k->n, sizeof(key_ix), &nb)) return SJK_ERR_NOMEM;
+    if (!eval_mul_ok(k->n, sizeof(key_ix), &nb)) return SJK_ERR_NOMEM;
     key_ix *v = malloc(nb);
     if (!v) return SJK_ERR_NOMEM;
     for (size_t i = 0; i < k->n; i++) v[i] = (key_ix){col_key(k, i), i};
@@ -222,7 +221,7 @@ static sjk_status pair_by_key(const eval_col *a, const eval_col *b, const key_ix
                           !memcmp(a->pos, b->pos, a->n * sizeof *a->pos))))
         return sjk_eval_pair_compare(a->kl, b->kl, a->doc, a->n, n_docs, n_boot, seed, out);
     size_t nb_kl, nb_doc;
-    if (!sjk_mul_ok(a->n, sizeof(double), &nb_kl) || !sjk_mul_ok(a->n, sizeof(uint32_t), &nb_doc))
+    if (!eval_mul_ok(a->n, sizeof(double), &nb_kl) || !eval_mul_ok(a->n, sizeof(uint32_t), &nb_doc))
         return SJK_ERR_NOMEM;
     double *ka = malloc(nb_kl ? nb_kl : 1), *kb = malloc(nb_kl ? nb_kl : 1);
     uint32_t *doc = malloc(nb_doc ? nb_doc : 1);

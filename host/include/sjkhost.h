@@ -518,7 +518,7 @@ typedef struct sjkh_session_file_info {
 sjk_status sjkh_session_file_inspect(const void *data, size_t nbytes, sjkh_session_file_info *info,
                                      char *err, size_t err_cap);
 
-/* ---- prefix blocks (host/src/session_block.c; store/ shares them, docs/STORE.md) --------
+/* ---- prefix blocks (host/model/session_block.c; store/ shares them, docs/STORE.md) --------
  * Block i is positions [128 i, 128 i + 128) of every layer, in two parts: GROWING (every
  * growing layer: sjk_cache_block_export's bytes per KV head, or a host-f16 layer's fp16
  * slots) and WINDOW (every sliding-window layer's slots as its ring holds them). Bytes
@@ -581,6 +581,21 @@ typedef struct sjkh_kv_report {
     double bits_per_value;   /* occupied bits per K/V value of the growing layers */
 } sjkh_kv_report;
 sjk_status sjkh_session_kv_report(const sjkh_session *s, sjkh_kv_report *r);
+
+/* What a session allocates for its KV, before there is a session (the planner,
+ * libsjkplan, prices with these, so its estimates equal sjkh_session_kv_report):
+ *  sjkh_kv_host_layer_nbytes: the bytes (K and V) of one layer the host holds itself,
+ *    a "host-f16" growing layer (window = 0: n_ctx rows) or a sliding-window ring
+ *    (min(n_ctx, window + max_rows) rows, fp16 or q8_0 by window_type) of n_kv_heads x
+ *    head_dim values a row; max_rows is the session's batch, min(n_batch, n_ctx). 0 on
+ *    overflow, or for a q8_0 window whose head_dim is not a multiple of 32.
+ *  sjkh_kv_cache_threads: the threads a session of n_threads threads gives its
+ *    libsjkvarn cache (sjk_cache_params.n_threads): n_threads, at least 1, at most
+ *    SJK_CACHE_MAX_THREADS (the session's own pool may be larger).
+ * Pure functions: thread-safe, no allocation. */
+size_t sjkh_kv_host_layer_nbytes(uint32_t n_kv_heads, uint32_t head_dim, uint32_t n_ctx, uint32_t max_rows,
+                                 uint32_t window, uint32_t window_type);
+uint32_t sjkh_kv_cache_threads(uint32_t n_threads);
 /* The libsjkvarn cache that holds the session's growing layers (sequence 0, layer i =
  * the i-th growing layer), or NULL for "host-f16". Owned by the session; for reports
  * (sjk_cache_memory_report, sjk_cache_length) and sjk_cache_seal_idle between feeds,

@@ -19,7 +19,9 @@
 #include "quants.h"
 
 /* ---- activation quantizers --------------------------------------------------------
- * As llama.cpp's x86 path does at run time: id = 127/amax, round to nearest even. */
+ * As llama.cpp's x86 path does at run time: id = 127/amax, round to nearest even. Not the
+ * cache's q8_0 (src/codec/format_ggml.c, ggml's reference rounding): docs/DESIGN.md §3,
+ * "Two q8_0 quantizers", says why there are two. */
 
 void sjkh_quantize_q8_0_ref(const float *x, void *dst, size_t n)
 {

@@ -496,6 +496,17 @@ static void ffn_gate_up(sjkh_session *s, const sjkh_layer_w *L, size_t n)
     matmul(s, L->w_up, s->xb, n, s->hb2);
 }
 
+/* The FFN half of the llama / qwen2 block: x += W_down (SiLU(W_gate xb) * W_up xb), with
+ * xb = RMSNorm(x) (hb, hb2 [n][F]; xb2 [n][E] holds the product before it is added). */
+static void ffn_swiglu(sjkh_session *s, const sjkh_layer_w *L, size_t n)
+{
+    norm_rows(s, s->xb, s->x, L->ffn_norm, n);
+    ffn_gate_up(s, L, n);
+    swiglu(s->hb, s->hb2, n * s->m->info.n_ff);
+    matmul(s, L->w_down, s->hb, n, s->xb2);
+    residual(s, s->xb2, n);
+}
+
 /* A NaN or Inf in a weight (or an input) would otherwise reach the logits, where greedy
  * sampling reads NaN as a valid maximum: after each layer, stop at the first one that
  * makes one and say which (bad_layer; n_layers = the output projection). n * E additions
@@ -565,7 +576,6 @@ static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n
                                  const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
-    const size_t F = m->info.n_ff;
     sjk_status st;
     embed(s, tokens, n, 1.0f); /* x [n][E] */
     rope_tables(s, n, fr);
@@ -573,15 +583,10 @@ static sjk_status forward_llama(sjkh_session *s, const int32_t *tokens, size_t n
         const sjkh_layer_w *L = &m->layers[il];
         norm_rows(s, s->xb, s->x, L->attn_norm, n);      /* xb [n][E] */
         project_qkv(s, L, n);                            /* q [n][H][hd], k, v [n][KV][hd] */
-        rope_qk(s, n, 1, 0);
-        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
+        rope_qk(s, n, 1, 0);                             /* pairs (2i, 2i + 1) */
+        if ((st = attend(s, il, L, n, fr))) return st;   /* xb2 [n][E] */
         residual(s, s->xb2, n);
-
-        norm_rows(s, s->xb, s->x, L->ffn_norm, n);
-        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
-        swiglu(s->hb, s->hb2, n * F);
-        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
-        residual(s, s->xb2, n);
+        ffn_swiglu(s, L, n);
         if ((st = layer_done(s, il, n, fr))) return st;
     }
     return finish(s, n, logits, all_logits, fr);
@@ -592,7 +597,7 @@ static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n
                                  const fwd_rows *fr)
 {
     const sjkh_model *m = s->m;
-    const size_t H = m->info.n_head, KV = m->info.n_head_kv, hd = m->info.head_dim, F = m->info.n_ff;
+    const size_t H = m->info.n_head, KV = m->info.n_head_kv, hd = m->info.head_dim;
     sjk_status st;
     embed(s, tokens, n, 1.0f); /* x [n][E] */
     rope_tables(s, n, fr);
@@ -603,15 +608,10 @@ static sjk_status forward_qwen2(sjkh_session *s, const int32_t *tokens, size_t n
         add_bias(s->q, L->bq, n, H * hd);
         add_bias(s->k, L->bk, n, KV * hd);
         add_bias(s->v, L->bv, n, KV * hd);
-        rope_qk(s, n, 1, 1);
-        if ((st = attend(s, il, L, n, fr))) return st;       /* xb2 [n][E] */
+        rope_qk(s, n, 1, 1);                             /* NeoX pairs (i, i + hd/2) */
+        if ((st = attend(s, il, L, n, fr))) return st;   /* xb2 [n][E] */
         residual(s, s->xb2, n);
-
-        norm_rows(s, s->xb, s->x, L->ffn_norm, n);
-        ffn_gate_up(s, L, n);                            /* hb, hb2 [n][F] */
-        swiglu(s->hb, s->hb2, n * F);
-        matmul(s, L->w_down, s->hb, n, s->xb2);          /* xb2 [n][E] */
-        residual(s, s->xb2, n);
+        ffn_swiglu(s, L, n);
         if ((st = layer_done(s, il, n, fr))) return st;
     }
     return finish(s, n, logits, all_logits, fr);

@@ -297,28 +297,37 @@ void sjkh_kv_free(sjkh_kv *kv)
     free(kv);
 }
 
-uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global)
+/* Rows (slots) of one host-held layer: n_ctx for a full layer (window 0), else
+ * min(n_ctx, window + max_rows). */
+static uint32_t host_layer_rows(uint32_t n_ctx, uint32_t max_rows, uint32_t window)
 {
-    uint32_t window = global ? 0 : p->window;
-    if (window && (uint64_t)window + p->max_rows < p->n_ctx) return window + p->max_rows;
-    return p->n_ctx;
+    if (window && (uint64_t)window + max_rows < n_ctx) return window + max_rows;
+    return n_ctx;
 }
 
-size_t sjkh_kv_host_row_nbytes(const sjkh_kv_params *p, int global)
+/* The bytes of one row of K (or V), [n_kv][hd] values: fp16, or q8_0 blocks for a window
+ * layer with window_type q8_0 (0 when head_dim is not a multiple of 32 then). */
+static size_t host_row_nbytes(uint32_t n_kv_heads, uint32_t head_dim, uint32_t window, uint32_t window_type)
 {
-    size_t n = (size_t)p->n_kv_heads * p->head_dim;
-    if (!global && p->window && p->window_type == SJKH_WINDOW_Q8_0)
-        return p->head_dim % 32 ? 0 : sjk_format_row_nbytes(SJK_FMT_Q8_0, n);
+    size_t n = (size_t)n_kv_heads * head_dim;
+    if (window && window_type == SJKH_WINDOW_Q8_0) return head_dim % 32 ? 0 : sjk_format_row_nbytes(SJK_FMT_Q8_0, n);
     return n * sizeof(uint16_t);
 }
 
-size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global)
+size_t sjkh_kv_host_layer_nbytes(uint32_t n_kv_heads, uint32_t head_dim, uint32_t n_ctx, uint32_t max_rows,
+                                 uint32_t window, uint32_t window_type)
 {
     size_t nb;
-    if (!sjkh_mul_ok(sjkh_kv_host_row_nbytes(p, global), sjkh_kv_host_layer_rows(p, global), &nb) ||
+    if (!sjkh_mul_ok(host_row_nbytes(n_kv_heads, head_dim, window, window_type),
+                     host_layer_rows(n_ctx, max_rows, window), &nb) ||
         !sjkh_mul_ok(nb, 2, &nb))
         return 0;
     return nb;
+}
+
+uint32_t sjkh_kv_cache_threads(uint32_t n_threads)
+{
+    return n_threads == 0 ? 1 : n_threads > SJK_CACHE_MAX_THREADS ? SJK_CACHE_MAX_THREADS : n_threads;
 }
 
 const char *sjkh_window_type_name(uint32_t t)
@@ -373,10 +382,11 @@ sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, siz
         }
         host_layer *h = &kv->host[l];
         h->window = global ? 0 : p->window;
-        h->cap = sjkh_kv_host_layer_rows(p, global);
-        h->q8 = !global && p->window && p->window_type == SJKH_WINDOW_Q8_0;
-        h->row_nbytes = sjkh_kv_host_row_nbytes(p, global);
-        size_t nb = sjkh_kv_host_layer_nbytes(p, global) / 2; /* K or V */
+        h->cap = host_layer_rows(p->n_ctx, p->max_rows, h->window);
+        h->q8 = h->window && p->window_type == SJKH_WINDOW_Q8_0;
+        h->row_nbytes = host_row_nbytes(p->n_kv_heads, p->head_dim, h->window, p->window_type);
+        size_t nb = sjkh_kv_host_layer_nbytes(p->n_kv_heads, p->head_dim, p->n_ctx, p->max_rows, h->window,
+                                              p->window_type) / 2; /* K or V */
         if (!nb) goto nomem;
         h->k = malloc(nb);
         h->v = malloc(nb);

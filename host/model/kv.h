@@ -30,24 +30,9 @@ typedef struct sjkh_kv_params {
     uint32_t window_type;       /* sjkh_window_type of the window layers (0 = f16) */
 } sjkh_kv_params;
 
-/* Rows (slots) of one host-held layer: n_ctx for a full layer (global != 0), else
- * min(n_ctx, window + max_rows). The bytes of one row of K (or V), [n_kv][hd] values:
- * fp16, or q8_0 blocks for a window layer with window_type q8_0 (0 when head_dim is not
- * a multiple of 32 then, or on overflow). And the bytes sjkh_kv_create allocates for the
- * layer: K and V, rows x row bytes each; 0 on overflow. The size model (plan/src/plan.c)
- * prices the window layers with this, so it always equals the allocation. */
-/* The threads a session of n_threads threads gives its libsjkvarn cache: n_threads, at
- * most SJK_CACHE_MAX_THREADS (the cache's own pool; the session's pool may be larger).
- * kv.c creates and plan.c prices the cache with this, so a session on a host with more
- * CPUs than that works and the size model agrees with the allocation. */
-static inline uint32_t sjkh_kv_cache_threads(uint32_t n_threads)
-{
-    return n_threads == 0 ? 1 : n_threads > SJK_CACHE_MAX_THREADS ? SJK_CACHE_MAX_THREADS : n_threads;
-}
-
-uint32_t sjkh_kv_host_layer_rows(const sjkh_kv_params *p, int global);
-size_t sjkh_kv_host_row_nbytes(const sjkh_kv_params *p, int global);
-size_t sjkh_kv_host_layer_nbytes(const sjkh_kv_params *p, int global);
+/* The sizes of a host-held layer and the threads of the libsjkvarn cache come from the
+ * public sjkh_kv_host_layer_nbytes and sjkh_kv_cache_threads (sjkhost.h): kv.c allocates
+ * with the same functions that the planner (plan/src/plan.c) prices with. */
 
 sjk_status sjkh_kv_create(const sjkh_kv_params *p, sjkh_kv **out, char *err, size_t err_cap);
 

@@ -27,6 +27,14 @@ static int layer_in_part(const sjkh_session *s, uint32_t l, int part)
     return part == SJKH_BLOCK_GROWING ? global : !global;
 }
 
+/* The first layer >= l of the part, n_layers when there is none: the loops over a part
+ * read for (l = part_layer(s, part, 0); l < n_layers; l = part_layer(s, part, l + 1)). */
+static uint32_t part_layer(const sjkh_session *s, int part, uint32_t l)
+{
+    while (l < s->m->info.n_layers && !layer_in_part(s, l, part)) l++;
+    return l;
+}
+
 typedef struct layer_view {
     uint32_t *len;
     uint8_t *k, *v;
@@ -69,16 +77,21 @@ static sjk_status layer_block_nbytes(const sjkh_session *s, const layer_view *lv
     return SJK_OK;
 }
 
+/* view() of layer l and the bytes of its block `block` (layer_block_nbytes). */
+static sjk_status block_view(const sjkh_session *s, uint32_t l, uint32_t block, layer_view *lv, size_t *nb)
+{
+    sjk_status st = view(s, l, lv);
+    return st != SJK_OK ? st : layer_block_nbytes(s, lv, block, nb);
+}
+
 sjk_status sjkh_session_block_nbytes(const sjkh_session *s, int part, uint32_t block, size_t *nbytes)
 {
     if (!s || !nbytes || (part != SJKH_BLOCK_GROWING && part != SJKH_BLOCK_WINDOW)) return SJK_ERR_PARAM;
     size_t total = 0;
-    for (uint32_t l = 0; l < s->m->info.n_layers; l++) {
-        if (!layer_in_part(s, l, part)) continue;
+    for (uint32_t l = part_layer(s, part, 0); l < s->m->info.n_layers; l = part_layer(s, part, l + 1)) {
         layer_view lv;
         size_t nb;
-        sjk_status st = view(s, l, &lv);
-        if (st == SJK_OK) st = layer_block_nbytes(s, &lv, block, &nb);
+        sjk_status st = block_view(s, l, block, &lv, &nb);
         if (st != SJK_OK) return st;
         total += nb;
     }
@@ -105,12 +118,10 @@ sjk_status sjkh_session_block_pieces(const sjkh_session *s, int part, uint32_t b
     if (!s || !n || (part != SJKH_BLOCK_GROWING && part != SJKH_BLOCK_WINDOW)) return SJK_ERR_PARAM;
     const uint32_t H = s->m->info.n_head_kv;
     size_t k = 0;
-    for (uint32_t l = 0; l < s->m->info.n_layers; l++) {
-        if (!layer_in_part(s, l, part)) continue;
+    for (uint32_t l = part_layer(s, part, 0); l < s->m->info.n_layers; l = part_layer(s, part, l + 1)) {
         layer_view lv;
         size_t nb;
-        sjk_status st = view(s, l, &lv);
-        if (st == SJK_OK) st = layer_block_nbytes(s, &lv, block, &nb);
+        sjk_status st = block_view(s, l, block, &lv, &nb);
         if (st != SJK_OK) return st;
         for (uint32_t h = 0; h < (lv.cache ? H : 1); h++, k++)
             if (out && k < cap) {
@@ -134,11 +145,10 @@ sjk_status sjkh_session_block_export(sjkh_session *s, int part, uint32_t block, 
     if (dst_cap < total) return SJK_ERR_BUFFER;
     const uint32_t p0 = block * SJKH_BLOCK_TOKENS, H = s->m->info.n_head_kv;
     uint8_t *out = dst;
-    for (uint32_t l = 0; l < s->m->info.n_layers; l++) {
-        if (!layer_in_part(s, l, part)) continue;
+    for (uint32_t l = part_layer(s, part, 0); l < s->m->info.n_layers; l = part_layer(s, part, l + 1)) {
         layer_view lv;
         size_t nb;
-        if ((st = view(s, l, &lv)) != SJK_OK || (st = layer_block_nbytes(s, &lv, block, &nb)) != SJK_OK) return st;
+        if ((st = block_view(s, l, block, &lv, &nb)) != SJK_OK) return st;
         if (lv.cache) {
             for (uint32_t h = 0; h < H; h++)
                 if ((st = sjk_cache_block_export(lv.cache, 0, lv.cache_layer, h, block, out + h * (nb / H), nb / H,
@@ -184,17 +194,15 @@ sjk_status sjkh_session_block_import(sjkh_session *s, int part, uint32_t block, 
     /* growing: check every layer is at the block's start, then import layer by layer;
      * the cache validates each layer's block before it copies */
     const uint8_t *in = src;
-    for (uint32_t l = 0; l < s->m->info.n_layers; l++) {
-        if (!layer_in_part(s, l, part)) continue;
+    for (uint32_t l = part_layer(s, part, 0); l < s->m->info.n_layers; l = part_layer(s, part, l + 1)) {
         layer_view lv;
         if ((st = view(s, l, &lv)) != SJK_OK) return st;
         if (part == SJKH_BLOCK_GROWING && *lv.len != p0) return SJK_ERR_RANGE;
     }
-    for (uint32_t l = 0; l < s->m->info.n_layers; l++) {
-        if (!layer_in_part(s, l, part)) continue;
+    for (uint32_t l = part_layer(s, part, 0); l < s->m->info.n_layers; l = part_layer(s, part, l + 1)) {
         layer_view lv;
         size_t nb;
-        if ((st = view(s, l, &lv)) != SJK_OK || (st = layer_block_nbytes(s, &lv, block, &nb)) != SJK_OK) return st;
+        if ((st = block_view(s, l, block, &lv, &nb)) != SJK_OK) return st;
         if (lv.cache) {
             if ((st = sjk_cache_block_import(lv.cache, 0, lv.cache_layer, block, in, nb)) != SJK_OK) {
                 sjkh_session_reset(s); /* earlier layers of this block are in: start over */

@@ -6,8 +6,8 @@
  *
  *   FULL layers      -> one libsjkvarn cache, priced by sjk_cache_estimate() with exactly
  *                       the sjk_cache_params sjkh_kv_create() passes to sjk_cache_create()
- *                       (or, for "host-f16", sjkh_kv_host_layer_nbytes(global = 1));
- *   WINDOW layers    -> the host's window ring (fp16 or q8_0: window_type), sjkh_kv_host_layer_nbytes(global = 0);
+ *                       (or, for "host-f16", sjkh_kv_host_layer_nbytes(window = 0));
+ *   WINDOW layers    -> the host's window ring (fp16 or q8_0: window_type), sjkh_kv_host_layer_nbytes(window = the model's);
  *   RECURRENT layers -> a constant state (llama.cpp's f32 conv + SSM state sizes).
  *
  * Layers of different KV-head counts (per-layer head_count_kv arrays) are priced as one
@@ -18,11 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hcommon.h"
-#include "model/kv.h"
-#include "sjkplan.h"
+#include "plan_internal.h"
 
-#define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
+#define FAIL(st, ...) plan_fail((st), err, err_cap, __VA_ARGS__)
 
 sjkh_plan_params sjkh_plan_params_default(void)
 {
@@ -113,7 +111,7 @@ static int swa_pattern(const sjkh_gguf *g, const char *arch, uint32_t n_layers, 
             const char *arch;
             uint32_t period;
         } builtin[] = {{"gemma3", 6}, {"gemma2", 2}, {"cohere2", 4}, {"gpt-oss", 2}};
-        for (size_t k = 0; k < SJKH_ARRAY_LEN(builtin); k++)
+        for (size_t k = 0; k < PLAN_ARRAY_LEN(builtin); k++)
             if (!strcmp(arch, builtin[k].arch)) period = builtin[k].period;
         if (!period) return 0;
         char note[96];
@@ -150,7 +148,7 @@ sjk_status sjkh_plan_model_from_gguf(const sjkh_gguf *g, sjkh_plan_model *m, cha
 
     /* head size: key_length / value_length, default embedding_length / head_count */
     uint32_t max_q = 0;
-    for (uint32_t l = 0; l < L; l++) max_q = SJKH_MAX(max_q, m->n_q_heads[l]);
+    for (uint32_t l = 0; l < L; l++) max_q = PLAN_MAX(max_q, m->n_q_heads[l]);
     uint32_t kl = 0, vl = 0, embd = 0;
     if ((st = arch_u32(g, a, "attention.key_length", &kl)) && st != SJK_ERR_RANGE)
         return FAIL(SJK_ERR_FORMAT, "plan: '%s.attention.key_length' is not an unsigned integer", a);
@@ -242,7 +240,7 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
                                  uint32_t n_ctx, size_t *out, char *err, size_t err_cap)
 {
     *out = 0;
-    const uint32_t B = SJKH_MIN(p->n_batch, n_ctx); /* as sjkh_session_create */
+    const uint32_t B = PLAN_MIN(p->n_batch, n_ctx); /* as sjkh_session_create */
     int host = !strcmp(kv, "host-f16");
     uint8_t done[SJKH_PLAN_MAX_LAYERS];
     memset(done, 0, m->n_layers);
@@ -256,9 +254,8 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
             }
         size_t nb = 0;
         if (host) {
-            sjkh_kv_params kp = {n, nkv, nq, m->head_dim, n_ctx, B, p->n_threads, NULL, 0, kv, SJKH_WINDOW_F16};
-            size_t one = sjkh_kv_host_layer_nbytes(&kp, 1);
-            if (!one || !sjkh_mul_ok(one, n, &nb)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
+            size_t one = sjkh_kv_host_layer_nbytes(nkv, m->head_dim, n_ctx, B, 0, SJKH_WINDOW_F16);
+            if (!one || !plan_mul_ok(one, n, &nb)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
         } else {
             /* the parameters sjkh_kv_create passes to sjk_cache_create */
             sjk_layer_config lc[SJKH_PLAN_MAX_LAYERS];
@@ -283,7 +280,7 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
             sjk_status st = sjk_cache_estimate(&cp, &nb);
             if (st) return FAIL(st, "plan: '%s': %s", kv, sjk_status_str(st));
         }
-        if (!sjkh_add_ok(*out, nb, out)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
+        if (!plan_add_ok(*out, nb, out)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
     }
     return SJK_OK;
 }
@@ -294,26 +291,25 @@ static sjk_status session_nbytes(const sjkh_plan_model *m, const char *kv, const
 {
     sjk_status st = growing_nbytes(m, kv, p, n_ctx, &s->growing_nbytes, err, err_cap);
     if (st) return st;
-    const uint32_t B = SJKH_MIN(p->n_batch, n_ctx);
+    const uint32_t B = PLAN_MIN(p->n_batch, n_ctx);
     s->window_nbytes = s->recurrent_nbytes = 0;
     for (uint32_t l = 0; l < m->n_layers; l++) {
         if (m->kind[l] == SJKH_PLAN_LAYER_WINDOW) {
-            sjkh_kv_params kp = {1, m->n_kv_heads[l], m->n_q_heads[l], m->head_dim, n_ctx, B, p->n_threads, NULL,
-                                 m->sliding_window, kv, p->window_type};
             if (p->window_type == SJKH_WINDOW_Q8_0 && m->head_dim % 32)
                 return FAIL(SJK_ERR_UNSUPPORTED, "plan: a q8_0 window needs a head size that is a multiple of 32 "
                                                  "(this one is %u)", m->head_dim);
-            size_t nb = sjkh_kv_host_layer_nbytes(&kp, 0);
-            if (!nb || !sjkh_add_ok(s->window_nbytes, nb, &s->window_nbytes))
+            size_t nb = sjkh_kv_host_layer_nbytes(m->n_kv_heads[l], m->head_dim, n_ctx, B, m->sliding_window,
+                                                  p->window_type);
+            if (!nb || !plan_add_ok(s->window_nbytes, nb, &s->window_nbytes))
                 return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
         } else if (m->kind[l] == SJKH_PLAN_LAYER_RECURRENT) {
             if (m->recurrent_state_nbytes > SIZE_MAX ||
-                !sjkh_add_ok(s->recurrent_nbytes, (size_t)m->recurrent_state_nbytes, &s->recurrent_nbytes))
+                !plan_add_ok(s->recurrent_nbytes, (size_t)m->recurrent_state_nbytes, &s->recurrent_nbytes))
                 return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
         }
     }
     size_t t;
-    if (!sjkh_add_ok(s->growing_nbytes, s->window_nbytes, &t) || !sjkh_add_ok(t, s->recurrent_nbytes, &t))
+    if (!plan_add_ok(s->growing_nbytes, s->window_nbytes, &t) || !plan_add_ok(t, s->recurrent_nbytes, &t))
         return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
     s->session_nbytes = t;
     return SJK_OK;
@@ -340,7 +336,7 @@ sjk_status sjkh_plan_estimate(const sjkh_plan_model *m, const char *kv, const sj
     sjk_status st = check_args(m, kv, p, err, err_cap);
     if (st) return st;
     if ((st = session_nbytes(m, kv, p, p->n_ctx, out, err, err_cap))) return st;
-    if (!sjkh_mul_ok(out->session_nbytes, p->n_sessions, &out->total_nbytes))
+    if (!plan_mul_ok(out->session_nbytes, p->n_sessions, &out->total_nbytes))
         return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
     out->n_full = sjkh_plan_model_count(m, SJKH_PLAN_LAYER_FULL);
     out->n_window = sjkh_plan_model_count(m, SJKH_PLAN_LAYER_WINDOW);
@@ -383,7 +379,7 @@ sjk_status sjkh_plan_max_ctx(const sjkh_plan_model *m, const char *kv, const sjk
         memset(&s, 0, sizeof s);
         st = session_nbytes(m, kv, &q, mid, &s, NULL, 0);
         size_t total;
-        int fits = st == SJK_OK && sjkh_mul_ok(s.session_nbytes, q.n_sessions, &total) && total <= budget_nbytes;
+        int fits = st == SJK_OK && plan_mul_ok(s.session_nbytes, q.n_sessions, &total) && total <= budget_nbytes;
         if (st && st != SJK_ERR_NOMEM) return st;
         if (fits) lo = mid;
         else hi = mid - 1;
@@ -399,7 +395,7 @@ void sjkh_format_size(size_t n, char *dst, size_t cap)
     static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     double v = (double)n;
     size_t u = 0;
-    while (v >= 1024 && u + 1 < SJKH_ARRAY_LEN(unit)) {
+    while (v >= 1024 && u + 1 < PLAN_ARRAY_LEN(unit)) {
         v /= 1024;
         u++;
     }

@@ -20,16 +20,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hcommon.h"
-#include "sjkplan.h"
+#include "plan_internal.h"
 
-#define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
+#define FAIL(st, ...) plan_fail((st), err, err_cap, __VA_ARGS__)
 
 static const char *const g_ladder[] = {"f16", "q8_0/q8_0", "q8_0/q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t"};
 
 const char *const *sjkh_plan_ladder(size_t *n)
 {
-    if (n) *n = SJKH_ARRAY_LEN(g_ladder);
+    if (n) *n = PLAN_ARRAY_LEN(g_ladder);
     return g_ladder;
 }
 
@@ -260,7 +259,7 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     const char *const *ladder = sjkh_plan_ladder(&n_ladder);
     int chosen = -1, cheapest_allowed = -1, cheapest_fitting_disallowed = -1;
     char why[768] = "";
-    for (size_t i = 0; i < n_ladder && i < SJKH_ARRAY_LEN(out->rungs); i++) {
+    for (size_t i = 0; i < n_ladder && i < PLAN_ARRAY_LEN(out->rungs); i++) {
         const char *kv = ladder[i];
         out->rungs[i].kv = kv;
         out->rungs[i].mean_kl = i == 0 ? 0.0 : -1.0;

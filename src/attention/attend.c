@@ -15,9 +15,10 @@
  * Per chunk, two paths (attn_kernels.h), chosen per call by R = rows x GQA group:
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
- *                                     and trellis read in place) / chunk_tq6 / chunk_qblk
- *                                     (q8_0, q4_0 rows against int8 query pieces made once
- *                                     per unit) / chunk_f32
+ *                                     and trellis read in place; 4-bit K records by
+ *                                     chunk_rec_q16, int16 queries per record) / chunk_tq6 /
+ *                                     chunk_qblk (q8_0, q4_0 rows against int8 query pieces
+ *                                     made once per unit) / chunk_f32
  *   R >= SJK_ATTN_MANY_MIN (prefill)  the chunk as fp32 K, V [len][D] (fp16 converted,
  *                                     records and ring rows decoded; once per chunk, for
  *                                     all rows) -> chunk_f32_many
@@ -112,6 +113,27 @@ static unsigned qblk_bits(uint8_t fmt)
     return fmt == SJK_FMT_Q8_0 ? 8u : fmt == SJK_FMT_Q4_0 ? 4u : 0u;
 }
 
+/* len rows of the layer's row formats (ring, uniform layer) to fp32 K and V. */
+static void rows_to_f32(const sjk_cache_layer *L, float *kf, float *vf, const uint8_t *kr, const uint8_t *vr, size_t n)
+{
+    sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, n);
+    sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, n);
+}
+
+/* A record's six fp16 scale arrays (contiguous from src: Kscale Kzero Ktok Vch Vscale
+ * Vzero) as fp32 in sc[3 D + 3 G], pointed at by rec. */
+static void rec_scales(const sjk_attn_kernels *k, sjk_attn_rec *rec, float *sc, const uint8_t *src, size_t D)
+{
+    const size_t G = SJK_GROUP;
+    k->f16_to_f32(sc, src, 3 * D + 3 * G);
+    rec->kscale = sc;
+    rec->kzero = sc + D;
+    rec->ktok = sc + 2 * D;
+    rec->vch = sc + 2 * D + G;
+    rec->vscale = sc + 3 * D + G;
+    rec->vzero = sc + 3 * D + 2 * G;
+}
+
 static inline float *align_f(uint8_t **p, size_t n_floats)
 {
     uintptr_t a = ((uintptr_t)*p + SJK_ATTN_ALIGN - 1) & ~(uintptr_t)(SJK_ATTN_ALIGN - 1);
@@ -199,7 +221,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         const float *K32 = NULL, *V32 = NULL;
         const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL;
         sjk_attn_rec rec;
-        int is_rec = 0;
+        int is_rec = 0, rec_q16 = 0;
         if (!L->compressed) {
             const uint8_t *kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
             const uint8_t *vr = hb + L->off_ring_v + (size_t)p0 * L->v_row_nbytes;
@@ -210,8 +232,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 KQ = kr;
                 VQ = vr;
             } else {
-                sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
-                sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
+                rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
                 K32 = kf;
                 V32 = vf;
             }
@@ -236,6 +257,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec.pf_nbytes = pf ? L->rec_nbytes : 0;
                 if (RL->bits_k == 4) {
                     rec.kp = rp + RL->off_k;
+                    rec_q16 = k->chunk_rec_q16 != NULL; /* scored by integer dot products */
                 } else {
                     for (size_t d = 0; d < D; d++)
                         k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
@@ -248,14 +270,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                         k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
                     rec.vc = vc;
                 }
-                /* The six fp16 scale arrays are contiguous: Kscale Kzero Ktok Vch Vscale Vzero. */
-                k->f16_to_f32(sc, rp + RL->off_kscale, 3 * D + 3 * G);
-                rec.kscale = sc;
-                rec.kzero = sc + D;
-                rec.ktok = sc + 2 * D;
-                rec.vch = sc + 2 * D + G;
-                rec.vscale = sc + 3 * D + G;
-                rec.vzero = sc + 3 * D + 2 * G;
+                rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
             } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace) {
                 /* Token-axis trellis bodies: the kernel reads the codes in place. */
@@ -268,13 +283,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec.vbits = RL->bits_v;
                 rec.kcb = sjk_trellis_codebook(RL->bits_k);
                 rec.vcb = sjk_trellis_codebook(RL->bits_v);
-                k->f16_to_f32(sc, rp + RL->off_kscale, 3 * D + 3 * G);
-                rec.kscale = sc;
-                rec.kzero = sc + D;
-                rec.ktok = sc + 2 * D;
-                rec.vch = sc + 2 * D + G;
-                rec.vscale = sc + 3 * D + G;
-                rec.vzero = sc + 3 * D + 2 * G;
+                rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
             } else {
                 /* Channel-axis trellis bodies (or a table without in-place trellis):
@@ -301,8 +310,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 KQ = kr;
                 VQ = vr;
             } else {
-                sjk_format_get((sjk_format)L->k_fmt)->decode(kf, kr, (size_t)len * D);
-                sjk_format_get((sjk_format)L->v_fmt)->decode(vf, vr, (size_t)len * D);
+                rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
                 K32 = kf;
                 V32 = vf;
             }
@@ -327,7 +335,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (!any) continue;
             const float *qb = q + r0 * D;
             float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
-            if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
             else if (KT6) k->chunk_tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else if (KQ) {

@@ -466,4 +466,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     "avx2", chunk_f32_avx2, chunk_f32_many_avx2, chunk_f16_avx2, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_avx2, sjk_attn_unpack_row_avx2, f16_to_f32_avx2,
     0 /* trellis records: decoded by the caller */,
     NULL /* ggml block rows: decoded by the caller */,
+    NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
 };

@@ -22,6 +22,7 @@
 #include "codec/trellis.h"
 
 #define RB SJK_ATTN_RB
+#define RBX SJK_ATTN_RB_MAX /* rows per block at most (the kernels below that take NR) */
 #define G SJK_GROUP
 
 /* exp(x) for x <= 0 (scores minus the running max); x < -87 gives ~0. Cephes expf. */
@@ -92,14 +93,14 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
     for (size_t tb = 0; tb < ntm; tb += (BLK)) {                                           \
         size_t te = tb + (BLK) < ntm ? tb + (BLK) : ntm;                                   \
         for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
-            __m512 a0[RB], a1[RB];                                                         \
-            _Pragma("GCC unroll 4")                                                        \
-            for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
+            __m512 a0[RBX], a1[RBX];                                                         \
+            _Pragma("GCC unroll 8")                                                        \
+            for (size_t r = 0; r < NR; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
             for (size_t t = tb; t < te; t++) {                                             \
                 __m512 v0, v1;                                                             \
                 LOADX2(v0, v1, t, d0);                                                     \
-                _Pragma("GCC unroll 4")                                                    \
-                for (size_t r = 0; r < RB; r++) {                                          \
+                _Pragma("GCC unroll 8")                                                    \
+                for (size_t r = 0; r < NR; r++) {                                          \
                     __m512 pw = _mm512_set1_ps(p[r * G + t]);                        \
                     a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);                                \
                     a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);                                \
@@ -127,18 +128,18 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
 /* Scores of rows [r0, r0+rb) against keys [0, ntm) for fp32 / fp16 keys. */
 #define SCORES_DOT(LOADK)                                                                  \
     for (size_t t = 0; t < ntm; t++) {                                                     \
-        __m512 s0[RB], s1[RB];                                                             \
-        _Pragma("GCC unroll 4")                                                            \
-        for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); } \
+        __m512 s0[RBX], s1[RBX];                                                             \
+        _Pragma("GCC unroll 8")                                                            \
+        for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); } \
         for (size_t d = 0; d < D; d += 32) {                                               \
             __m512 kv0 = LOADK(t, d), kv1 = LOADK(t, d + 16);                               \
-            _Pragma("GCC unroll 4")                                                        \
-            for (size_t r = 0; r < RB; r++) {                                              \
+            _Pragma("GCC unroll 8")                                                        \
+            for (size_t r = 0; r < NR; r++) {                                              \
                 s0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d), kv0, s0[r]);         \
                 s1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d + 16), kv1, s1[r]);     \
             }                                                                              \
         }                                                                                  \
-        for (size_t r = 0; r < RB; r++) p[r * G + t] = hsum512(_mm512_add_ps(s0[r], s1[r])); \
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = hsum512(_mm512_add_ps(s0[r], s1[r])); \
     }
 
 #define LOADK_F32(t, d) _mm512_loadu_ps(K + (t) * D + (d))
@@ -148,21 +149,22 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
  * accumulators stay in registers); a short last block reads a zero query row. Declares
  * rb (rows in the block), ntm (keys the block sees) and qrow[RB]. */
 #define ROW_SETUP()                                                                        \
-    size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;                                        \
+    size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;                                        \
     for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;         \
-    const float *qrow[RB];                                                                 \
-    for (size_t r = 0; r < RB; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
+    const float *qrow[RBX];                                                                 \
+    for (size_t r = 0; r < NR; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
 
 #define CHUNK_BODY(LOADK, LOADV)                                                           \
-    float *p = work; /* [RB][G] scores, then probabilities */                               \
-    float *zero = work + RB * G + RB * D; /* [D] zeros */                                   \
+    const size_t NR = RB;                                                                  \
+    float *p = work; /* [RBX][G] scores, then probabilities */                               \
+    float *zero = work + RBX * G + RBX * D; /* [D] zeros */                                   \
     memset(zero, 0, D * sizeof(float));                                                    \
-    for (size_t r0 = 0; r0 < R; r0 += RB) {                                                \
+    for (size_t r0 = 0; r0 < R; r0 += NR) {                                                \
         ROW_SETUP()                                                                        \
         if (!ntm) continue; /* no row of the block sees a key of this chunk */             \
         SCORES_DOT(LOADK)                                                                  \
-        float fct[RB] = {1, 1, 1, 1};                                                      \
-        for (size_t r = 0; r < RB; r++) {                                                  \
+        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};                                                      \
+        for (size_t r = 0; r < NR; r++) {                                                  \
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
             else memset(p + r * G, 0, G * sizeof(float));                                  \
         }                                                                                  \
@@ -328,27 +330,27 @@ static void chunk_f32_many_avx512(const float *q, size_t R, size_t D, const uint
                 for (size_t r = r0; r < r0 + 4 && r < rb; r++) nt = nv[r] > nt ? nv[r] : nt;
                 if (!nt) continue;
                 __m512 a[4][4];
-                _Pragma("GCC unroll 4")
+                _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < 4; r++)
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
                 for (size_t t = 0; t < nt; t++) {
                     __m512 v[4];
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t i = 0; i < 4; i++) v[i] = _mm512_loadu_ps(V + t * D + d0 + 16 * i);
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t r = 0; r < 4; r++) {
                         const __m512 pb = _mm512_set1_ps(s[t * rp + r0 + r]);
-                        _Pragma("GCC unroll 4")
+                        _Pragma("GCC unroll 8")
                         for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_fmadd_ps(pb, v[i], a[r][i]);
                     }
                 }
-                _Pragma("GCC unroll 4")
+                _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < 4; r++) {
                     if (r0 + r >= rb || !nv[r0 + r]) continue;
                     float *ad = acc + (b0 + r0 + r) * D + d0;
                     const __m512 f = _mm512_set1_ps(fct[r0 + r]);
-                    _Pragma("GCC unroll 4")
+                    _Pragma("GCC unroll 8")
                     for (size_t i = 0; i < 4; i++)
                         _mm512_storeu_ps(ad + 16 * i, _mm512_fmadd_ps(_mm512_loadu_ps(ad + 16 * i), f, a[r][i]));
                 }
@@ -359,61 +361,95 @@ static void chunk_f32_many_avx512(const float *q, size_t R, size_t D, const uint
 #undef MKT
 #undef MRB
 
-/* tq6_0_stage rows (the staging ring), decoded 16 values at a time and used by all RB
- * rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] low nibbles (element j
- * of the k-th run of 16: bits 4j.. of the 64-bit word qs[8k..8k+7]), qh[32] high 2 bits
- * (element j: bits 2j.. of the 32-bit word qh[4k..4k+3]).
+/* tq6_0_stage rows (the staging ring), decoded 64 values at a time by byte lookups and
+ * used by all RB rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] (byte b:
+ * element 2b in the low nibble, 2b+1 in the high one), qh[32] (element e's high 2 bits
+ * at bit 2e of the 256-bit string).
  *
- * Lane order. The unpack takes three instructions because it does not keep the element
- * order: the run's 64-bit nibble word is broadcast to every qword and each dword lane
- * shifted right by 4 * (lane / 2), so lane 2i holds element i and lane 2i+1 element 8+i
- * (the low and high dword of the word); the high bits come the same way from the
- * broadcast 32-bit qh word (a rotate puts element e's two bits at bits 4..5). Bits
- * above the 6-bit code stay as garbage, which the lookup ignores: permutex2var reads
- * index bits 0..4 over two 16-entry halves and a bit test of bit 5 picks the pair. The
- * scores use queries permuted into the same lane order (once per chunk); the values
- * accumulate in that order and are put back in element order once per block of TB
- * keys. Values are centroid * norm as in the format's decode; the norm is applied per
- * (key, 128-block) outside the lanes: to the block's partial dot product for scores,
- * to the probability for values. */
-typedef struct tq6_table { __m512 t0, t1, t2, t3; __m512i sh, rh, m4, b5; } tq6_table;
+ * Decode of one parity (the 64 even or the 64 odd elements of a block), 16 instructions
+ * for 64 values:
+ *   codes  byte b = element 2b + par: the nibble from qs (shifted by 4 for odd), the two
+ *          high bits from qh, brought to bits 4..5 of byte b by one qword permute (qh
+ *          qword b/16 to result qword b/8) and one vpmultishiftqb (control byte b: bit
+ *          offset 4 (b mod 16) − 4 + 2 par, mod 64), merged by one ternary logic; bits
+ *          6..7 stay garbage, which vpermb ignores;
+ *   values the fp32 centroid of a code is its four bytes, each looked up by one vpermb
+ *          in a 64-byte plane of the table (byte i of every centroid), and put back
+ *          together by two rounds of byte and word unpacks. The unpacks work inside
+ *          128-bit lanes, so vector k (0..3) of the parity holds in position 4l + i the
+ *          element 2 (16 l + 4 k + i) + par (l: 128-bit lane, i: 0..3).
+ * Scores use the queries gathered into that order (once per chunk); values accumulate
+ * in it and are put back in element order once per (block, row) per chunk. Values are
+ * centroid * norm as in the format's decode; the norm is applied per (key, block)
+ * outside the lanes: to the block's partial dot product for scores, to the probability
+ * for values. Compared with one two-table vpermt2ps per 16 values (the previous
+ * kernel), this halves the shuffle work per value; `bench_split_weights` (ring) shows it. */
+typedef struct tq6_lut { __m512i p0, p1, p2, p3, ctl[2], qperm, m4; } tq6_lut;
 
-static inline tq6_table tq6_table_init(void)
+static inline tq6_lut tq6_lut_init(void)
 {
-    tq6_table t;
-    t.t0 = _mm512_loadu_ps(sjk_tq6_centroids);
-    t.t1 = _mm512_loadu_ps(sjk_tq6_centroids + 16);
-    t.t2 = _mm512_loadu_ps(sjk_tq6_centroids + 32);
-    t.t3 = _mm512_loadu_ps(sjk_tq6_centroids + 48);
-    t.sh = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
-    /* lane 2i: element i, bits 2i -> 4 (rotate right by 2i - 4); lane 2i+1: element 8+i,
-     * bits 16 + 2i -> 4 */
-    t.rh = _mm512_setr_epi32(28, 12, 30, 14, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26);
-    t.m4 = _mm512_set1_epi32(0x0F);
-    t.b5 = _mm512_set1_epi32(0x20);
+    uint8_t pl[4][64], c[2][64];
+    for (int j = 0; j < 64; j++) {
+        uint32_t u;
+        memcpy(&u, sjk_tq6_centroids + j, 4);
+        for (int i = 0; i < 4; i++) pl[i][j] = (uint8_t)(u >> (8 * i));
+        for (int par = 0; par < 2; par++) c[par][j] = (uint8_t)((4 * (j % 16) + 64 - 4 + 2 * par) & 63);
+    }
+    tq6_lut t;
+    t.p0 = _mm512_loadu_si512(pl[0]);
+    t.p1 = _mm512_loadu_si512(pl[1]);
+    t.p2 = _mm512_loadu_si512(pl[2]);
+    t.p3 = _mm512_loadu_si512(pl[3]);
+    t.ctl[0] = _mm512_loadu_si512(c[0]);
+    t.ctl[1] = _mm512_loadu_si512(c[1]);
+    t.qperm = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);
+    t.m4 = _mm512_set1_epi8(0x0F);
     return t;
 }
 
-/* Centroids of run k (16 elements) of one block, in the permuted lane order. */
-static inline __m512 tq6_codes16(const tq6_table *t, const uint8_t *blk, size_t k)
+/* The 64 codes of parity par of a block (byte b: element 2b + par, bits 0..5). */
+static inline __m512i tq6_codes64(const tq6_lut *t, const uint8_t *blk, int par)
 {
-    long long q;
-    int h4;
-    memcpy(&q, blk + 2 + 8 * k, 8);
-    memcpy(&h4, blk + 66 + 4 * k, 4);
-    const __m512i nib = _mm512_srlv_epi32(_mm512_set1_epi64(q), t->sh);
-    const __m512i hi = _mm512_rorv_epi32(_mm512_set1_epi32(h4), t->rh);
-    const __m512i code = _mm512_ternarylogic_epi32(nib, hi, t->m4, 0xE4); /* m4 ? nib : hi */
-    const __m512 a = _mm512_permutex2var_ps(t->t0, code, t->t1);
-    const __m512 b = _mm512_permutex2var_ps(t->t2, code, t->t3);
-    return _mm512_mask_blend_ps(_mm512_test_epi32_mask(code, t->b5), a, b);
+    __m512i qs = _mm512_loadu_si512((const void *)(blk + 2));
+    if (par) qs = _mm512_srli_epi16(qs, 4);
+    const __m512i qh = _mm512_permutexvar_epi64(t->qperm, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(blk + 66))));
+    const __m512i hb = _mm512_multishift_epi64_epi8(t->ctl[par], qh);
+    return _mm512_ternarylogic_epi32(qs, hb, t->m4, 0xE4); /* m4 ? qs : hb */
 }
 
-static inline float tq6_norm(const uint8_t *blk)
+/* The centroids of 64 codes: f[k] position 4l + i <- code byte 16 l + 4 k + i. */
+static inline void tq6_values64(const tq6_lut *t, __m512i code, __m512 f[4])
 {
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    return _cvtsh_ss(h);
+    const __m512i b0 = _mm512_permutexvar_epi8(code, t->p0), b1 = _mm512_permutexvar_epi8(code, t->p1);
+    const __m512i b2 = _mm512_permutexvar_epi8(code, t->p2), b3 = _mm512_permutexvar_epi8(code, t->p3);
+    const __m512i l01 = _mm512_unpacklo_epi8(b0, b1), h01 = _mm512_unpackhi_epi8(b0, b1);
+    const __m512i l23 = _mm512_unpacklo_epi8(b2, b3), h23 = _mm512_unpackhi_epi8(b2, b3);
+    f[0] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(l01, l23));
+    f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(l01, l23));
+    f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(h01, h23));
+    f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(h01, h23));
+}
+
+/* Element of a block held by position p (0..127) of the decode order: parity p / 64,
+ * vector k = (p / 16) % 4, position 4 l + i = p % 16. */
+static inline size_t tq6_elem(size_t p)
+{
+    const size_t par = p / 64, k = (p / 16) % 4, l = (p % 16) / 4, i = p % 4;
+    return 2 * (16 * l + 4 * k + i) + par;
+}
+
+/* dst[i] = the fp16 at base + i * stride, i < n (16 per gather; the bytes after the
+ * last one are never read: each gather element is masked to i < n, and reads 4 bytes
+ * of which 2 lie inside the block). */
+static void tq6_norms(float *dst, const uint8_t *base, size_t n, size_t stride)
+{
+    const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)stride));
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, step, (const void *)(base + i * stride), 1);
+        _mm512_mask_storeu_ps(dst + i, k, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)));
+    }
 }
 
 /* Sums of the 16 lanes of each of a, b, c, d: lanes 0, 1, 2, 3 of the result. */
@@ -434,72 +470,80 @@ static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), x));
 }
 
-static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                             const uint8_t *K, const uint8_t *V, size_t n,
-                             float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                const uint8_t *K, const uint8_t *V, size_t n,
+                                                                float *m, float *l, float *acc, float *work,
+                                                                const size_t NR)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
-    const tq6_table tt = tq6_table_init();
-    float *p = work;                                   /* [RB][G] scores, probabilities */
-    float *qp = work + RB * G;                         /* [RB][D] queries, lane order */
-    float *kn = work + RB * (2 * D + 4 * G + 8);       /* [n][nb] K block norms */
+    const tq6_lut tt = tq6_lut_init();
+    float *p = work;                                   /* [RBX][G] scores, probabilities */
+    float *qp = work + RBX * G;                         /* [RBX][D] queries, decode order */
+    float *kn = work + RBX * (2 * D + 4 * G + 8);       /* [n][nb] K block norms */
     float *vn = kn + G * nb;                           /* [nb][G] V block norms (0 past n) */
-    float *pn = vn + G * nb;                           /* [nb][RB][G] p * V norm */
-    const size_t n16 = (n + 15) & ~(size_t)15;
-    for (size_t t = 0; t < n16; t++)
-        for (size_t b = 0; b < nb; b++) {
-            if (t < n) kn[t * nb + b] = tq6_norm(K + t * row_nbytes + b * SJK_TQ6_0_NBYTES);
-            vn[b * G + t] = t < n ? tq6_norm(V + t * row_nbytes + b * SJK_TQ6_0_NBYTES) : 0.0f;
-        }
-    const __m512i to_lanes = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-    const __m512i to_elems = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
+    float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
+    int32_t elem[SJK_TQ_BLOCK];
+    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) elem[i] = (int32_t)tq6_elem(i);
+    /* the fp16 norms, 16 at a time by one gather: K's in key order, V's per block */
+    tq6_norms(kn, K, n * nb, SJK_TQ6_0_NBYTES);
+    for (size_t b = 0; b < nb; b++) {
+        tq6_norms(vn + b * G, V + b * SJK_TQ6_0_NBYTES, n, row_nbytes);
+        for (size_t t = n; t < ((n + 15) & ~(size_t)15); t++) vn[b * G + t] = 0.0f;
+    }
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        for (size_t r = 0; r < RB; r++)
-            for (size_t d = 0; d < D; d += 16)
-                _mm512_storeu_ps(qp + r * D + d, r < rb ? _mm512_permutexvar_ps(to_lanes, _mm512_loadu_ps(q + (r0 + r) * D + d))
-                                                        : _mm512_setzero_ps());
+        for (size_t r = 0; r < NR; r++)
+            for (size_t b = 0; b < nb; b++)
+                for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16)
+                    _mm512_storeu_ps(qp + r * D + b * SJK_TQ_BLOCK + i,
+                                     r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(elem + i)),
+                                                                  q + (r0 + r) * D + b * SJK_TQ_BLOCK, 4)
+                                            : _mm512_setzero_ps());
         /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
         for (size_t t = 0; t < ntm; t++) {
             const uint8_t *row = K + t * row_nbytes;
-            __m512 s[RB];
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) s[r] = _mm512_setzero_ps();
+            __m512 s[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) s[r] = _mm512_setzero_ps();
             for (size_t b = 0; b < nb; b++) {
                 const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
                 const float *qb = qp + b * SJK_TQ_BLOCK;
-                __m512 e[RB], o[RB];
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) { e[r] = _mm512_setzero_ps(); o[r] = _mm512_setzero_ps(); }
-                for (size_t k = 0; k < SJK_TQ_BLOCK / 16; k += 2) {
-                    const __m512 c0 = tq6_codes16(&tt, blk, k), c1 = tq6_codes16(&tt, blk, k + 1);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
-                        e[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb + r * D + 16 * k), c0, e[r]);
-                        o[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qb + r * D + 16 * k + 16), c1, o[r]);
+                __m512 e[2][RBX];
+                _Pragma("GCC unroll 2")
+                for (int par = 0; par < 2; par++) {
+                    __m512 f[4];
+                    tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        const float *qr = qb + r * D + 64 * par;
+                        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
+                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
+                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), f[2], x);
+                        e[par][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), f[3], x);
                     }
                 }
                 const __m512 nv = _mm512_set1_ps(kn[t * nb + b]);
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[r], o[r]), nv, s[r]);
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[0][r], e[1][r]), nv, s[r]);
             }
-            float sv[4];
-            _mm_storeu_ps(sv, hsum4x16(s[0], s[1], s[2], s[3]));
-            for (size_t r = 0; r < RB; r++) p[r * G + t] = sv[r];
+            float sv[RBX];
+            for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
+            for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r];
         }
-        float fct[RB] = {1, 1, 1, 1};
-        for (size_t r = 0; r < RB; r++) {
+        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        for (size_t r = 0; r < NR; r++) {
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
             else memset(p + r * G, 0, G * sizeof(float));
         }
         /* values: probabilities times the keys' V block norms */
         const size_t ntm16 = (ntm + 15) & ~(size_t)15;
         for (size_t b = 0; b < nb; b++)
-            for (size_t r = 0; r < RB; r++)
+            for (size_t r = 0; r < NR; r++)
                 for (size_t t = 0; t < ntm16; t += 16)
-                    _mm512_storeu_ps(pn + (b * RB + r) * G + t,
+                    _mm512_storeu_ps(pn + (b * RBX + r) * G + t,
                                      _mm512_mul_ps(_mm512_loadu_ps(p + r * G + t), _mm512_loadu_ps(vn + b * G + t)));
         for (size_t r = 0; r < rb; r++) {
             if (!nvis[r0 + r]) continue;
@@ -507,32 +551,93 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
             __m512 vf = _mm512_set1_ps(fct[r]);
             for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), vf));
         }
-        for (size_t tb = 0; tb < ntm; tb += TB) {
-            const size_t te = tb + TB < ntm ? tb + TB : ntm;
-            for (size_t d0 = 0; d0 < D; d0 += 32) {
-                const size_t b = d0 / SJK_TQ_BLOCK, k = (d0 % SJK_TQ_BLOCK) / 16;
-                const float *pb = pn + b * RB * G;
-                __m512 a0[RB], a1[RB];
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); }
-                for (size_t t = tb; t < te; t++) {
+        for (size_t b = 0; b < nb; b++) {
+            const float *pb = pn + b * RBX * G;
+            for (int par = 0; par < 2; par++) {
+                __m512 a[RBX][4];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++)
+                    _Pragma("GCC unroll 8")
+                    for (size_t k = 0; k < 4; k++) a[r][k] = _mm512_setzero_ps();
+                for (size_t t = 0; t < ntm; t++) {
                     const uint8_t *blk = V + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
-                    const __m512 v0 = tq6_codes16(&tt, blk, k), v1 = tq6_codes16(&tt, blk, k + 1);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
-                        __m512 pw = _mm512_set1_ps(pb[r * G + t]);
-                        a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);
-                        a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);
+                    __m512 f[4];
+                    tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        const __m512 pw = _mm512_set1_ps(pb[r * G + t]);
+                        _Pragma("GCC unroll 8")
+                        for (size_t k = 0; k < 4; k++) a[r][k] = _mm512_fmadd_ps(pw, f[k], a[r][k]);
                     }
                 }
-                for (size_t r = 0; r < rb; r++) {
-                    if (!nvis[r0 + r]) continue;
-                    float *a = acc + (r0 + r) * D + d0;
-                    _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_permutexvar_ps(to_elems, a0[r])));
-                    _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_permutexvar_ps(to_elems, a1[r])));
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++)
+                    _Pragma("GCC unroll 8")
+                    for (size_t k = 0; k < 4; k++) _mm512_storeu_ps(va + r * SJK_TQ_BLOCK + 64 * par + 16 * k, a[r][k]);
+            }
+            for (size_t r = 0; r < rb; r++) {
+                if (!nvis[r0 + r]) continue;
+                float *ad = acc + (r0 + r) * D + b * SJK_TQ_BLOCK;
+                const float *vr = va + r * SJK_TQ_BLOCK;
+                for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16) {
+                    const __m512i ix = _mm512_loadu_si512((const void *)(elem + i));
+                    const __m512 x = _mm512_add_ps(_mm512_i32gather_ps(ix, ad, 4), _mm512_loadu_ps(vr + i));
+                    _mm512_i32scatter_ps(ad, ix, x, 4);
                 }
             }
         }
+    }
+}
+
+/* Rows per block: 4, or 8 when a call has more than 4 rows (the 6 GQA rows of a Qwen2.5
+ * head, 8 of a Llama-3 head), so that a chunk's codes are decoded once per call instead
+ * of once per 4 rows; the padding rows of a block are zero queries (their FMAs are the
+ * price of the shared decode). */
+static inline size_t rows_per_block(size_t R) { return R > RB ? RBX : RB; }
+
+static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                             const uint8_t *K, const uint8_t *V, size_t n,
+                             float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX);
+    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB);
+}
+
+/* The record's K scales folded into rows q[rb][D] of a block of NR: qs[r][d] = q[r][d] *
+ * Kscale[d] and cz[r] = q[r] . Kzero (rows rb..NR-1: zero queries, cz untouched). */
+static inline void rec_fold(float *qs, float *cz, const float *q, size_t rb, size_t NR, size_t D, const sjk_attn_rec *rc)
+{
+    for (size_t r = 0; r < rb; r++) {
+        const float *qr = q + r * D;
+        __m512 z = _mm512_setzero_ps();
+        for (size_t d = 0; d < D; d += 16) {
+            __m512 qv = _mm512_loadu_ps(qr + d);
+            _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
+            z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
+        }
+        cz[r] = hsum512(z);
+    }
+    for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
+}
+
+/* The online-softmax update of a record block's scores p[NR][G] (rows rb..NR-1 and keys
+ * past a row's nvis: p = 0), then the V scales folded in: p[r][t] *= Vscale[t] and
+ * zz[r] = Σ_t p[r][t] · Vzero[t] (before the scaling); fct[r] the old state's factor. */
+static inline void rec_probs(float *p, float *fct, float *zz, const uint32_t *nvis, size_t rb, size_t NR, float *m,
+                             float *l, const sjk_attn_rec *rc)
+{
+    for (size_t r = 0; r < NR; r++) {
+        const size_t nv = r < rb ? nvis[r] : 0;
+        if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
+        fct[r] = softmax_row(p + r * G, nv, &m[r], &l[r]);
+        const size_t nv16 = (nv + 15) & ~(size_t)15;
+        __m512 z = _mm512_setzero_ps();
+        for (size_t t = 0; t < nv16; t += 16) {
+            const __m512 pv = _mm512_loadu_ps(p + r * G + t);
+            z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
+            _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
+        }
+        zz[r] = hsum512(z);
     }
 }
 
@@ -715,7 +820,7 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
                                                               size_t D, size_t ntm, const float *ktok,
                                                               const float *cz, const uint8_t *payload,
                                                               const float *cb, const unsigned k,
-                                                              const uint8_t *pf, size_t pfn)
+                                                              const uint8_t *pf, size_t pfn, const size_t NR)
 {
     const trel_rot rt = trel_rot_init(k);
     const uint64_t *P = pair_table(cb, k);
@@ -726,9 +831,9 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
         for (size_t j = 0; j < ng; j++) {
             const uint8_t *g = payload + j * gbytes;
             const int lastg = j == ng - 1;
-            __m512 ql[RB], qh[RB];
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) {
+            __m512 ql[RBX], qh[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
                 ql[r] = _mm512_loadu_ps(qd + (r * ng + j) * 32);
                 qh[r] = _mm512_loadu_ps(qd + (r * ng + j) * 32 + 16);
             }
@@ -739,9 +844,9 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
                 const size_t o = (((tb / TRB) * ng + j) * (TRB / 2) + (t - tb) / 2) * 64;
                 if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
                 trel_pair(&lo, &hi, &w, g, t, lastg, cb, P, k, &rt);
-                float *sa = sacc + (t - tb) / 2 * (RB * 16);
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) {
+                float *sa = sacc + (t - tb) / 2 * (RBX * 16);
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
                     const __m512 x = j ? _mm512_fmadd_ps(qh[r], hi, _mm512_load_ps(sa + 16 * r)) : _mm512_mul_ps(qh[r], hi);
                     _mm512_store_ps(sa + 16 * r, _mm512_fmadd_ps(ql[r], lo, x));
                 }
@@ -749,9 +854,9 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
             wst[j] = w;
         }
         for (size_t t = tb; t < te; t += 2)
-            for (size_t r = 0; r < RB; r++) {
+            for (size_t r = 0; r < NR; r++) {
                 float se, so;
-                hsum_even_odd(_mm512_load_ps(sacc + (t - tb) / 2 * (RB * 16) + r * 16), &se, &so);
+                hsum_even_odd(_mm512_load_ps(sacc + (t - tb) / 2 * (RBX * 16) + r * 16), &se, &so);
                 p[r * G + t] = ktok[t] * (se + cz[r]);
                 p[r * G + t + 1] = ktok[t + 1] * (so + cz[r]);
             }
@@ -761,20 +866,20 @@ static inline __attribute__((always_inline)) void trel_scores(float *p, float *s
 /* a[r] (16 channels of group g, 4 rows) = Σ_{t < ntm} p[r][t] * C[w(t)] (p is zero past
  * each row's visible keys and up to G): the pair (p[t], p[t+1]) broadcast against the
  * interleaved values, even and odd tokens summed per channel at the end. */
-static inline __attribute__((always_inline)) void trel_values(__m512 a[RB], const float *p, size_t ntm,
+static inline __attribute__((always_inline)) void trel_values(__m512 a[RBX], const float *p, size_t ntm,
                                                               const uint8_t *g, int lastg, const float *cb,
-                                                              const unsigned k)
+                                                              const unsigned k, const size_t NR)
 {
     const trel_rot rt = trel_rot_init(k);
     const uint64_t *P = pair_table(cb, k);
     __m512i w = trel_state(trel_start(g, k, lastg, &rt), P, k);
-    __m512 al[RB], ah[RB];
-    for (size_t r = 0; r < RB; r++) { al[r] = _mm512_setzero_ps(); ah[r] = _mm512_setzero_ps(); }
+    __m512 al[RBX], ah[RBX];
+    for (size_t r = 0; r < NR; r++) { al[r] = _mm512_setzero_ps(); ah[r] = _mm512_setzero_ps(); }
     for (size_t t = 0; t < ntm; t += 2) {
         __m512 lo, hi;
         trel_pair(&lo, &hi, &w, g, t, lastg, cb, P, k, &rt);
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) {
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
             double pp;
             memcpy(&pp, p + r * G + t, 8);
             const __m512 pw = _mm512_castpd_ps(_mm512_set1_pd(pp)); /* p[t], p[t+1], ... */
@@ -784,39 +889,30 @@ static inline __attribute__((always_inline)) void trel_values(__m512 a[RB], cons
     }
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (size_t r = 0; r < RB; r++)
+    for (size_t r = 0; r < NR; r++)
         a[r] = _mm512_add_ps(_mm512_permutex2var_ps(al[r], ev, ah[r]), _mm512_permutex2var_ps(al[r], od, ah[r]));
 }
 
-static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                                 const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                    const sjk_attn_rec *rc, float *m, float *l, float *acc,
+                                                                    float *work, const size_t NR)
 {
-    float *p = work;                                 /* [RB][G] */
-    float *qs = work + RB * G;                       /* [RB][D] */
-    float *sacc = work + RB * (2 * D + 4 * G + 8);   /* [TRB/2][RB][16], 64-byte aligned below */
+    float *p = work;                                 /* [RBX][G] */
+    float *qs = work + RBX * G;                       /* [RBX][D] */
+    float *sacc = work + RBX * (2 * D + 4 * G + 8);   /* [TRB/2][RBX][16], 64-byte aligned below */
     sacc = (float *)(((uintptr_t)sacc + 63) & ~(uintptr_t)63);
-    __m512i *wst = (__m512i *)(void *)(sacc + TRB / 2 * RB * 16); /* [D/16] carried windows */
-    float *qd = (float *)(void *)(wst + D / 16);     /* [RB][D/16][32] queries, trel_pair's lane order */
+    __m512i *wst = (__m512i *)(void *)(sacc + TRB / 2 * RBX * 16); /* [D/16] carried windows */
+    float *qd = (float *)(void *)(wst + D / 16);     /* [RBX][D/16][32] queries, trel_pair's lane order */
     const __m512i dup_lo = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     const __m512i dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     const unsigned kb = rc->kbits, vb = rc->vbits;
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB] = {1, 1, 1, 1};
-        for (size_t r = 0; r < rb; r++) {
-            const float *qr = q + (r0 + r) * D;
-            __m512 z = _mm512_setzero_ps();
-            for (size_t d = 0; d < D; d += 16) {
-                __m512 qv = _mm512_loadu_ps(qr + d);
-                _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
-                z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
-            }
-            cz[r] = hsum512(z);
-        }
-        for (size_t r = rb; r < RB; r++) memset(qs + r * D, 0, D * sizeof(float));
-        for (size_t r = 0; r < RB; r++)
+        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
+        for (size_t r = 0; r < NR; r++)
             for (size_t d = 0; d < D; d += 16) {
                 const __m512 x = _mm512_loadu_ps(qs + r * D + d);
                 _mm512_storeu_ps(qd + r * 2 * D + 2 * d, _mm512_permutexvar_ps(dup_lo, x));
@@ -824,29 +920,17 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
             }
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens */
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2, rc->pf, pfn);
-        else if (kb == 3) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3, rc->pf, pfn);
-        else trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4, rc->pf, pfn);
-        for (size_t r = 0; r < RB; r++) {
-            size_t nv = r < rb ? nvis[r0 + r] : 0;
-            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
-            fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
-            size_t nv16 = (nv + 15) & ~(size_t)15;
-            __m512 z = _mm512_setzero_ps();
-            for (size_t t = 0; t < nv16; t += 16) {
-                __m512 pv = _mm512_loadu_ps(p + r * G + t);
-                z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
-                _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
-            }
-            zz[r] = hsum512(z);
-        }
+        if (kb == 2) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 2, rc->pf, pfn, NR);
+        else if (kb == 3) trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 3, rc->pf, pfn, NR);
+        else trel_scores(p, sacc, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, 4, rc->pf, pfn, NR);
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         const size_t ng = D / 16, gbytes = G * 2 * vb;
         for (size_t j = 0; j < ng; j++) {
-            __m512 a[RB];
+            __m512 a[RBX];
             const uint8_t *g = rc->vt + j * gbytes;
-            if (vb == 2) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 2);
-            else if (vb == 3) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 3);
-            else trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 4);
+            if (vb == 2) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 2, NR);
+            else if (vb == 3) trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 3, NR);
+            else trel_values(a, p, ntm2, g, j == ng - 1, rc->vcb, 4, NR);
             __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
             for (size_t r = 0; r < rb; r++) {
                 if (!nvis[r0 + r]) continue;
@@ -873,42 +957,112 @@ static void chunk_trellis_avx512(const float *q, size_t R, size_t D, const uint3
 /* channels d0..d0+31 of a 4-bit V payload row: the 16 bytes of unit d0/32 */
 #define LOAD_V4X2(v0, v1, t, d0) LOADC_NIB(v0, v1, vp + (t) * (D / 2) + (d0) / 2)
 
+/* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
+ * int16 q16[D] and its scale. */
+static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
+{
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t d = 0; d < D; d += 16) {
+        const __m512 v = _mm512_loadu_ps(x + d);
+        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+    }
+    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m512 vi = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
+    for (size_t d = 0; d < D; d += 16) {
+        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + d), vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(void *)(q16 + d), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
+    }
+}
+
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
- * values by token rows of codes; scales folded as in attn_kernels.h. */
+ * values by token rows of codes; scales folded as in attn_kernels.h.
+ *
+ * Q16 (chunk_rec_q16, 4-bit K read in place): the folded queries become int16 per record
+ * (q16_prep) and a channel quad's 32 tokens (one 16-byte unit of each of 4 channel rows,
+ * put in one zmm) are spread by two vpermb into int16 pairs (channel 4c, 4c+1 | 4c+2,
+ * 4c+3) of each token, the low nibbles (tokens t0..t0+15) and high nibbles (t0+16..31)
+ * masked out of them; each vpdpwssd then adds 32 products code x q16 per row, exact in
+ * int32, and the scale turns the sums into scores once per 16 tokens. Against the fp32
+ * path (per channel: one zero-extend, two vpermps, 2 NR FMAs for 32 tokens) that is 4
+ * NR vpdpwssd and about 10 shuffles / logic ops per 4 channels. */
 #define POST(a, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), (a))
 #define PRE(r, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), _mm512_set1_ps(zz[r]))
-static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                const sjk_attn_rec *rc, float *m, float *l, float *acc,
+                                                                float *work, const size_t NR, const int Q16)
 {
-    if (rc->kt) {
-        chunk_trellis_avx512(q, R, D, nvis, rc, m, l, acc, work);
-        return;
-    }
-    float *p = work;                 /* [RB][G] */
-    float *qs = work + RB * G;       /* [RB][D] */
+    float *p = work;                 /* [RBX][G] */
+    float *qs = work + RBX * G;       /* [RBX][D] */
+    int16_t *q16 = (int16_t *)(void *)(work + RBX * (2 * D + 4 * G + 8)); /* [RBX][D] (Q16) */
+    float q16s[RBX] = {0};
     const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
     const __m512 lut16 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        float cz[RB] = {0, 0, 0, 0}, zz[RB] = {0, 0, 0, 0}, fct[RB] = {1, 1, 1, 1};
-        for (size_t r = 0; r < rb; r++) {
-            const float *qr = q + (r0 + r) * D;
-            __m512 z = _mm512_setzero_ps();
-            for (size_t d = 0; d < D; d += 16) {
-                __m512 qv = _mm512_loadu_ps(qr + d);
-                _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
-                z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
-            }
-            cz[r] = hsum512(z);
-        }
-        for (size_t r = rb; r < RB; r++) memset(qs + r * D, 0, D * sizeof(float));
+        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         size_t ntm16 = (ntm + 31) & ~(size_t)31;
-        for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
-            __m512 s0[RB], s1[RB];
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
+        if (Q16) {
+            for (size_t r = 0; r < NR; r++) {
+                if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
+                else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
+            }
+            /* vpermb controls: dword j <- (byte j of lane 2i, byte j of lane 2i + 1) as
+             * two 16-bit words (high bytes junk, masked) */
+            uint8_t ix[2][64];
+            for (int j = 0; j < 16; j++)
+                for (int h = 0; h < 2; h++) {
+                    ix[h][4 * j] = ix[h][4 * j + 1] = (uint8_t)(32 * h + j);
+                    ix[h][4 * j + 2] = ix[h][4 * j + 3] = (uint8_t)(32 * h + 16 + j);
+                }
+            const __m512i i01 = _mm512_loadu_si512(ix[0]), i23 = _mm512_loadu_si512(ix[1]);
+            const __m512i m4 = _mm512_set1_epi32(0x000F000F);
+            for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
+                __m512i A0[RBX], A1[RBX];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) { A0[r] = _mm512_setzero_si512(); A1[r] = _mm512_setzero_si512(); }
+                const size_t pfo = (t0 / 32) * D * 64, pfn = r0 == 0 ? rc->pf_nbytes : 0;
+                for (size_t c = 0; c < D; c += 4) {
+                    const uint8_t *u = rc->kp + c * (G / 2) + t0 / 2;
+                    if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
+                    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)u));
+                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G / 2)), 1);
+                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G)), 2);
+                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + 3 * G / 2)), 3);
+                    const __m512i p01 = _mm512_permutexvar_epi8(i01, x), p23 = _mm512_permutexvar_epi8(i23, x);
+                    const __m512i l01 = _mm512_and_si512(p01, m4), h01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), m4);
+                    const __m512i l23 = _mm512_and_si512(p23, m4), h23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), m4);
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        int32_t wa, wb;
+                        memcpy(&wa, q16 + r * D + c, 4);
+                        memcpy(&wb, q16 + r * D + c + 2, 4);
+                        const __m512i qa = _mm512_set1_epi32(wa), qb = _mm512_set1_epi32(wb);
+                        A0[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A0[r], l01, qa), l23, qb);
+                        A1[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A1[r], h01, qa), h23, qb);
+                    }
+                }
+                const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
+                for (size_t r = 0; r < NR; r++) {
+                    const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
+                    _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A0[r])), c)));
+                    _mm512_storeu_ps(p + r * G + t0 + 16,
+                                     _mm512_mul_ps(kt1, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A1[r])), c)));
+                }
+            }
+        }
+        for (size_t t0 = 0; t0 < (Q16 ? 0 : ntm16); t0 += 32) {
+            __m512 s0[RBX], s1[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
             /* 32 tokens of one channel: two runs of 16 unpacked bytes, or the low and high
              * nibbles of one 16-byte unit */
             /* the next record, a line per channel step (rc->pf: attn_kernels.h) */
@@ -918,8 +1072,8 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
                 for (size_t d = 0; d < D; d++) {
                     PREFETCH_NEXT(pfo + d * 64);
                     __m512 k0 = LOADC_U8(kc + d * G + t0), k1 = LOADC_U8(kc + d * G + t0 + 16);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
                         __m512 qb = _mm512_set1_ps(qs[r * D + d]);
                         s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
                         s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
@@ -930,8 +1084,8 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
                     __m512 k0, k1;
                     PREFETCH_NEXT(pfo + d * 64);
                     LOADC_NIB(k0, k1, rc->kp + d * (G / 2) + t0 / 2);
-                    _Pragma("GCC unroll 4")
-                    for (size_t r = 0; r < RB; r++) {
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
                         __m512 qb = _mm512_set1_ps(qs[r * D + d]);
                         s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
                         s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
@@ -939,24 +1093,13 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
                 }
             }
             __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
-            for (size_t r = 0; r < RB; r++) {
+            for (size_t r = 0; r < NR; r++) {
                 __m512 c = _mm512_set1_ps(cz[r]);
                 _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(s0[r], c)));
                 _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_add_ps(s1[r], c)));
             }
         }
-        for (size_t r = 0; r < RB; r++) {
-            size_t nv = r < rb ? nvis[r0 + r] : 0;
-            if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
-            fct[r] = softmax_row(p + r * G, nv, &m[r0 + r], &l[r0 + r]);
-            __m512 z = _mm512_setzero_ps();
-            for (size_t t = 0; t < ntm16; t += 16) {
-                __m512 pv = _mm512_loadu_ps(p + r * G + t);
-                z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
-                _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
-            }
-            zz[r] = hsum512(z);
-        }
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         if (vc) { V_ACCUM(LOADX2_U8, TB) }
         else { V_ACCUM(LOAD_V4X2, G) }
     }
@@ -964,6 +1107,23 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
 #undef POST
 #undef PREFETCH_NEXT
 #undef PRE
+
+static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                             const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    const size_t nr = rows_per_block(R);
+    if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    else if (rc->kt) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+    else if (nr == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 0);
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+}
+
+static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                 const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 1);
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1);
+}
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
  * Scores by integer dot products against the int8 query pieces (attn_kernels.h,
@@ -993,22 +1153,22 @@ static void qblk_scales(float *dst, const uint8_t *base, size_t nblk, size_t bn)
 
 /* Scores of keys [0, ntm) for the RB rows whose pieces are hi[r], lo[r], corr[r]. */
 static inline __attribute__((always_inline)) void qblk_scores(float *p, const uint8_t *K, size_t ntm, size_t D,
-                                                              const float *dkf, const int8_t *const hi[RB],
-                                                              const int8_t *const lo[RB], const int32_t *const corr[RB],
-                                                              const float bs[RB][16], const float sc[RB],
-                                                              const unsigned kbits)
+                                                              const float *dkf, const int8_t *const hi[RBX],
+                                                              const int8_t *const lo[RBX], const int32_t *const corr[RBX],
+                                                              const float bs[RBX][16], const float sc[RBX],
+                                                              const unsigned kbits, const size_t NR)
 {
     const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
     const __mmask16 mnb = (__mmask16)((1u << nb) - 1);
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m512 bsv[RB];
-    for (size_t r = 0; r < RB; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
+    __m512 bsv[RBX];
+    for (size_t r = 0; r < NR; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
     for (size_t t = 0; t < ntm; t++) {
         const uint8_t *row = K + t * nb * bn;
         const __m512 dkz = _mm512_maskz_loadu_ps(mnb, dkf + t * nb);
-        __m512 F[RB];
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) F[r] = _mm512_setzero_ps();
+        __m512 F[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) F[r] = _mm512_setzero_ps();
         for (size_t j = 0; j < nb; j += 2) {
             __m512i u;
             const uint8_t *b0 = row + j * bn + 2;
@@ -1023,8 +1183,8 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
                 u = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
             }
             const __m512 dk = _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32((int)j)), dkz);
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) {
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
                 __m512i a = kbits == 8 ? _mm512_loadu_si512((const void *)(corr[r] + j * 8)) : _mm512_setzero_si512();
                 a = _mm512_dpbusd_epi32(a, u, _mm512_loadu_si512((const void *)(hi[r] + j * 32)));
                 a = _mm512_slli_epi32(a, 7);
@@ -1033,12 +1193,12 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
             }
         }
         if (kbits == 4) {
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) F[r] = _mm512_fnmadd_ps(dkz, bsv[r], F[r]);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) F[r] = _mm512_fnmadd_ps(dkz, bsv[r], F[r]);
         }
-        float sv[4];
-        _mm_storeu_ps(sv, hsum4x16(F[0], F[1], F[2], F[3]));
-        for (size_t r = 0; r < RB; r++) p[r * G + t] = sv[r] * sc[r];
+        float sv[RBX];
+        for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(F[r], F[r + 1], F[r + 2], F[r + 3]));
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r] * sc[r];
     }
 }
 
@@ -1061,13 +1221,14 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
 
 #define POST POST_NONE
 #define PRE PRE_NONE
-static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
-                              unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                              float *m, float *l, float *acc, float *work)
+static inline __attribute__((always_inline)) void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D,
+                                                                 const uint32_t *nvis, unsigned kbits, unsigned vbits,
+                                                                 const uint8_t *K, const uint8_t *V, size_t n, float *m,
+                                                                 float *l, float *acc, float *work, const size_t NR)
 {
     const size_t nb = D / 32;
-    float *p = work;                   /* [RB][G] scores, then probabilities */
-    float *dkf = p + RB * G;           /* [n * nb + 16] K block scales */
+    float *p = work;                   /* [RBX][G] scores, then probabilities */
+    float *dkf = p + RBX * G;           /* [n * nb + 16] K block scales */
     float *dvf = dkf + G * nb + 16;    /* [n * nb + 16] V block scales */
     int8_t *zero8 = (int8_t *)(void *)(dvf + G * nb + 16); /* [2 D] zero bytes: pieces of absent rows */
     const __m512 lut_m8 = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
@@ -1078,14 +1239,14 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
     (void)n;
     qblk_scales(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
-        size_t rb = R - r0 < RB ? R - r0 : RB, ntm = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
         for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
         if (!ntm) continue;
-        const int8_t *hi[RB], *lo[RB];
-        const int32_t *corr[RB];
-        float bs[RB][16], sc[RB];
-        for (size_t r = 0; r < RB; r++) {
+        const int8_t *hi[RBX], *lo[RBX];
+        const int32_t *corr[RBX];
+        float bs[RBX][16], sc[RBX];
+        for (size_t r = 0; r < NR; r++) {
             const int live = r < rb;
             hi[r] = live ? qi->hi + (r0 + r) * D : zero8;
             lo[r] = live ? qi->lo + (r0 + r) * D : zero8;
@@ -1093,10 +1254,10 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
             sc[r] = live ? qi->scale[r0 + r] : 0.0f;
             for (size_t b = 0; b < 16; b++) bs[r][b] = live && b < nb ? qi->bsum[(r0 + r) * nb + b] : 0.0f;
         }
-        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8);
-        else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4);
-        float fct[RB] = {1, 1, 1, 1};
-        for (size_t r = 0; r < RB; r++) {
+        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8, NR);
+        else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4, NR);
+        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        for (size_t r = 0; r < NR; r++) {
             if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
             else memset(p + r * G, 0, G * sizeof(float));
         }
@@ -1106,6 +1267,14 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
 }
 #undef POST
 #undef PRE
+
+static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                              unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                              float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RBX);
+    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RB);
+}
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
@@ -1124,5 +1293,5 @@ static void f16_to_f32_avx512(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_avx512, chunk_f32_many_avx512, chunk_f16_avx512, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
-    f16_to_f32_avx512, 1, chunk_qblk_avx512,
+    f16_to_f32_avx512, 1, chunk_qblk_avx512, chunk_rec_q16_avx512,
 };

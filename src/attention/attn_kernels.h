@@ -31,6 +31,7 @@
 #include "codec/record_layout.h"
 
 #define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
+#define SJK_ATTN_RB_MAX 8 /* rows per block of the kernels that take up to 8 (AVX-512: R 5..8 in one block) */
 #define SJK_ATTN_MANY_MIN 16 /* rows per KV head from which attend.c uses chunk_f32_many */
 #define SJK_ATTN_MANY_RB 32  /* query rows per block inside chunk_f32_many */
 
@@ -125,16 +126,32 @@ typedef struct sjk_attn_kernels {
     void (*chunk_qblk)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                        unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                        float *m, float *l, float *acc, float *work);
+    /* One scalar record whose K codes are 4-bit and read in place (rec.kp set, rec.kc and
+     * rec.kt NULL), scored by integer dot products: per record and row the folded query
+     * qs[d] = q[d]·Kscale[d] becomes int16 (sjk_attn_q16_prep), and
+     *   s[t] = Ktok[t] · (scale · (float)Σ_d q16[d]·code[d][t] + Σ_d q[d]·Kzero[d])
+     * with the sum exact in int32; values as chunk_rec (dequantized inside the
+     * accumulation). NULL: the caller uses chunk_rec. */
+    void (*chunk_rec_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
 
+/* The int16 form of one row x[D] for chunk_rec_q16: *scale = max_i |x[i]| / 32767 and
+ * q16[i] = round-to-nearest-even(x[i] · (1 / *scale)) (|q16| <= 32767), so each value is
+ * within *scale / 2 = max|x| / 65534 of scale · q16 (plus fp32 rounding); an all-zero row
+ * gives scale 0 and zeros, a row with a non-finite value scale NaN and zeros (its scores
+ * are NaN, as the fp32 kernels would make them). The SIMD kernels compute the same bits. */
+void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D);
+
 /* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.
- * Decode kernels: [RB][G] scores, [RB][D] folded queries, [D] zeros, then a second area
- * of RB*G*16 (+16 for alignment) floats: the trellis kernel's score partials [16][RB][16],
- * carried windows [D/16][16] and lane-ordered queries [RB][2D] (5632 floats at D = 512),
- * or the tq6 kernel's block norms [2][G][D/128] and norm-weighted probabilities
- * [D/128][RB][G]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
+ * Decode kernels (RB = SJK_ATTN_RB_MAX, the most rows of one block): [RB][G] scores,
+ * [RB][D] folded queries, [D] zeros, then a second area of RB*G*16 (+16 for alignment)
+ * floats: the trellis kernel's score partials [16][RB][16], carried windows [D/16][16]
+ * and lane-ordered queries [RB][2D] (10752 floats at D = 512), or the tq6 kernel's block
+ * norms [2][G][D/128], norm-weighted probabilities [D/128][RB][G] and one block's values
+ * per row [RB][128]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
  * probabilities [G][MANY_RB] (row r of the block in column r), factors [MANY_RB]. */
-#define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB * 128 * 16 + 16)
+#define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB_MAX * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB_MAX * 128 * 16 + 16)
 #define SJK_ATTN_MANY_WORK_FLOATS(D) ((size_t)SJK_ATTN_MANY_RB * ((D) + 128 + 1))
 #define SJK_ATTN_WORK_FLOATS(D) \
     (SJK_ATTN_DECODE_WORK_FLOATS(D) > SJK_ATTN_MANY_WORK_FLOATS(D) ? SJK_ATTN_DECODE_WORK_FLOATS(D) : SJK_ATTN_MANY_WORK_FLOATS(D))

@@ -28,58 +28,56 @@ static float softmax_update(float *s, size_t nv, float *m, float *l)
     return f;
 }
 
+/* Value i of a row of fp32 (f16 = 0) or fp16 (f16 = 1) values. */
+static inline float row_val(const void *row, size_t i, int f16)
+{
+    return f16 ? sjk_fp16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
 /* Dot products with 8 interleaved partial sums (the order of the 8-lane SIMD kernels),
  * which also keeps the fp32 rounding error of long rows small. */
-static float dot_f32(const float *a, const float *b, size_t n)
+static float dot_row(const float *a, const void *b, size_t n, int f16)
 {
     float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++) p[i % 8] += a[i] * b[i];
+    for (size_t i = 0; i < n; i++) p[i % 8] += a[i] * row_val(b, i, f16);
     return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
 }
 
-static float dot_f16(const float *a, const uint16_t *b, size_t n)
+static float dot_f32(const float *a, const float *b, size_t n) { return dot_row(a, b, n, 0); }
+
+/* fp32 or fp16 rows K, V [n][D] (elem: bytes of one value). */
+static void chunk_rows_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, const void *K, const void *V,
+                           int f16, float *m, float *l, float *acc, float *work)
 {
-    float p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i < n; i++) p[i % 8] += a[i] * sjk_fp16_to_f32(b[i]);
-    return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+    const size_t elem = f16 ? 2 : 4;
+    float *s = work;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        for (size_t t = 0; t < nv; t++) s[t] = dot_row(qr, (const uint8_t *)K + t * D * elem, D, f16);
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t t = 0; t < nv; t++)
+            for (size_t i = 0; i < D; i++) a[i] += s[t] * row_val((const uint8_t *)V + t * D * elem, i, f16);
+    }
 }
 
 static void chunk_f32_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const float *K, const float *V, size_t n,
                           float *m, float *l, float *acc, float *work)
 {
-    float *s = work;
     (void)n;
-    for (size_t r = 0; r < R; r++) {
-        size_t nv = nvis[r];
-        if (!nv) continue;
-        const float *qr = q + r * D;
-        for (size_t t = 0; t < nv; t++) s[t] = dot_f32(qr, K + t * D, D);
-        float f = softmax_update(s, nv, &m[r], &l[r]);
-        float *a = acc + r * D;
-        for (size_t i = 0; i < D; i++) a[i] *= f;
-        for (size_t t = 0; t < nv; t++)
-            for (size_t i = 0; i < D; i++) a[i] += s[t] * V[t * D + i];
-    }
+    chunk_rows_ref(q, R, D, nvis, K, V, 0, m, l, acc, work);
 }
 
 static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const uint16_t *K, const uint16_t *V, size_t n,
                           float *m, float *l, float *acc, float *work)
 {
-    float *s = work;
     (void)n;
-    for (size_t r = 0; r < R; r++) {
-        size_t nv = nvis[r];
-        if (!nv) continue;
-        const float *qr = q + r * D;
-        for (size_t t = 0; t < nv; t++) s[t] = dot_f16(qr, K + t * D, D);
-        float f = softmax_update(s, nv, &m[r], &l[r]);
-        float *a = acc + r * D;
-        for (size_t i = 0; i < D; i++) a[i] *= f;
-        for (size_t t = 0; t < nv; t++)
-            for (size_t i = 0; i < D; i++) a[i] += s[t] * sjk_fp16_to_f32(V[t * D + i]);
-    }
+    chunk_rows_ref(q, R, D, nvis, K, V, 1, m, l, acc, work);
 }
 
 /* The code values of trellis channel d (one token-axis sequence): seq[t] = cb[w(d, t)]. */
@@ -153,26 +151,53 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
     }
 }
 
-static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                          const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
+{
+    float amax = 0;
+    int finite = 1;
+    for (size_t i = 0; i < D; i++) {
+        finite &= isfinite(x[i]) != 0;
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    }
+    if (!finite) amax = NAN;
+    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    for (size_t i = 0; i < D; i++) {
+        float y = isfinite(amax) ? nearbyintf(x[i] * inv) : 0.0f;
+        y = y > 32767 ? 32767 : y < -32767 ? -32767 : y;
+        q16[i] = (int16_t)y;
+    }
+}
+
+/* Records: scores in fp32 (q16 = 0) or by the integer dot products of chunk_rec_q16. */
+static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                    float *m, float *l, float *acc, float *work, int q16)
 {
     const size_t G = SJK_GROUP;
-    if (rc->kt) {
-        chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
-        return;
-    }
     float *s = work, *qs = work + G, *racc = qs + D;
+    int16_t *qi = (int16_t *)(void *)(racc + D); /* [D] */
     for (size_t r = 0; r < R; r++) {
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
         float cz = dot_f32(qr, rc->kzero, D);
         for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
-        for (size_t t = 0; t < nv; t++) s[t] = 0;
-        for (size_t d = 0; d < D; d++)
-            for (size_t t = 0; t < nv; t++)
-                s[t] += qs[d] * (float)(rc->kc ? rc->kc[d * G + t] : sjk_payload_get(rc->kp + d * (G / 2), G, 4, t));
-        for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
+        if (q16) {
+            float sc;
+            sjk_attn_q16_prep(qi, &sc, qs, D);
+            for (size_t t = 0; t < nv; t++) {
+                int32_t dot = 0; /* exact: |dot| <= 512 * 32767 * 15 < 2^28 */
+                for (size_t d = 0; d < D; d++) dot += qi[d] * (int32_t)sjk_payload_get(rc->kp + d * (G / 2), G, 4, t);
+                s[t] = rc->ktok[t] * (sc * (float)dot + cz);
+            }
+        } else {
+            for (size_t t = 0; t < nv; t++) s[t] = 0;
+            for (size_t d = 0; d < D; d++)
+                for (size_t t = 0; t < nv; t++)
+                    s[t] += qs[d] * (float)(rc->kc ? rc->kc[d * G + t] : sjk_payload_get(rc->kp + d * (G / 2), G, 4, t));
+            for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
+        }
         float f = softmax_update(s, nv, &m[r], &l[r]);
         float z = 0;
         for (size_t t = 0; t < nv; t++) {
@@ -186,6 +211,19 @@ static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nv
         float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) a[d] = a[d] * f + rc->vch[d] * (racc[d] + z);
     }
+}
+
+static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    if (rc->kt) chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
+    else rec_ref(q, R, D, nvis, rc, m, l, acc, work, 0);
+}
+
+static void chunk_rec_q16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    rec_ref(q, R, D, nvis, rc, m, l, acc, work, 1);
 }
 
 /* ---- ggml block rows (q8_0, q4_0) against int8 query pieces ------------------------- */
@@ -302,7 +340,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
-    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref,
+    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }

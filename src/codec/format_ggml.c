@@ -18,8 +18,10 @@
  *    stored scale is that scale rounded to fp16 (RNE); decode uses the stored one;
  *  - q4_0/q5_0 keep the signed value of the first element with the largest |x| (strict
  *    '<' in the scan) and divide it by -8 / -16;
- *  - q8_0 rounds with roundf (ties away from zero), the others truncate x*id + 8.5 /
- *    16.5 / 0.5 toward zero and clamp at 15 / 31 (q5_1: no clamp, as the reference);
+ *  - q8_0 rounds with roundf (ties away from zero; the host's activation quantizer rounds
+ *    ties to even, as llama.cpp's x86 path: docs/DESIGN.md §3, "Two q8_0 quantizers"),
+ *    the others truncate x*id + 8.5 / 16.5 / 0.5 toward zero and clamp at 15 / 31
+ *    (q5_1: no clamp, as the reference);
  *  - a float that is not representable as an int (only possible when 1/d overflowed for
  *    a block of denormals) converts the way x86-64 does (cvttss2si: 0x80000000), whose low
  *    byte is 0 — the bytes llama.cpp produces on x86-64, without C undefined behaviour.

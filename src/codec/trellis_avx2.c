@@ -113,22 +113,6 @@ void sjk_trellis_block_avx2(const float *cb, unsigned k, uint8_t *codes, const f
 /* ---- decode of a token-axis tile (see trellis_avx512.c): 16 channels as two halves of
  * 8 lanes. Lanes 0..7 of a step are its bits 0 .. 8k-1, lanes 8..15 the next 8k bits, so
  * each half is one 32-bit word shifted per lane. */
-/* The 2k bytes of one step as an integer, from exact loads (no read past the step). */
-static inline __attribute__((always_inline)) uint64_t load_step(const uint8_t *p, unsigned k)
-{
-    uint32_t lo;
-    memcpy(&lo, p, 4);
-    if (k == 2) return lo;
-    if (k == 4) {
-        uint64_t q;
-        memcpy(&q, p, 8);
-        return q;
-    }
-    uint16_t hi;
-    memcpy(&hi, p + 4, 2);
-    return lo | ((uint64_t)hi << 32);
-}
-
 static inline __attribute__((always_inline)) void
 decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k,
                const uint8_t *payload, const float *row_scale, const float *row_zero,
@@ -153,7 +137,7 @@ decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k
             }
 #define STEP2(t)                                                                             \
     do {                                                                                     \
-        uint32_t x_ = (uint32_t)(load_step(g + (t) * step_nbytes, k) >> (8 * k * (unsigned)h)); \
+        uint32_t x_ = (uint32_t)(sjk_trellis_load_step(g + (t) * step_nbytes, k) >> (8 * k * (unsigned)h)); \
         __m256i s_ = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)x_), sh), mk); \
         w = _mm256_or_si256(_mm256_slli_epi32(s_, 6), _mm256_srli_epi32(w, (int)k));         \
     } while (0)

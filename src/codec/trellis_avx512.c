@@ -104,23 +104,76 @@ void sjk_trellis_block_avx512(const float *cb, unsigned k, uint8_t *codes, const
 /* ---- decode of a token-axis tile ----------------------------------------------------
  * One group of 16 sequences = 16 consecutive channels d0..d0+15; step t of the group
  * holds their 16 symbols in 2k bytes, so the 16 windows live in one vector:
- * w = (sym << 6) | (w >> k). Output row t gets (C[w] * a + b) * col (mul, add, mul: the
- * reference's arithmetic). */
-/* The 2k bytes of one step as an integer, assembled from whole loads (a memcpy into a
- * stack word of 6 bytes costs a store-forwarding stall per step). */
-static inline __attribute__((always_inline)) uint64_t load_step(const uint8_t *p, unsigned k)
+ * w = (sym << 6) | (w >> k). Output row t gets (C[w] * a + b) * col (dq16_store). */
+/* Lane 2q's symbol is at bit 2qk of a step word, lane 2q+1's at (2q+1)k. Rotating the
+ * broadcast word right by 2qk - 6 puts lane 2q's symbol at bits 6.. of the low dword of
+ * qword q; by (2q+1)k - 38 puts lane 2q+1's at bits 6.. of the high dword. */
+typedef struct step_rot {
+    __m512i rot_a, rot_b, m6;
+} step_rot;
+
+static inline __attribute__((always_inline)) step_rot step_rot_make(unsigned k)
 {
-    uint32_t lo;
-    memcpy(&lo, p, 4);
-    if (k == 2) return lo;
-    if (k == 4) {
-        uint64_t q;
-        memcpy(&q, p, 8);
-        return q;
+    step_rot r;
+    r.rot_a = _mm512_setr_epi64((0 * k - 6) & 63, (2 * k - 6) & 63, (4 * k - 6) & 63, (6 * k - 6) & 63,
+                                (8 * k - 6) & 63, (10 * k - 6) & 63, (12 * k - 6) & 63, (14 * k - 6) & 63);
+    r.rot_b = _mm512_and_si512(_mm512_add_epi64(r.rot_a, _mm512_set1_epi64((long long)k + 32)),
+                               _mm512_set1_epi64(63));
+    r.m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
+    return r;
+}
+
+/* The 16 windows after one more step: w = (sym << 6) | (w >> k), 16 lanes ((x & m6) | y is
+ * one ternary-logic op). An 8-byte broadcast load reads past a step of 4 or 6 bytes, so
+ * the very last step of the payload (last != 0) is assembled from exact loads instead. */
+static inline __attribute__((always_inline)) __m512i next_windows(__m512i w, const uint8_t *step, unsigned k,
+                                                                  int last, const step_rot *r)
+{
+    __m512i bc;
+    if (k == 4 || !last) {
+        long long q;
+        memcpy(&q, step, 8);
+        bc = _mm512_set1_epi64(q);
+    } else {
+        bc = _mm512_set1_epi64((long long)sjk_trellis_load_step(step, k));
     }
-    uint16_t hi;
-    memcpy(&hi, p + 4, 2);
-    return lo | ((uint64_t)hi << 32);
+    __m512i x = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc, r->rot_a), _mm512_rorv_epi64(bc, r->rot_b));
+    return _mm512_ternarylogic_epi32(x, r->m6, _mm512_srli_epi32(w, (int)k), 0xEA);
+}
+
+/* The dequantization of decoded codebook values c of channels d0..d0+15 for output row
+ * t: (c * a + b) * col (mul, add, mul: the reference's arithmetic). With rows_are_channels
+ * a, b are the channels' row scale and zero and col the token's column scale, else a, b
+ * are the token's and col the channels'. */
+typedef struct dq16 {
+    const float *row_scale, *row_zero, *col_scale;
+    int rows_are_channels;
+    __m512 a, b, col; /* the per-channel parts, set by dq16_channels */
+} dq16;
+
+static inline __attribute__((always_inline)) void dq16_channels(dq16 *q, size_t d0)
+{
+    q->a = q->b = q->col = _mm512_set1_ps(1.0f);
+    if (q->rows_are_channels) {
+        q->a = _mm512_loadu_ps(q->row_scale + d0);
+        q->b = _mm512_loadu_ps(q->row_zero + d0);
+    } else if (q->col_scale) {
+        q->col = _mm512_loadu_ps(q->col_scale + d0);
+    }
+}
+
+static inline __attribute__((always_inline)) void dq16_store(const dq16 *q, __m512 c, size_t t, float *dst)
+{
+    __m512 at = q->a, bt = q->b, ct = q->col;
+    if (q->rows_are_channels) {
+        if (q->col_scale) ct = _mm512_set1_ps(q->col_scale[t]);
+    } else {
+        at = _mm512_set1_ps(q->row_scale[t]);
+        bt = _mm512_set1_ps(q->row_zero[t]);
+    }
+    __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
+    if (q->col_scale) y = _mm512_mul_ps(y, ct);
+    _mm512_storeu_ps(dst, y);
 }
 
 static inline __attribute__((always_inline)) void
@@ -130,61 +183,21 @@ decode_token_k(float *out, size_t D, size_t G, const float *cb, const unsigned k
 {
     const size_t step_nbytes = 2 * k, group_nbytes = G * step_nbytes;
     const unsigned lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k; /* steps that fill a window */
-    /* Lane 2q's symbol is at bit 2qk of the step word, lane 2q+1's at (2q+1)k. Rotating
-     * the broadcast word right by 2qk - 6 puts lane 2q's symbol at bits 6.. of the low
-     * dword of qword q; by (2q+1)k - 38 puts lane 2q+1's at bits 6.. of the high dword. */
-    const __m512i rot_a = _mm512_setr_epi64((0 * k - 6) & 63, (2 * k - 6) & 63, (4 * k - 6) & 63,
-                                            (6 * k - 6) & 63, (8 * k - 6) & 63, (10 * k - 6) & 63,
-                                            (12 * k - 6) & 63, (14 * k - 6) & 63);
-    const __m512i rot_b = _mm512_and_si512(_mm512_add_epi64(rot_a, _mm512_set1_epi64((long long)k + 32)),
-                                           _mm512_set1_epi64(63));
-    const __m512i m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
-    const __m512 one = _mm512_set1_ps(1.0f);
+    const step_rot rot = step_rot_make(k);
     const size_t n_groups = D / 16;
+    dq16 q = {row_scale, row_zero, col_scale, rows_are_channels, _mm512_setzero_ps(), _mm512_setzero_ps(),
+              _mm512_setzero_ps()};
     for (size_t d0 = 0; d0 < D; d0 += 16) {
         const uint8_t *g = payload + d0 / 16 * group_nbytes;
         const int last_group = d0 / 16 == n_groups - 1;
-        __m512 a = one, b = one, col = one;
-        if (rows_are_channels) {
-            a = _mm512_loadu_ps(row_scale + d0);
-            b = _mm512_loadu_ps(row_zero + d0);
-        } else if (col_scale) {
-            col = _mm512_loadu_ps(col_scale + d0);
-        }
-        /* w = (sym << 6) | (w >> k), 16 lanes: (x & m6) | y is one ternary-logic op. An
-         * 8-byte broadcast load reads past a step of 4 or 6 bytes, so the very last step
-         * of the payload is assembled from exact loads instead. */
-#define STEP(t)                                                                         \
-    do {                                                                                \
-        __m512i bc_;                                                                    \
-        if (k == 4 || !(last_group && (t) == G - 1)) {                                  \
-            long long q_;                                                               \
-            memcpy(&q_, g + (t) * step_nbytes, 8);                                      \
-            bc_ = _mm512_set1_epi64(q_);                                                \
-        } else {                                                                        \
-            bc_ = _mm512_set1_epi64((long long)load_step(g + (t) * step_nbytes, k));    \
-        }                                                                               \
-        __m512i x_ = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc_, rot_a),     \
-                                             _mm512_rorv_epi64(bc_, rot_b));            \
-        w = _mm512_ternarylogic_epi32(x_, m6, _mm512_srli_epi32(w, (int)k), 0xEA);      \
-    } while (0)
+        dq16_channels(&q, d0);
         __m512i w = _mm512_setzero_si512();
-        for (size_t t = G - lead; t < G; t++) STEP(t);
+        for (size_t t = G - lead; t < G; t++)
+            w = next_windows(w, g + t * step_nbytes, k, last_group && t == G - 1, &rot);
         for (size_t t = 0; t < G; t++) {
-            STEP(t);
-            __m512 c = _mm512_i32gather_ps(w, cb, 4);
-            __m512 at = a, bt = b, ct = col;
-            if (rows_are_channels) {
-                if (col_scale) ct = _mm512_set1_ps(col_scale[t]);
-            } else {
-                at = _mm512_set1_ps(row_scale[t]);
-                bt = _mm512_set1_ps(row_zero[t]);
-            }
-            __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
-            if (col_scale) y = _mm512_mul_ps(y, ct);
-            _mm512_storeu_ps(out + t * D + d0, y);
+            w = next_windows(w, g + t * step_nbytes, k, last_group && t == G - 1, &rot);
+            dq16_store(&q, _mm512_i32gather_ps(w, cb, 4), t, out + t * D + d0);
         }
-#undef STEP
     }
 }
 
@@ -211,63 +224,28 @@ decode_channel_k(float *out, size_t D, size_t G, const float *cb, const unsigned
 {
     const size_t step_nbytes = 2 * k, group_nbytes = D * step_nbytes;
     const unsigned lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k;
-    const __m512i rot_a = _mm512_setr_epi64((0 * k - 6) & 63, (2 * k - 6) & 63, (4 * k - 6) & 63,
-                                            (6 * k - 6) & 63, (8 * k - 6) & 63, (10 * k - 6) & 63,
-                                            (12 * k - 6) & 63, (14 * k - 6) & 63);
-    const __m512i rot_b = _mm512_and_si512(_mm512_add_epi64(rot_a, _mm512_set1_epi64((long long)k + 32)),
-                                           _mm512_set1_epi64(63));
-    const __m512i m6 = _mm512_set1_epi32((int)(((1u << k) - 1) << 6));
+    const step_rot rot = step_rot_make(k);
     const __m512i col16 = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192,
                                             208, 224, 240);
     const size_t n_groups = G / 16;
     float blk[256]; /* [16 channels][16 tokens] */
+    dq16 q = {row_scale, row_zero, col_scale, rows_are_channels, _mm512_setzero_ps(), _mm512_setzero_ps(),
+              _mm512_setzero_ps()};
     for (size_t t0 = 0; t0 < G; t0 += 16) {
         const uint8_t *g = payload + t0 / 16 * group_nbytes;
         const int last_group = t0 / 16 == n_groups - 1;
-#define STEPC(d)                                                                        \
-    do {                                                                                \
-        __m512i bc_;                                                                    \
-        if (k == 4 || !(last_group && (d) == D - 1)) {                                  \
-            long long q_;                                                               \
-            memcpy(&q_, g + (d) * step_nbytes, 8);                                      \
-            bc_ = _mm512_set1_epi64(q_);                                                \
-        } else {                                                                        \
-            bc_ = _mm512_set1_epi64((long long)load_step(g + (d) * step_nbytes, k));    \
-        }                                                                               \
-        __m512i x_ = _mm512_mask_blend_epi32(0xAAAA, _mm512_rorv_epi64(bc_, rot_a),     \
-                                             _mm512_rorv_epi64(bc_, rot_b));            \
-        w = _mm512_ternarylogic_epi32(x_, m6, _mm512_srli_epi32(w, (int)k), 0xEA);      \
-    } while (0)
         __m512i w = _mm512_setzero_si512();
-        for (size_t d = D - lead; d < D; d++) STEPC(d);
+        for (size_t d = D - lead; d < D; d++)
+            w = next_windows(w, g + d * step_nbytes, k, last_group && d == D - 1, &rot);
         for (size_t d0 = 0; d0 < D; d0 += 16) {
             for (size_t j = 0; j < 16; j++) {
-                STEPC(d0 + j);
+                w = next_windows(w, g + (d0 + j) * step_nbytes, k, last_group && d0 + j == D - 1, &rot);
                 _mm512_storeu_ps(blk + 16 * j, _mm512_i32gather_ps(w, cb, 4));
             }
-            __m512 a = _mm512_set1_ps(1.0f), b = a, col = a;
-            if (rows_are_channels) {
-                a = _mm512_loadu_ps(row_scale + d0);
-                b = _mm512_loadu_ps(row_zero + d0);
-            } else if (col_scale) {
-                col = _mm512_loadu_ps(col_scale + d0);
-            }
-            for (size_t l = 0; l < 16; l++) {
-                const size_t t = t0 + l;
-                __m512 c = _mm512_i32gather_ps(col16, blk + l, 4);
-                __m512 at = a, bt = b, ct = col;
-                if (rows_are_channels) {
-                    if (col_scale) ct = _mm512_set1_ps(col_scale[t]);
-                } else {
-                    at = _mm512_set1_ps(row_scale[t]);
-                    bt = _mm512_set1_ps(row_zero[t]);
-                }
-                __m512 y = _mm512_add_ps(_mm512_mul_ps(c, at), bt);
-                if (col_scale) y = _mm512_mul_ps(y, ct);
-                _mm512_storeu_ps(out + t * D + d0, y);
-            }
+            dq16_channels(&q, d0);
+            for (size_t l = 0; l < 16; l++)
+                dq16_store(&q, _mm512_i32gather_ps(col16, blk + l, 4), t0 + l, out + (t0 + l) * D + d0);
         }
-#undef STEPC
     }
 }
 

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codec/trellis.h"
 
@@ -19,6 +20,24 @@ static inline float sjk_trellis_cand(float x, float c, float cost)
 {
     float d = x - c;
     return fmaf(d, d, cost);
+}
+
+/* The 2k bytes of one step of a trellis payload as an integer, assembled from whole
+ * loads that end at the step (a read past the last step would leave the payload; a
+ * memcpy into a stack word of 6 bytes costs a store-forwarding stall per step). */
+static inline __attribute__((always_inline)) uint64_t sjk_trellis_load_step(const uint8_t *p, unsigned k)
+{
+    uint32_t lo;
+    memcpy(&lo, p, 4);
+    if (k == 2) return lo;
+    if (k == 4) {
+        uint64_t q;
+        memcpy(&q, p, 8);
+        return q;
+    }
+    uint16_t hi;
+    memcpy(&hi, p + 4, 2);
+    return lo | ((uint64_t)hi << 32);
 }
 
 #endif
