@@ -144,12 +144,17 @@ static void end_job(srv *S, srv_slot *sl, srv_finish fin)
     sl->state = SRV_SLOT_IDLE;
     sl->pending = -1;
     srv_slot_measure(S, sl);
+    pthread_mutex_lock(&S->mu);
+    sl->finishing = 1;
+    pthread_mutex_unlock(&S->mu);
     srv_job_finish(j);
-    /* the reply is out; the slot stays busy until its blocks are published */
+    /* the reply is out; the slot stays busy until its blocks are published (a claim that
+     * would reuse this slot waits for it: srv_slot_claim) */
     prefill_done(S, sl, fin != SRV_FINISH_ERROR);
     pthread_mutex_lock(&S->mu);
     sl->job = NULL;
     sl->busy = 0;
+    sl->finishing = 0;
     sl->idle_sealed = 0;
     sl->last_used = srv_now();
     pthread_cond_broadcast(&S->cv);

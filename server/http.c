@@ -369,7 +369,20 @@ static MHD_RESULT route_completion(srv *S, struct MHD_Connection *c, req *rq, in
     if (!j) return send_error(S, c, &e);
     size_t reuse = 0;
     pthread_mutex_lock(&S->mu);
-    srv_slot *sl = S->stopping ? NULL : srv_slot_claim(S, j->prompt, j->n_prompt, &reuse);
+    /* a finishing slot that holds more of this prompt is waited for, at most 2 s */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    int wait = 0;
+    srv_slot *sl = NULL;
+    while (!S->stopping) {
+        sl = srv_slot_claim(S, j->prompt, j->n_prompt, &reuse, &wait);
+        if (sl || !wait) break;
+        if (pthread_cond_timedwait(&S->cv, &S->mu, &until)) {
+            if (!S->stopping) sl = srv_slot_claim(S, j->prompt, j->n_prompt, &reuse, NULL);
+            break;
+        }
+    }
     if (sl) {
         static const char *const pre[2] = {"cmpl-", "chatcmpl-"};
         snprintf(j->id, sizeof j->id, "%s%llx%04x", pre[chat], (unsigned long long)j->created,

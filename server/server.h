@@ -136,6 +136,9 @@ typedef struct srv_slot {
     /* assignment (under srv.mu) */
     srv_job *job;         /* running job, or NULL */
     int busy;             /* a job or a /slots action holds the slot */
+    int finishing;        /* busy, but the job's reply is out and the engine is only
+                             publishing its blocks: a claim that would reuse more of this
+                             slot than of any idle one waits for it (srv_slot_claim) */
     double last_used;     /* when the last job ended (monotonic seconds) */
     int idle_sealed;      /* sealed back to tail_min since the last job */
     /* generation state (engine thread only) */
@@ -242,7 +245,7 @@ void srv_slots_free(srv *S);
  * least recently used), marks it busy and returns it with *n_reuse = the held tokens it
  * will reuse; NULL when every slot is busy.
  * Caller holds S->mu. */
-srv_slot *srv_slot_claim(srv *S, const int32_t *prompt, size_t n_prompt, size_t *n_reuse);
+srv_slot *srv_slot_claim(srv *S, const int32_t *prompt, size_t n_prompt, size_t *n_reuse, int *wait);
 /* Measures a slot's memory into its report fields (engine thread, or a busy slot). */
 void srv_slot_measure(srv *S, srv_slot *sl);
 /* /slots/{id}?action=save|restore|erase with filename (save/restore). Returns the HTTP

@@ -117,18 +117,37 @@ static size_t reusable(const srv_slot *sl, const int32_t *prompt, size_t n_promp
     return i;
 }
 
-srv_slot *srv_slot_claim(srv *S, const int32_t *prompt, size_t n_prompt, size_t *n_reuse)
+/* Under S->mu. With wait non-NULL, a slot that is finishing (its reply is out, its
+ * blocks are being published; held no longer changes) and would reuse more of the prompt
+ * than every idle slot claims nothing and sets *wait: a client that continues a
+ * conversation the moment its reply arrives must not lose the cache to that race. The
+ * caller waits on S->cv (bounded) and claims again, at last with wait NULL. */
+srv_slot *srv_slot_claim(srv *S, const int32_t *prompt, size_t n_prompt, size_t *n_reuse, int *wait)
 {
     srv_slot *best = NULL;
-    size_t best_reuse = 0;
+    size_t best_reuse = 0, fin_reuse = 0;
+    int fin = 0;
+    if (wait) *wait = 0;
     for (uint32_t i = 0; i < S->o.parallel; i++) {
         srv_slot *sl = &S->slots[i];
-        if (sl->busy) continue;
+        if (sl->busy) {
+            if (sl->finishing) {
+                size_t r = reusable(sl, prompt, n_prompt);
+                if (!fin || r > fin_reuse) fin_reuse = r;
+                fin = 1;
+            }
+            continue;
+        }
         size_t r = reusable(sl, prompt, n_prompt);
         if (!best || r > best_reuse || (r == best_reuse && sl->last_used < best->last_used)) {
             best = sl;
             best_reuse = r;
         }
+    }
+    if (wait && fin && (!best || fin_reuse > best_reuse)) {
+        *wait = 1;
+        *n_reuse = 0;
+        return NULL;
     }
     if (best) best->busy = 1;
     *n_reuse = best_reuse;
