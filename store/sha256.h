@@ -1,6 +1,6 @@
 /* sha256.h — SHA-256 (FIPS 180-4), for the prefix store's keys and fingerprints.
  * Incremental: init, update any number of times, final. Thread-safe per context; never
- * allocates. Checked against the FIPS test vectors in tests/test_store_format.c. */
+ * allocates. Checked against the FIPS 180-4 test vectors in tests/test_store_redis.c. */
 #ifndef SJKS_SHA256_H
 #define SJKS_SHA256_H
 
