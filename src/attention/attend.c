@@ -222,20 +222,10 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL;
         sjk_attn_rec rec;
         int is_rec = 0, rec_q16 = 0;
+        const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
         if (!L->compressed) {
-            const uint8_t *kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
-            const uint8_t *vr = hb + L->off_ring_v + (size_t)p0 * L->v_row_nbytes;
-            if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
-                K16 = (const uint16_t *)(const void *)kr;
-                V16 = (const uint16_t *)(const void *)vr;
-            } else if (qblk) {
-                KQ = kr;
-                VQ = vr;
-            } else {
-                rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
-                K32 = kf;
-                V32 = vf;
-            }
+            kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
+            vr = hb + L->off_ring_v + (size_t)p0 * L->v_row_nbytes;
         } else if (p0 < L->sink) {
             K16 = (const uint16_t *)(const void *)(hb + L->off_sink_k) + (size_t)p0 * D;
             V16 = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p0 * D;
@@ -297,10 +287,12 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 ring_enter(R, D, q, sjk_cache_mu(L, (uint8_t *)(uintptr_t)hb), m, l, cq, l_brd, m_brd);
                 ring_open = 1;
             }
-            size_t slot = (size_t)(p0 - L->sink) % L->ring_cap;
-            const uint8_t *kr = hb + L->off_ring_k + slot * L->k_row_nbytes;
-            const uint8_t *vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
-            if (L->k_fmt == SJK_FMT_F16) {
+            const size_t slot = (size_t)(p0 - L->sink) % L->ring_cap;
+            kr = hb + L->off_ring_k + slot * L->k_row_nbytes;
+            vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
+        }
+        if (kr) { /* ring or uniform layer: the row format picks the reader */
+            if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
             } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace && !many) {

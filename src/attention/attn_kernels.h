@@ -87,18 +87,18 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
 /* The view of rows r0.. of qi. */
 sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0);
 
+/* A chunk of fp32 keys/values K, V [n][D] against R query rows (chunk_f32, chunk_f32_many). */
+typedef void sjk_attn_f32_fn(const float *q, size_t R, size_t D, const uint32_t *nvis, const float *K, const float *V,
+                             size_t n, float *m, float *l, float *acc, float *work);
+
 typedef struct sjk_attn_kernels {
     const char *name; /* "ref", "avx2", "avx512" */
     /* fp32 keys/values: K, V [n][D] */
-    void (*chunk_f32)(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                      const float *K, const float *V, size_t n,
-                      float *m, float *l, float *acc, float *work);
+    sjk_attn_f32_fn *chunk_f32;
     /* fp32 keys/values, many rows (prefill): the same contract and result as chunk_f32
      * up to summation order, laid out for R >> SJK_ATTN_RB (attend.c uses it from
      * SJK_ATTN_MANY_MIN rows). NULL: the caller keeps to the decode kernels. */
-    void (*chunk_f32_many)(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                           const float *K, const float *V, size_t n,
-                           float *m, float *l, float *acc, float *work);
+    sjk_attn_f32_fn *chunk_f32_many;
     /* fp16 keys/values: K, V [n][D] */
     void (*chunk_f16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const uint16_t *K, const uint16_t *V, size_t n,

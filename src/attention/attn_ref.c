@@ -80,6 +80,26 @@ static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     chunk_rows_ref(q, R, D, nvis, K, V, 1, m, l, acc, work);
 }
 
+/* A record's K scales folded into the query row qr: qs[d] = qr[d] · Kscale[d]; returns
+ * qr · Kzero. */
+static float rec_kfold_ref(float *qs, const float *qr, const sjk_attn_rec *rc, size_t D)
+{
+    for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+    return dot_f32(qr, rc->kzero, D);
+}
+
+/* A record's V scales folded into the probabilities p[0..nv): returns Σ p[t] · Vzero[t]
+ * (before the scaling), then p[t] *= Vscale[t]. */
+static float rec_vfold_ref(float *p, size_t nv, const sjk_attn_rec *rc)
+{
+    float z = 0;
+    for (size_t t = 0; t < nv; t++) {
+        z += p[t] * rc->vzero[t];
+        p[t] *= rc->vscale[t];
+    }
+    return z;
+}
+
 /* The code values of trellis channel d (one token-axis sequence): seq[t] = cb[w(d, t)]. */
 static void trellis_seq_ref(float *seq, const float *cb, unsigned k, const uint8_t *payload, size_t d)
 {
@@ -127,8 +147,7 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        float cz = dot_f32(qr, rc->kzero, D);
-        for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+        const float cz = rec_kfold_ref(qs, qr, rc, D);
         for (size_t t = 0; t < nv; t++) s[t] = 0;
         for (size_t d = 0; d < D; d++) {
             trellis_seq_ref(seq, rc->kcb, rc->kbits, rc->kt, d);
@@ -136,11 +155,7 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
         }
         for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
         float f = softmax_update(s, nv, &m[r], &l[r]);
-        float z = 0;
-        for (size_t t = 0; t < nv; t++) {
-            z += s[t] * rc->vzero[t];
-            s[t] *= rc->vscale[t];
-        }
+        const float z = rec_vfold_ref(s, nv, rc);
         float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) {
             trellis_seq_ref(seq, rc->vcb, rc->vbits, rc->vt, d);
@@ -181,8 +196,7 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        float cz = dot_f32(qr, rc->kzero, D);
-        for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+        const float cz = rec_kfold_ref(qs, qr, rc, D);
         if (q16) {
             float sc;
             sjk_attn_q16_prep(qi, &sc, qs, D);
@@ -199,11 +213,7 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
             for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
         }
         float f = softmax_update(s, nv, &m[r], &l[r]);
-        float z = 0;
-        for (size_t t = 0; t < nv; t++) {
-            z += s[t] * rc->vzero[t];
-            s[t] *= rc->vscale[t];
-        }
+        const float z = rec_vfold_ref(s, nv, rc);
         for (size_t d = 0; d < D; d++) racc[d] = 0;
         for (size_t t = 0; t < nv; t++)
             for (size_t d = 0; d < D; d++)
@@ -345,22 +355,23 @@ const sjk_attn_kernels sjk_attn_kernels_table_ref = {
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
 
-const sjk_attn_kernels *sjk_attn_kernels_avx2(void)
-{
+/* The x86 tables exist only in x86 builds; each is offered when the CPU has its feature. */
 #if defined(__x86_64__)
-    return (sjk_cpu_features() & SJK_CPU_AVX2) ? &sjk_attn_kernels_table_avx2 : NULL;
+#define X86_TABLE(t) (&(t))
 #else
-    return NULL;
+#define X86_TABLE(t) NULL
 #endif
+
+static const sjk_attn_kernels *table_if(unsigned feature, const sjk_attn_kernels *k)
+{
+    return k && (sjk_cpu_features() & feature) ? k : NULL;
 }
+
+const sjk_attn_kernels *sjk_attn_kernels_avx2(void) { return table_if(SJK_CPU_AVX2, X86_TABLE(sjk_attn_kernels_table_avx2)); }
 
 const sjk_attn_kernels *sjk_attn_kernels_avx512(void)
 {
-#if defined(__x86_64__)
-    return (sjk_cpu_features() & SJK_CPU_AVX512) ? &sjk_attn_kernels_table_avx512 : NULL;
-#else
-    return NULL;
-#endif
+    return table_if(SJK_CPU_AVX512, X86_TABLE(sjk_attn_kernels_table_avx512));
 }
 
 static const sjk_attn_kernels *g_kernels; /* written once under g_once */
