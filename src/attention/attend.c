@@ -212,6 +212,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     const int qblk = k->chunk_qblk && qkb && qvb && !many && R < SJK_ATTN_MANY_MIN && D % 64 == 0;
     sjk_attn_qint qi;
     int qi_ready = 0;
+    /* tq6_0 ring rows read in place: keys by integer dot products where the table has it */
+    void (*const tq6)(const float *, size_t, size_t, const uint32_t *, const uint8_t *, const uint8_t *, size_t, float *,
+                      float *, float *, float *) = k->chunk_tq6_q16 ? k->chunk_tq6_q16 : k->chunk_tq6;
 
     for (uint32_t ch = c0; ch < c1; ch++) {
         const uint32_t p0 = ch * (uint32_t)G;
@@ -295,7 +298,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
-            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace && !many) {
+            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && tq6 && inplace && !many) {
                 KT6 = kr; /* read in place: one pass decodes and multiplies */
                 VT6 = vr;
             } else if (qblk) {
@@ -330,7 +333,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
-            else if (KT6) k->chunk_tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
+            else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else if (KQ) {
                 if (!qi_ready) {
                     sjk_attn_qint_prep(&qi, qbuf, q, R, D);

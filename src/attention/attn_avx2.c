@@ -48,4 +48,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     sjk_attn_unpack_row_avx2, f16_to_f32_x, 0 /* trellis records: decoded by the caller */,
     NULL /* ggml block rows: decoded by the caller */,
     NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
+    NULL /* tq6_0 rows by integer dot products: decoded by the caller */,
 };

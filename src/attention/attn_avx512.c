@@ -13,6 +13,29 @@
 #define SJK_ATTN_W 16
 #include "attention/attn_x86.h"
 
+/* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
+ * int16 q16[D] and its scale. */
+static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
+{
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t d = 0; d < D; d += 16) {
+        const __m512 v = _mm512_loadu_ps(x + d);
+        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+    }
+    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m512 vinv = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
+    for (size_t d = 0; d < D; d += 16) {
+        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + d), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(void *)(q16 + d), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
+    }
+}
+
 /* tq6_0_stage rows (the staging ring), decoded 64 values at a time by byte lookups and
  * used by all RB rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] (byte b:
  * element 2b in the low nibble, 2b+1 in the high one), qh[32] (element e's high 2 bits
@@ -122,10 +145,59 @@ static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), x));
 }
 
+/* Scores of keys [0, ntm) in int16 (chunk_tq6_q16): per row, q16 [nb][2 parities][2][32]
+ * the row's queries as int16 in the order of the words below (qw_elem), sc the row's
+ * q16 scale times the centroids' (sjk_attn_tq6_c16). A parity's 64 codes become their
+ * int16 centroids by two vpermb (low and high byte planes) and two byte unpacks (w0:
+ * code bytes 16 l + 0..7 of each 128-bit lane l, w1: 16 l + 8..15); two vpdpwssd per row
+ * add the 64 products code x query into 16 int32 lanes, exact (|q16| <= 32767, |c16| <=
+ * 16383, four products a lane: < 2^31), and one conversion and multiply-add by the
+ * block's norm per parity folds them into the row's fp32 partials. */
+static ALWAYS_INLINE void tq6_scores_q16(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn,
+                                         const int16_t *q16, size_t D, const float *sc, const tq6_lut *tt,
+                                         const __m512i c16lo, const __m512i c16hi, const size_t NR)
+{
+    const size_t row_nbytes = nb * SJK_TQ6_0_NBYTES;
+    for (size_t t = 0; t < ntm; t++) {
+        const uint8_t *row = K + t * row_nbytes;
+        __m512 s[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) s[r] = vzero();
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
+            const __m512 nv = vset1(kn[t * nb + b]);
+            _Pragma("GCC unroll 2")
+            for (int par = 0; par < 2; par++) {
+                const __m512i code = tq6_codes64(tt, blk, par);
+                const __m512i lo = _mm512_permutexvar_epi8(code, c16lo), hi = _mm512_permutexvar_epi8(code, c16hi);
+                const __m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
+                    const int16_t *qr = q16 + r * D + b * SJK_TQ_BLOCK + 64 * par;
+                    __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)qr));
+                    a = _mm512_dpwssd_epi32(a, w1, _mm512_loadu_si512((const void *)(qr + 32)));
+                    s[r] = vfmadd(_mm512_cvtepi32_ps(a), nv, s[r]);
+                }
+            }
+        }
+        float sv[RBX];
+        for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r] * sc[r];
+    }
+}
+
+/* Element of a block whose query goes to position i (0..127) of tq6_scores_q16's order:
+ * parity i / 64, word vector k = (i / 32) % 2, lane l = (i % 32) / 8, word j = i % 8. */
+static inline size_t qw_elem(size_t i)
+{
+    const size_t par = i / 64, k = (i / 32) % 2, l = (i % 32) / 8, j = i % 8;
+    return 2 * (16 * l + 8 * k + j) + par;
+}
+
 static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                 const uint8_t *K, const uint8_t *V, size_t n,
                                                                 float *m, float *l, float *acc, float *work,
-                                                                const size_t NR)
+                                                                const size_t NR, const int q16)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     const tq6_lut tt = tq6_lut_init();
@@ -135,8 +207,25 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
     float *vn = kn + G * nb;                           /* [nb][G] V block norms (0 past n) */
     float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
     float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
-    int32_t elem[SJK_TQ_BLOCK];
-    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) elem[i] = (int32_t)tq6_elem(i);
+    int16_t *qi = (int16_t *)(void *)(qp + RBX * D);    /* [RBX][D] int16 queries (q16) */
+    int32_t elem[SJK_TQ_BLOCK], qelem[SJK_TQ_BLOCK];
+    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) {
+        elem[i] = (int32_t)tq6_elem(i);
+        qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
+    }
+    __m512i c16lo = _mm512_setzero_si512(), c16hi = c16lo;
+    float csc = 0.0f;
+    if (q16) {
+        int16_t c16[64];
+        uint8_t lo[64], hi[64];
+        csc = sjk_attn_tq6_c16(c16);
+        for (int j = 0; j < 64; j++) {
+            lo[j] = (uint8_t)((uint16_t)c16[j] & 0xFF);
+            hi[j] = (uint8_t)((uint16_t)c16[j] >> 8);
+        }
+        c16lo = _mm512_loadu_si512(lo);
+        c16hi = _mm512_loadu_si512(hi);
+    }
     /* the fp16 norms, 16 at a time by one gather: K's in key order, V's per block */
     tq6_norms(kn, K, n * nb, SJK_TQ6_0_NBYTES);
     for (size_t b = 0; b < nb; b++) {
@@ -151,11 +240,19 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
             for (size_t b = 0; b < nb; b++)
                 for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16)
                     _mm512_storeu_ps(qp + r * D + b * SJK_TQ_BLOCK + i,
-                                     r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(elem + i)),
+                                     r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(qelem + i)),
                                                                   q + (r0 + r) * D + b * SJK_TQ_BLOCK, 4)
                                             : _mm512_setzero_ps());
+        if (q16) {
+            float sc[RBX];
+            for (size_t r = 0; r < NR; r++) {
+                q16_prep(qi + r * D, &sc[r], qp + r * D, D);
+                sc[r] *= csc;
+            }
+            tq6_scores_q16(p, K, ntm, nb, kn, qi, D, sc, &tt, c16lo, c16hi, NR);
+        }
         /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
-        for (size_t t = 0; t < ntm; t++) {
+        for (size_t t = 0; t < (q16 ? 0 : ntm); t++) {
             const uint8_t *row = K + t * row_nbytes;
             __m512 s[RBX];
             _Pragma("GCC unroll 8")
@@ -246,8 +343,16 @@ static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t 
                              const uint8_t *K, const uint8_t *V, size_t n,
                              float *m, float *l, float *acc, float *work)
 {
-    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX);
-    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB);
+    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX, 0);
+    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB, 0);
+}
+
+static void chunk_tq6_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                 const uint8_t *K, const uint8_t *V, size_t n,
+                                 float *m, float *l, float *acc, float *work)
+{
+    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX, 1);
+    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB, 1);
 }
 
 /* ---- trellis records, read in place -------------------------------------------------
@@ -551,28 +656,6 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
         }
     }
 }
-/* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
- * int16 q16[D] and its scale. */
-static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
-{
-    __m512 mx = _mm512_setzero_ps();
-    __mmask16 bad = 0;
-    for (size_t d = 0; d < D; d += 16) {
-        const __m512 v = _mm512_loadu_ps(x + d);
-        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
-    }
-    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
-    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
-    const float inv = s > 0 ? 1.0f / s : 0.0f;
-    *scale = s;
-    const __m512 vinv = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
-    for (size_t d = 0; d < D; d += 16) {
-        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + d), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
-        _mm256_storeu_si256((__m256i *)(void *)(q16 + d), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
-    }
-}
 
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
  * values by token rows of codes; scales folded as in attn_kernels.h.
@@ -789,5 +872,5 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
-    f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512,
+    f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
 };

@@ -138,6 +138,60 @@ static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     }
 }
 
+float sjk_attn_tq6_c16(int16_t c16[64])
+{
+    float cmax = 0;
+    for (int j = 0; j < 64; j++) cmax = fabsf(sjk_tq6_centroids[j]) > cmax ? fabsf(sjk_tq6_centroids[j]) : cmax;
+    for (int j = 0; j < 64; j++) c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (16383.0f / cmax));
+    return cmax / 16383.0f;
+}
+
+/* Code j (0..127) of a tq6_0 block (docs/FORMAT.md: low 4 bits in the nibbles of qs,
+ * high 2 bits in qh). */
+static inline unsigned tq6_code(const uint8_t *blk, size_t j)
+{
+    const unsigned lo = (blk[2 + j / 2] >> (4 * (j % 2))) & 15, hi = (blk[66 + j / 4] >> (2 * (j % 4))) & 3;
+    return lo | hi << 4;
+}
+
+/* tq6_0_stage rows with integer key scores (chunk_tq6_q16): the row's int16 query
+ * against each block's int16 centroids, exact in int64, then the block norm and the two
+ * scales in fp32; values as chunk_tq6_ref. */
+static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                              const uint8_t *K, const uint8_t *V, size_t n,
+                              float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP, nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
+    float *s = work, *x = work + G;
+    int16_t *qi = (int16_t *)(void *)(x + D); /* [D] */
+    int16_t c16[64];
+    const float cs = sjk_attn_tq6_c16(c16);
+    (void)n;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        float qs;
+        sjk_attn_q16_prep(qi, &qs, q + r * D, D);
+        for (size_t t = 0; t < nv; t++) {
+            float sum = 0;
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = K + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
+                int64_t dot = 0;
+                for (size_t i = 0; i < SJK_TQ_BLOCK; i++) dot += (int64_t)qi[b * SJK_TQ_BLOCK + i] * c16[tq6_code(blk, i)];
+                sum += sjk_fp16_to_f32(sjk_rd_u16le(blk)) * (float)dot;
+            }
+            s[t] = qs * cs * sum;
+        }
+        float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t t = 0; t < nv; t++) {
+            sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
+            for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
+        }
+    }
+}
+
 static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
@@ -350,7 +404,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
-    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref,
+    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
