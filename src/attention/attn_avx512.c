@@ -149,10 +149,10 @@ static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
  * the row's queries as int16 in the order of the words below (qw_elem), sc the row's
  * q16 scale times the centroids' (sjk_attn_tq6_c16). A parity's 64 codes become their
  * int16 centroids by two vpermb (low and high byte planes) and two byte unpacks (w0:
- * code bytes 16 l + 0..7 of each 128-bit lane l, w1: 16 l + 8..15); two vpdpwssd per row
- * add the 64 products code x query into 16 int32 lanes, exact (|q16| <= 32767, |c16| <=
- * 16383, four products a lane: < 2^31), and one conversion and multiply-add by the
- * block's norm per parity folds them into the row's fp32 partials. */
+ * code bytes 16 l + 0..7 of each 128-bit lane l, w1: 16 l + 8..15); four vpdpwssd per row
+ * add a block's 128 products code x query into 16 int32 lanes, exact (|q16| <= 32767,
+ * |c16| <= 8191, eight products a lane: < 2^31), and one conversion and multiply-add by
+ * the block's norm folds them into the row's fp32 partials. */
 static ALWAYS_INLINE void tq6_scores_q16(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn,
                                          const int16_t *q16, size_t D, const float *sc, const tq6_lut *tt,
                                          const __m512i c16lo, const __m512i c16hi, const size_t NR)
@@ -165,7 +165,9 @@ static ALWAYS_INLINE void tq6_scores_q16(float *p, const uint8_t *K, size_t ntm,
         for (size_t r = 0; r < NR; r++) s[r] = vzero();
         for (size_t b = 0; b < nb; b++) {
             const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
-            const __m512 nv = vset1(kn[t * nb + b]);
+            __m512i a[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) a[r] = _mm512_setzero_si512();
             _Pragma("GCC unroll 2")
             for (int par = 0; par < 2; par++) {
                 const __m512i code = tq6_codes64(tt, blk, par);
@@ -174,11 +176,13 @@ static ALWAYS_INLINE void tq6_scores_q16(float *p, const uint8_t *K, size_t ntm,
                 _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < NR; r++) {
                     const int16_t *qr = q16 + r * D + b * SJK_TQ_BLOCK + 64 * par;
-                    __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)qr));
-                    a = _mm512_dpwssd_epi32(a, w1, _mm512_loadu_si512((const void *)(qr + 32)));
-                    s[r] = vfmadd(_mm512_cvtepi32_ps(a), nv, s[r]);
+                    a[r] = _mm512_dpwssd_epi32(a[r], w0, _mm512_loadu_si512((const void *)qr));
+                    a[r] = _mm512_dpwssd_epi32(a[r], w1, _mm512_loadu_si512((const void *)(qr + 32)));
                 }
             }
+            const __m512 nv = vset1(kn[t * nb + b]);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) s[r] = vfmadd(_mm512_cvtepi32_ps(a[r]), nv, s[r]);
         }
         float sv[RBX];
         for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));

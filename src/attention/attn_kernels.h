@@ -145,9 +145,9 @@ typedef struct sjk_attn_kernels {
                           float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
 
-/* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 16383 / max|c|)
- * (|c16| <= 16383); returns their scale max|c| / 16383 (c[j] ≈ scale · c16[j], within
- * scale / 2 = 1.0e-5). */
+/* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)
+ * (|c16| <= 8191); returns their scale max|c| / 8191 (c[j] ≈ scale · c16[j], within
+ * scale / 2 = 2.0e-5). */
 float sjk_attn_tq6_c16(int16_t c16[64]);
 
 /* The int16 form of one row x[D] for chunk_rec_q16: *scale = max_i |x[i]| / 32767 and

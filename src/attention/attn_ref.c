@@ -142,8 +142,8 @@ float sjk_attn_tq6_c16(int16_t c16[64])
 {
     float cmax = 0;
     for (int j = 0; j < 64; j++) cmax = fabsf(sjk_tq6_centroids[j]) > cmax ? fabsf(sjk_tq6_centroids[j]) : cmax;
-    for (int j = 0; j < 64; j++) c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (16383.0f / cmax));
-    return cmax / 16383.0f;
+    for (int j = 0; j < 64; j++) c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (8191.0f / cmax));
+    return cmax / 8191.0f;
 }
 
 /* Code j (0..127) of a tq6_0 block (docs/FORMAT.md: low 4 bits in the nibbles of qs,
