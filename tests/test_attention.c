@@ -395,6 +395,25 @@ TEST(test_trellis_inplace_matches_decoded)
     if (!tested) SKIP_PART("no SIMD table reads trellis in place on this CPU; the reference was checked alone");
 }
 
+/* n_blk random tq6_0 blocks each of K and V rows (norms 0.5..1.5; extreme: every code 63,
+ * the largest centroid). */
+static void tq6_rows_random(uint8_t *kr, uint8_t *vr, size_t n_blk, sjk_rng *r, int extreme)
+{
+    for (size_t b = 0; b < n_blk; b++)
+        for (int which = 0; which < 2; which++) {
+            uint8_t *blk = (which ? vr : kr) + b * 98;
+            for (int i = 2; i < 98; i++) blk[i] = extreme ? 0xFF : (uint8_t)sjk_rng_u64(r);
+            uint16_t h = sjk_f32_to_fp16((float)(0.5 + sjk_rng_uniform(r)));
+            memcpy(blk, &h, 2);
+        }
+}
+
+/* Causal visibility of R rows: row 0 sees the whole chunk, the others a random part. */
+static void nvis_random(uint32_t *nvis, size_t R, sjk_rng *r)
+{
+    for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(r) % (G + 1)));
+}
+
 /* The staging ring's tq6_0_stage rows read in place (chunk_tq6): the reference against
  * attention over the decoded rows (chunk_f32_ref), and every SIMD table that has the
  * kernel against the reference. */
@@ -409,14 +428,7 @@ TEST(test_tq6_ring_inplace_matches_decoded)
     int tested = 0;
     for (size_t D = 128; D <= MAXD; D *= 2)
         for (size_t R = 1; R <= 11; R += 5) {
-            size_t nb = G * D / 128;
-            for (size_t b = 0; b < nb; b++)
-                for (int which = 0; which < 2; which++) {
-                    uint8_t *blk = (which ? vr : kr) + b * 98;
-                    for (int i = 2; i < 98; i++) blk[i] = (uint8_t)sjk_rng_u64(&r);
-                    uint16_t h = sjk_f32_to_fp16((float)(0.5 + sjk_rng_uniform(&r)));
-                    memcpy(blk, &h, 2);
-                }
+            tq6_rows_random(kr, vr, G * D / 128, &r, 0);
             sjk_decode_tq6_0_stage_ref(K, kr, G * D);
             sjk_decode_tq6_0_stage_ref(V, vr, G * D);
             for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
@@ -736,20 +748,14 @@ TEST(test_tq6_q16_matches_reference)
     for (int extreme = 0; extreme < 2; extreme++)
         for (size_t D = 128; D <= MAXD; D *= 2)
             for (size_t R = 1; R <= 11; R += 5) {
-                const size_t nb = G * D / 128;
-                for (size_t b = 0; b < nb; b++)
-                    for (int which = 0; which < 2; which++) {
-                        uint8_t *blk = (which ? vr : kr) + b * 98;
-                        for (int i = 2; i < 98; i++) blk[i] = extreme ? 0xFF : (uint8_t)sjk_rng_u64(&r);
-                        uint16_t h = sjk_f32_to_fp16((float)(0.5 + sjk_rng_uniform(&r)));
-                        memcpy(blk, &h, 2);
-                    }
+                tq6_rows_random(kr, vr, G * D / 128, &r, extreme);
                 for (size_t i = 0; i < R * D; i++) q[i] = extreme ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
                 uint32_t nvis[16];
-                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                nvis_random(nvis, R, &r);
                 static state a, b, c;
                 sjk_rng s0 = r;
-                state_init(&a, R, D, &s0), s0 = r;
+                state_init(&a, R, D, &s0);
+                s0 = r;
                 state_init(&b, R, D, &s0);
                 ref->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work);
                 ref->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work);

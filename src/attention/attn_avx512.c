@@ -145,17 +145,62 @@ static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), x));
 }
 
-/* Scores of keys [0, ntm) in int16 (chunk_tq6_q16): per row, q16 [nb][2 parities][2][32]
- * the row's queries as int16 in the order of the words below (qw_elem), sc the row's
- * q16 scale times the centroids' (sjk_attn_tq6_c16). A parity's 64 codes become their
- * int16 centroids by two vpermb (low and high byte planes) and two byte unpacks (w0:
- * code bytes 16 l + 0..7 of each 128-bit lane l, w1: 16 l + 8..15); four vpdpwssd per row
- * add a block's 128 products code x query into 16 int32 lanes, exact (|q16| <= 32767,
- * |c16| <= 8191, eight products a lane: < 2^31), and one conversion and multiply-add by
- * the block's norm folds them into the row's fp32 partials. */
-static ALWAYS_INLINE void tq6_scores_q16(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn,
-                                         const int16_t *q16, size_t D, const float *sc, const tq6_lut *tt,
-                                         const __m512i c16lo, const __m512i c16hi, const size_t NR)
+/* One block's partial scores (16 lanes per row, before the block norm) of rows qp / qi at
+ * block b, in fp32 (q16 = 0: the centroids decoded by tq6_values64 against the fp32
+ * queries in decode order) or in int16 (q16 = 1, chunk_tq6_q16: qi [D] per row, the
+ * row's queries as int16 in the order of the words below, qw_elem). In int16 a parity's
+ * 64 codes become their int16 centroids by two vpermb (low and high byte planes) and two
+ * byte unpacks (w0: code bytes 16 l + 0..7 of each 128-bit lane l, w1: 16 l + 8..15);
+ * four vpdpwssd per row add the block's 128 products code x query into 16 int32 lanes,
+ * exact (|q16| <= 32767, |c16| <= 8191, eight products a lane: < 2^31), converted once. */
+static ALWAYS_INLINE void tq6_block(__m512 e[RBX], const uint8_t *blk, size_t b, const float *qp, const int16_t *qi,
+                                    size_t D, const tq6_lut *tt, const __m512i c16lo, const __m512i c16hi,
+                                    const size_t NR, const int q16)
+{
+    if (q16) {
+        __m512i a[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) a[r] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2")
+        for (int par = 0; par < 2; par++) {
+            const __m512i code = tq6_codes64(tt, blk, par);
+            const __m512i lo = _mm512_permutexvar_epi8(code, c16lo), hi = _mm512_permutexvar_epi8(code, c16hi);
+            const __m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const int16_t *qr = qi + r * D + b * SJK_TQ_BLOCK + 64 * par;
+                a[r] = _mm512_dpwssd_epi32(a[r], w0, _mm512_loadu_si512((const void *)qr));
+                a[r] = _mm512_dpwssd_epi32(a[r], w1, _mm512_loadu_si512((const void *)(qr + 32)));
+            }
+        }
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) e[r] = _mm512_cvtepi32_ps(a[r]);
+        return;
+    }
+    __m512 h[2][RBX];
+    _Pragma("GCC unroll 2")
+    for (int par = 0; par < 2; par++) {
+        __m512 f[4];
+        tq6_values64(tt, tq6_codes64(tt, blk, par), f);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            const float *qr = qp + r * D + b * SJK_TQ_BLOCK + 64 * par;
+            __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
+            x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
+            x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), f[2], x);
+            h[par][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), f[3], x);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) e[r] = _mm512_add_ps(h[0][r], h[1][r]);
+}
+
+/* Scores p[r][t] of keys [0, ntm): per key, per block the rows' lane partials (tq6_block)
+ * scaled by the block norm, summed over the blocks, reduced, times sc[r] (1, or for int16
+ * the row's q16 scale times the centroids'). */
+static ALWAYS_INLINE void tq6_scores(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn, const float *qp,
+                                     const int16_t *qi, size_t D, const float *sc, const tq6_lut *tt,
+                                     const __m512i c16lo, const __m512i c16hi, const size_t NR, const int q16)
 {
     const size_t row_nbytes = nb * SJK_TQ6_0_NBYTES;
     for (size_t t = 0; t < ntm; t++) {
@@ -164,25 +209,11 @@ static ALWAYS_INLINE void tq6_scores_q16(float *p, const uint8_t *K, size_t ntm,
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) s[r] = vzero();
         for (size_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
-            __m512i a[RBX];
-            _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) a[r] = _mm512_setzero_si512();
-            _Pragma("GCC unroll 2")
-            for (int par = 0; par < 2; par++) {
-                const __m512i code = tq6_codes64(tt, blk, par);
-                const __m512i lo = _mm512_permutexvar_epi8(code, c16lo), hi = _mm512_permutexvar_epi8(code, c16hi);
-                const __m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < NR; r++) {
-                    const int16_t *qr = q16 + r * D + b * SJK_TQ_BLOCK + 64 * par;
-                    a[r] = _mm512_dpwssd_epi32(a[r], w0, _mm512_loadu_si512((const void *)qr));
-                    a[r] = _mm512_dpwssd_epi32(a[r], w1, _mm512_loadu_si512((const void *)(qr + 32)));
-                }
-            }
+            __m512 e[RBX];
+            tq6_block(e, row + b * SJK_TQ6_0_NBYTES, b, qp, qi, D, tt, c16lo, c16hi, NR, q16);
             const __m512 nv = vset1(kn[t * nb + b]);
             _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) s[r] = vfmadd(_mm512_cvtepi32_ps(a[r]), nv, s[r]);
+            for (size_t r = 0; r < NR; r++) s[r] = vfmadd(e[r], nv, s[r]);
         }
         float sv[RBX];
         for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
@@ -247,45 +278,15 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
                                      r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(qelem + i)),
                                                                   q + (r0 + r) * D + b * SJK_TQ_BLOCK, 4)
                                             : _mm512_setzero_ps());
-        if (q16) {
-            float sc[RBX];
-            for (size_t r = 0; r < NR; r++) {
+        float sc[RBX];
+        for (size_t r = 0; r < NR; r++) {
+            sc[r] = 1.0f;
+            if (q16) {
                 q16_prep(qi + r * D, &sc[r], qp + r * D, D);
                 sc[r] *= csc;
             }
-            tq6_scores_q16(p, K, ntm, nb, kn, qi, D, sc, &tt, c16lo, c16hi, NR);
         }
-        /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
-        for (size_t t = 0; t < (q16 ? 0 : ntm); t++) {
-            const uint8_t *row = K + t * row_nbytes;
-            __m512 s[RBX];
-            _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) s[r] = _mm512_setzero_ps();
-            for (size_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
-                const float *qb = qp + b * SJK_TQ_BLOCK;
-                __m512 e[2][RBX];
-                _Pragma("GCC unroll 2")
-                for (int par = 0; par < 2; par++) {
-                    __m512 f[4];
-                    tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
-                    _Pragma("GCC unroll 8")
-                    for (size_t r = 0; r < NR; r++) {
-                        const float *qr = qb + r * D + 64 * par;
-                        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
-                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
-                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), f[2], x);
-                        e[par][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), f[3], x);
-                    }
-                }
-                const __m512 nv = _mm512_set1_ps(kn[t * nb + b]);
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < NR; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[0][r], e[1][r]), nv, s[r]);
-            }
-            float sv[RBX];
-            for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
-            for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r];
-        }
+        tq6_scores(p, K, ntm, nb, kn, qp, qi, D, sc, &tt, c16lo, c16hi, NR, q16);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         /* values: probabilities times the keys' V block norms */

@@ -111,6 +111,19 @@ static void trellis_seq_ref(float *seq, const float *cb, unsigned k, const uint8
 
 /* A trellis record: the same folding as chunk_rec_ref with code values C[w] read
  * sequence by sequence (channel d's 128 tokens) from the packed payloads. */
+/* The softmax update of one row from its scores s[0..nv) and the values of tq6_0_stage
+ * rows V folded into a[D] (x: [D] scratch). */
+static void tq6_values_ref(float *a, float *s, size_t nv, float *m, float *l, const uint8_t *V, float *x, size_t D)
+{
+    const size_t row_nbytes = D / SJK_TQ_BLOCK * SJK_TQ6_0_NBYTES;
+    const float f = softmax_update(s, nv, m, l);
+    for (size_t i = 0; i < D; i++) a[i] *= f;
+    for (size_t t = 0; t < nv; t++) {
+        sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
+        for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
+    }
+}
+
 /* tq6_0_stage rows: each row decoded by the format's reference decode into work, then
  * the fp32 reference's arithmetic. */
 static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -128,13 +141,7 @@ static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nv
             sjk_decode_tq6_0_stage_ref(x, K + t * row_nbytes, D);
             s[t] = dot_f32(qr, x, D);
         }
-        float f = softmax_update(s, nv, &m[r], &l[r]);
-        float *a = acc + r * D;
-        for (size_t i = 0; i < D; i++) a[i] *= f;
-        for (size_t t = 0; t < nv; t++) {
-            sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
-            for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
-        }
+        tq6_values_ref(acc + r * D, s, nv, &m[r], &l[r], V, x, D);
     }
 }
 
@@ -182,13 +189,7 @@ static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t
             }
             s[t] = qs * cs * sum;
         }
-        float f = softmax_update(s, nv, &m[r], &l[r]);
-        float *a = acc + r * D;
-        for (size_t i = 0; i < D; i++) a[i] *= f;
-        for (size_t t = 0; t < nv; t++) {
-            sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
-            for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
-        }
+        tq6_values_ref(acc + r * D, s, nv, &m[r], &l[r], V, x, D);
     }
 }
 
