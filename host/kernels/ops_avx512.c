@@ -303,6 +303,20 @@ static inline __m512 exp16(__m512 z)
     return _mm512_scalef_ps(p, k);
 }
 
+/* x / (1 + e^-x) * u; the exponent clamped to [-88, 88] as in gelu_mul (past 88 the
+ * result is x / 1.7e38, a denormal or -0 where libm gives -0; below -88, 1 + e^-88 == 1). */
+void sjkh_silu_mul_avx512(float *h, const float *u, size_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), hi = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-88.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, h + i), uv = _mm512_maskz_loadu_ps(m, u + i);
+        __m512 z = _mm512_max_ps(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), hi), lo);
+        __m512 g = _mm512_div_ps(x, _mm512_add_ps(one, exp16(z)));
+        _mm512_mask_storeu_ps(h + i, m, _mm512_mul_ps(g, uv));
+    }
+}
+
 /* 0.5 x (1 + tanh a) = x / (1 + e^(-2a)), a = sqrt(2/pi) (x + 0.044715 x^3): no 1 + tanh
  * cancellation for negative x; e^(-2a) -> inf gives -0 and -> 0 gives x, as the tanh form
  * does. The exponent is clamped to [-88, 88] to keep the range reduction exact; past 88

@@ -25,11 +25,8 @@
 
 /* ---- the gated feed-forward activation ------------------------------------------- */
 
-/* hb[i] = silu(hb[i]) * hb2[i] over n values (llama, qwen2). */
-static void swiglu(float *hb, const float *hb2, size_t n)
-{
-    for (size_t i = 0; i < n; i++) hb[i] = hb[i] / (1.0f + expf(-hb[i])) * hb2[i];
-}
+/* hb[i] = silu(hb[i]) * hb2[i] over n values (llama, qwen2; ops.h silu_mul). */
+static void swiglu(float *hb, const float *hb2, size_t n) { sjkh_ops_get()->silu_mul(hb, hb2, n); }
 
 /* hb[i] = gelu_tanh(hb[i]) * hb2[i] over n values (gemma3): as ggml's CPU backend computes
  * it, through an f16 table (ops.h gelu_table_mul); exact: in f32 (continuous, ops.h
