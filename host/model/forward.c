@@ -378,13 +378,15 @@ static void matmul_many(sjkh_session *s, const sjkh_tensor *W, const sjkh_qtrait
 /* y [n][n_out] = x [n][n_in] times W^T.
  *
  * act_quant 1 rounds the activations to W's dot type as llama.cpp does, at every chunk
- * size, but multiplies in two ways. Chunks of fewer than s->exact_min_tok tokens (decode,
- * short feeds) take the integer block dots (mm_task). A prefill chunk expands the rounded
- * activations back to f32 (d * q, exact for Q8_0/Q8_1) and takes the exact path's packed
- * f32 panel kernel: the same products as the integer dots, summed in f32 in another
- * order (plus, for Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the
- * weights' mins, mmx_mins_correct), and 2.3-2.8x faster at 512 tokens
- * (bench/bench_prefill.c, docs/BENCHMARKS.md). */
+ * size, but multiplies in three ways. Chunks of fewer than s->exact_min_tok tokens
+ * (decode, short feeds) take the integer block dots (mm_task). A prefill chunk of a type
+ * with a many-token integer kernel (quants.h mm_many: Q4_K, Q6_K, Q8_0, Q5_0 with
+ * AVX512-VNNI) takes it (matmul_many): the same numbers as the block dots, bit for bit,
+ * 2.2-3.4x the f32 panel at 512 tokens (bench/bench_mm_k.c). Other types expand the
+ * rounded activations back to f32 (d * q, exact for Q8_0/Q8_1) and take the exact path's
+ * packed f32 panel kernel: the same products summed in f32 in another order (plus, for
+ * Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the weights' mins,
+ * mmx_mins_correct), 2.3-2.8x the block dots at 512 tokens (bench/bench_prefill.c). */
 static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
 {
     const sjkh_qtraits *qt = sjkh_qtraits_get(W->type);
