@@ -105,6 +105,27 @@ static inline void tq6_values64(const tq6_lut *t, __m512i code, __m512 f[4])
     f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(h01, h23));
 }
 
+/* Elements 16 o .. 16 o + 15 of a block from its values v[128] in decode order (tq6_elem):
+ * element 16 o + m is parity m % 2, vector 2 (o % 2) + m / 8, lane 4 (o / 2) + (m / 2) % 4;
+ * two two-source permutes (one per parity, over its vector pair) and a blend. idx[h]
+ * lane m: (m / 8) 16 + 4 h + (m / 2) % 4 (tq6_elem16_idx). */
+static inline __m512 tq6_elem16(const float *v, size_t o, const __m512i idx[4])
+{
+    const size_t k0 = 2 * (o % 2);
+    const __m512 x = _mm512_permutex2var_ps(vload(v + 16 * k0), idx[o / 2], vload(v + 16 * (k0 + 1)));
+    const __m512 y = _mm512_permutex2var_ps(vload(v + 64 + 16 * k0), idx[o / 2], vload(v + 64 + 16 * (k0 + 1)));
+    return _mm512_mask_blend_ps((__mmask16)0xAAAA, x, y);
+}
+
+static inline void tq6_elem16_idx(__m512i idx[4])
+{
+    for (int h = 0; h < 4; h++) {
+        int32_t x[16];
+        for (int m = 0; m < 16; m++) x[m] = (m / 8) * 16 + 4 * h + (m / 2) % 4;
+        idx[h] = _mm512_loadu_si512(x);
+    }
+}
+
 /* Element of a block held by position p (0..127) of the decode order: parity p / 64,
  * vector k = (p / 16) % 4, position 4 l + i = p % 16. */
 static inline size_t tq6_elem(size_t p)
@@ -243,11 +264,10 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
     float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
     float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
     int16_t *qi = (int16_t *)(void *)(qp + RBX * D);    /* [RBX][D] int16 queries (q16) */
-    int32_t elem[SJK_TQ_BLOCK], qelem[SJK_TQ_BLOCK];
-    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) {
-        elem[i] = (int32_t)tq6_elem(i);
-        qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
-    }
+    int32_t qelem[SJK_TQ_BLOCK];
+    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
+    __m512i eidx[4];
+    tq6_elem16_idx(eidx);
     __m512i c16lo = _mm512_setzero_si512(), c16hi = c16lo;
     float csc = 0.0f;
     if (q16) {
@@ -330,11 +350,8 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
                 if (!nvis[r0 + r]) continue;
                 float *ad = acc + (r0 + r) * D + b * SJK_TQ_BLOCK;
                 const float *vr = va + r * SJK_TQ_BLOCK;
-                for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16) {
-                    const __m512i ix = _mm512_loadu_si512((const void *)(elem + i));
-                    const __m512 x = _mm512_add_ps(_mm512_i32gather_ps(ix, ad, 4), _mm512_loadu_ps(vr + i));
-                    _mm512_i32scatter_ps(ad, ix, x, 4);
-                }
+                for (size_t o = 0; o < SJK_TQ_BLOCK / 16; o++)
+                    vstore(ad + 16 * o, vadd(vload(ad + 16 * o), tq6_elem16(vr, o, eidx)));
             }
         }
     }

@@ -2,6 +2,7 @@
  * (attn_kernels.h), and the run-time choice among the kernel tables. */
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "attention/attn_kernels.h"
 #include "common/cpu.h"
@@ -145,12 +146,24 @@ static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     }
 }
 
-float sjk_attn_tq6_c16(int16_t c16[64])
+/* The int16 centroids, built once per process (immutable afterwards). */
+static int16_t g_tq6_c16[64];
+static float g_tq6_c16_scale;
+static pthread_once_t g_tq6_c16_once = PTHREAD_ONCE_INIT;
+
+static void tq6_c16_build(void)
 {
     float cmax = 0;
     for (int j = 0; j < 64; j++) cmax = fabsf(sjk_tq6_centroids[j]) > cmax ? fabsf(sjk_tq6_centroids[j]) : cmax;
-    for (int j = 0; j < 64; j++) c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (8191.0f / cmax));
-    return cmax / 8191.0f;
+    for (int j = 0; j < 64; j++) g_tq6_c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (8191.0f / cmax));
+    g_tq6_c16_scale = cmax / 8191.0f;
+}
+
+float sjk_attn_tq6_c16(int16_t c16[64])
+{
+    pthread_once(&g_tq6_c16_once, tq6_c16_build);
+    memcpy(c16, g_tq6_c16, sizeof g_tq6_c16);
+    return g_tq6_c16_scale;
 }
 
 /* Code j (0..127) of a tq6_0 block (docs/FORMAT.md: low 4 bits in the nibbles of qs,
