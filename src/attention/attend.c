@@ -16,7 +16,8 @@
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
  *                                     and trellis read in place; 4-bit K records by
- *                                     chunk_rec_q16, int16 queries per record) / chunk_tq6 /
+ *                                     chunk_rec_q16, int16 queries per record) / chunk_tq6_q16
+ *                                     (tq6_0 ring keys by int16 dot products) or chunk_tq6 /
  *                                     chunk_qblk (q8_0, q4_0 rows against int8 query pieces
  *                                     made once per unit) / chunk_f32
  *   R >= SJK_ATTN_MANY_MIN (prefill)  the chunk as fp32 K, V [len][D] (fp16 converted,

@@ -1,7 +1,7 @@
 /* attn_avx512.c — the AVX-512 attention kernels (attn_kernels.h): the kernels both
  * instruction sets share, from attn_x86.h at 16 lanes, and the families that need
  * AVX-512's byte permutes, masks and VNNI (VBMI, VNNI): the tq6_0 staging ring read in
- * place, trellis records read in place, q8_0 / q4_0 block rows scored by integer dot
+ * place (keys in fp32, or by int16 dot products), trellis records read in place, q8_0 / q4_0 block rows scored by integer dot
  * products against int8 query pieces, and 4-bit records scored by int16 dot products.
  * Every kernel is tested against attn_ref.c (tests/test_attention.c).
  */
