@@ -28,7 +28,7 @@
 #define SJK_ATTN_MANY_RB 32  /* query rows per block inside chunk_f32_many */
 
 /* Bytes of the buffer sjk_attn_qint_prep fills for R rows of D channels. */
-#define SJK_ATTN_QINT_NBYTES(R, D) ((size_t)(R) * (2 * (size_t)(D) + (size_t)(D) + 4 * ((size_t)(D) / 32) + 4) + 64)
+#define SJK_ATTN_QINT_NBYTES(R, D) ((size_t)(R) * (2 * (size_t)(D) + (size_t)(D) + 4 * ((size_t)(D) / 32) + 4 + 2 * (size_t)(D)) + 64)
 
 /* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.
  * Decode kernels (RB = SJK_ATTN_RB_MAX, the most rows of one block): [RB][G] scores,
