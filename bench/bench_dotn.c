@@ -21,28 +21,10 @@
 
 #include "kernels/quants.h"
 #include "model/model.h"
+#include "bench_util.h"
 
 enum { NB = 4, MAXROUNDS = 31, AHEAD = 4096 };
 static size_t TILE = 2;
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
 
 static void prefetch(const uint8_t *p, size_t n)
 {
@@ -132,13 +114,13 @@ int main(int argc, char **argv)
                     int bi = (b + r) % NB, order = (b + r) % 2;
                     size_t nt = (size_t)bs[bi];
                     for (int v = 0; v < 2; v++) {
-                        double t0 = cpu_s();
+                        double t0 = bench_cpu_s();
                         if ((v ^ order) == 0) {
                             mm_rows(qt, W, xa, xs, nt, y0);
-                            tr[bi][r] = cpu_s() - t0;
+                            tr[bi][r] = bench_cpu_s() - t0;
                         } else {
                             mm_dotn(qt, W, xa, xs, xp, nt, y1);
-                            tn[bi][r] = cpu_s() - t0;
+                            tn[bi][r] = bench_cpu_s() - t0;
                         }
                     }
                     ratio[bi][r] = tr[bi][r] / tn[bi][r];
@@ -149,8 +131,8 @@ int main(int argc, char **argv)
                 }
             for (int b = 0; b < NB; b++)
                 printf("%-9s %-5s %6zu %5zu %3d %9.3f %9.3f %8.2f\n", names[k], sjkh_type_get(W->type)->name, n_out,
-                       n_in, bs[b], 1e3 * median(tr[b], rounds), 1e3 * median(tn[b], rounds),
-                       median(ratio[b], rounds));
+                       n_in, bs[b], 1e3 * bench_median(tr[b], rounds), 1e3 * bench_median(tn[b], rounds),
+                       bench_median(ratio[b], rounds));
         }
         free(x);
         free(y0);

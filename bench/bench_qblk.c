@@ -22,25 +22,7 @@
 #include "codec/format.h"
 #include "common/fp16.h"
 #include "common/rng.h"
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 enum { NREAD = 5, MAXROUNDS = 31 };
 
@@ -98,7 +80,7 @@ int main(int argc, char **argv)
             const int ri = (j + rd) % NREAD;
             for (size_t i = 0; i < R; i++) { m[i] = -1e30f; l[i] = 0; }
             memset(acc, 0, sizeof(float) * R * D);
-            const double t0 = cpu_s();
+            const double t0 = bench_cpu_s();
             sjk_attn_qint qi;
             if (ri == 2 || ri == 4) sjk_attn_qint_prep(&qi, qbuf, q, R, D);
             for (size_t c = 0; c < N / G; c++) {
@@ -125,7 +107,7 @@ int main(int argc, char **argv)
                     break;
                 }
             }
-            t[ri][rd] = cpu_s() - t0;
+            t[ri][rd] = bench_cpu_s() - t0;
             sink += acc[0] / l[0];
         }
     for (int rd = 0; rd < rounds; rd++)
@@ -133,8 +115,8 @@ int main(int argc, char **argv)
     printf("# bench_qblk: D=%zu rows=%zu keys=%zu rounds=%d kernels %s (per-thread CPU time, medians)\n", D, R, N, rounds,
            k->name);
     for (int j = 0; j < NREAD; j++) {
-        const double tm = median(t[j], rounds);
-        printf("%-9s %10.1f us %7.2fx f16 %8.2f GB/s\n", names[j], tm * 1e6, median(ratio[j], rounds),
+        const double tm = bench_median(t[j], rounds);
+        printf("%-9s %10.1f us %7.2fx f16 %8.2f GB/s\n", names[j], tm * 1e6, bench_median(ratio[j], rounds),
                2.0 * bytes_per_value[j] * (double)(N * D) / tm / 1e9);
     }
     (void)sink;

@@ -19,17 +19,11 @@
 #include "attention/attn_kernels.h"
 #include "codec/record_layout.h"
 #include "common/rng.h"
+#include "bench_util.h"
 
 #define G SJK_GROUP
 #define MAXD 512
 #define REPS 200
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static float g_work[SJK_ATTN_WORK_FLOATS(MAXD)];
 static uint8_t g_kc[G * MAXD], g_vc[G * MAXD], g_kp[MAXD * G / 2], g_vp[G * MAXD / 2];
@@ -79,12 +73,12 @@ int main(int argc, char **argv)
                 g_l[i] = 0;
             }
             memset(g_acc, 0, sizeof g_acc);
-            const double t0 = cpu_s();
+            const double t0 = bench_cpu_s();
             for (int it = 0; it < REPS; it++) {
                 if (w) k->chunk_rec_q16(g_q, R, D, nvis, &rc, g_m, g_l, g_acc, g_work);
                 else k->chunk_rec(g_q, R, D, nvis, &rc, g_m, g_l, g_acc, g_work);
             }
-            const double t = (cpu_s() - t0) / REPS;
+            const double t = (bench_cpu_s() - t0) / REPS;
             if (t < best[w]) best[w] = t;
         }
     printf("# bench_rec_q16: D=%zu rows=%zu rounds=%d kernels %s (per-thread CPU time, best round)\n", D, R, rounds, k->name);

@@ -22,30 +22,12 @@
 #include <time.h>
 
 #include "sjkvarn.h"
+#include "bench_util.h"
 
 #define ROUNDS 30
 #define RING_CHUNKS 63
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static uint64_t g_rng = 88172645463325252ull;
-static double uniform(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (double)(g_rng >> 11) * (1.0 / 9007199254740992.0);
-}
-static double normal(void)
-{
-    const double u = uniform() + 1e-12, v = uniform();
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
+static uint64_t g_rng = 88172645463325252ull; /* bench_uniform / bench_normal state */
 
 /* A one-layer cache of `cfg` holding n positions; NULL (after a message) on failure. */
 static sjk_cache *filled_cache(const char *cfg, uint32_t D, uint32_t hq, uint32_t hkv, uint32_t n)
@@ -75,12 +57,12 @@ static sjk_cache *filled_cache(const char *cfg, uint32_t D, uint32_t hq, uint32_
         sjk_cache_free(c);
         return NULL;
     }
-    for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * normal() * (i % 23 == 1 ? 8 : 1));
+    for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * bench_normal(&g_rng) * (i % 23 == 1 ? 8 : 1));
     for (size_t t = 0; t < n; t++) {
-        const double sw = 0.5 + uniform();
+        const double sw = 0.5 + bench_uniform(&g_rng);
         for (size_t i = 0; i < W; i++) {
-            k[t * W + i] = off[i] + (float)(sw * normal());
-            v[t * W + i] = (float)(sw * normal());
+            k[t * W + i] = off[i] + (float)(sw * bench_normal(&g_rng));
+            v[t * W + i] = (float)(sw * bench_normal(&g_rng));
         }
     }
     const sjk_status st = sjk_cache_append(c, 0, 0, k, v, n);
@@ -106,14 +88,14 @@ static int measure(const char *cfg, uint32_t D, uint32_t hq, uint32_t hkv)
     ok = ok && q && out;
     double best[3] = {1e9, 1e9, 1e9};
     if (ok) {
-        for (size_t i = 0; i < (size_t)hq * D; i++) q[i] = (float)normal();
+        for (size_t i = 0; i < (size_t)hq * D; i++) q[i] = (float)bench_normal(&g_rng);
         for (int rd = 0; rd < ROUNDS; rd++)
             for (int i = 0; i < 3; i++) {
-                const double w0 = now_s();
-                for (int calls = 0; calls < 3 || now_s() - w0 < 0.02; calls++) {
-                    const double t0 = now_s();
+                const double w0 = bench_now_s();
+                for (int calls = 0; calls < 3 || bench_now_s() - w0 < 0.02; calls++) {
+                    const double t0 = bench_now_s();
                     sjk_cache_attend(cs[i], 0, 0, q, 1, 1.0f / sqrtf((float)D), out);
-                    const double t = now_s() - t0;
+                    const double t = bench_now_s() - t0;
                     if (t < best[i]) best[i] = t;
                 }
             }

@@ -66,17 +66,7 @@ static void store_sync(srv *S, int fallback, double lookup_s, double publish_s)
     sjks_store_get_redis_stats(S->store, &rs);
     srv_metrics *m = &S->metrics;
     pthread_mutex_lock(&m->mu);
-    m->store_lookups = st.lookups;
-    m->store_lookup_failures = st.lookup_failures;
-    m->store_hit_blocks = st.hit_blocks;
-    m->store_hit_tokens = st.hit_tokens;
-    m->store_miss_blocks = st.miss_blocks;
-    m->store_rejected = st.rejected;
-    m->store_fetched_bytes = st.fetched_bytes;
-    m->store_published = st.published;
-    m->store_publish_exists = st.publish_exists;
-    m->store_publish_failures = st.publish_failures;
-    m->store_published_bytes = st.published_bytes;
+    m->store = st;
     m->store_errors = rs.failures;
     m->store_redirects = rs.moved + rs.ask;
     m->store_fallbacks += fallback != 0;

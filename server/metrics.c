@@ -37,24 +37,24 @@ static void store_series(const srv *S, const srv_metrics *m, srv_buf *o)
 {
     series(o, "store_enabled", "gauge", "1 when --prefix-store is set");
     srv_buf_addf(o, "sjkvarn_store_enabled %d\n", S->store != NULL);
-    counter(o, "store_lookups_total", "prefills that looked the prompt's blocks up in the store", m->store_lookups);
+    counter(o, "store_lookups_total", "prefills that looked the prompt's blocks up in the store", m->store.lookups);
     counter(o, "store_lookup_failures_total", "lookups that got no answer (store down or slow): prefilled instead",
-            m->store_lookup_failures);
-    counter(o, "store_hit_blocks_total", "128-token blocks imported from the store", m->store_hit_blocks);
-    counter(o, "store_hit_tokens_total", "prompt positions imported from the store", m->store_hit_tokens);
+            m->store.lookup_failures);
+    counter(o, "store_hit_blocks_total", "128-token blocks imported from the store", m->store.hit_blocks);
+    counter(o, "store_hit_tokens_total", "prompt positions imported from the store", m->store.hit_tokens);
     counter(o, "store_miss_blocks_total", "blocks of a lookup's prompt not imported (absent, refused, after a miss)",
-            m->store_miss_blocks);
+            m->store.miss_blocks);
     counter(o, "store_rejected_total", "fetched values refused (vanished, corrupt, truncated, foreign): misses",
-            m->store_rejected);
+            m->store.rejected);
     counter(o, "store_fallbacks_total", "prefills that recomputed blocks because of a store fault (no answer or a "
             "refused value)", m->store_fallbacks);
-    counter(o, "store_fetched_bytes_total", "value bytes fetched from the store", m->store_fetched_bytes);
-    counter(o, "store_published_total", "block values written to the store", m->store_published);
+    counter(o, "store_fetched_bytes_total", "value bytes fetched from the store", m->store.fetched_bytes);
+    counter(o, "store_published_total", "block values written to the store", m->store.published);
     counter(o, "store_publish_exists_total", "publishes that found the block already stored (SET NX)",
-            m->store_publish_exists);
+            m->store.publish_exists);
     counter(o, "store_publish_failures_total", "publishes without an OK (store down, slow or full)",
-            m->store_publish_failures);
-    counter(o, "store_published_bytes_total", "value bytes written to the store", m->store_published_bytes);
+            m->store.publish_failures);
+    counter(o, "store_published_bytes_total", "value bytes written to the store", m->store.published_bytes);
     counter(o, "store_errors_total", "Redis commands that got no reply (connect, I/O, timeout)", m->store_errors);
     counter(o, "store_redirects_total", "Redis Cluster MOVED and ASK redirects followed", m->store_redirects);
     series(o, "store_seconds_total", "counter", "engine time in store lookups (with fetch and import) and publishes");

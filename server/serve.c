@@ -53,12 +53,7 @@ static void srv_free(srv *S)
  * store that misses. */
 static int open_store(srv *S, char *err, size_t err_cap)
 {
-    sjkh_session_params p = sjkh_session_params_default();
-    p.n_ctx = S->o.n_ctx;
-    p.n_batch = S->o.n_batch;
-    p.n_threads = S->o.n_threads;
-    p.kv = S->kv;
-    p.window_type = S->o.window_type;
+    const sjkh_session_params p = srv_session_params(S);
     double t0 = srv_now();
     if (sjks_store_open(S->o.prefix_store, S->model, &p, S->o.prefix_store_ttl, &S->store, err, err_cap))
         return -1;

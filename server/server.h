@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "prefix_store.h"
 #include "sjkhost.h"
 
 struct MHD_Daemon;
@@ -168,10 +169,9 @@ typedef struct srv_metrics {
     uint64_t prefill_tokens_run;   /* tokens actually prefilled (not cached) */
     /* the prefix store (--prefix-store): the engine copies the store's counters here after
      * each lookup and publish (the store handle itself is the engine's alone) */
-    uint64_t store_lookups, store_lookup_failures, store_hit_blocks, store_hit_tokens, store_miss_blocks;
-    uint64_t store_rejected, store_fallbacks, store_fetched_bytes;
-    uint64_t store_published, store_publish_exists, store_publish_failures, store_published_bytes;
-    uint64_t store_errors, store_redirects;
+    sjks_store_stats store;
+    uint64_t store_fallbacks;      /* prefills that recomputed blocks because of a store fault */
+    uint64_t store_errors, store_redirects; /* of its Redis connection */
     double store_lookup_s, store_publish_s;
 } srv_metrics;
 
@@ -239,6 +239,8 @@ double srv_now(void); /* monotonic seconds */
 int srv_main(const srv_opts *o, const char *model_path, const char *kv_reason, size_t kv_planned_nbytes);
 
 /* slots.c */
+/* The session parameters of every slot (and of the prefix store's fingerprint). */
+sjkh_session_params srv_session_params(const srv *S);
 sjk_status srv_slots_create(srv *S, char *err, size_t err_cap);
 void srv_slots_free(srv *S);
 /* Claims the idle slot whose held tokens share the longest prefix with prompt (ties: the

@@ -62,17 +62,23 @@ static void measure(srv *S, srv_slot *sl)
 
 void srv_slot_measure(srv *S, srv_slot *sl) { measure(S, sl); }
 
-sjk_status srv_slots_create(srv *S, char *err, size_t err_cap)
+sjkh_session_params srv_session_params(const srv *S)
 {
-    uint32_t n = S->o.parallel;
-    S->slots = calloc(n, sizeof *S->slots);
-    if (!S->slots) return SJK_ERR_NOMEM;
     sjkh_session_params p = sjkh_session_params_default();
     p.n_ctx = S->o.n_ctx;
     p.n_batch = S->o.n_batch;
     p.n_threads = S->o.n_threads;
     p.kv = S->kv;
     p.window_type = S->o.window_type;
+    return p;
+}
+
+sjk_status srv_slots_create(srv *S, char *err, size_t err_cap)
+{
+    uint32_t n = S->o.parallel;
+    S->slots = calloc(n, sizeof *S->slots);
+    if (!S->slots) return SJK_ERR_NOMEM;
+    const sjkh_session_params p = srv_session_params(S);
     size_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
         srv_slot *sl = &S->slots[i];

@@ -25,6 +25,7 @@
 #define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h"
 #include "harness.h"
+#include "support/files.h"
 #include "sjkhost.h"
 #include "sjkvarn.h"
 #include "support/models.h"
@@ -152,19 +153,6 @@ TEST(test_alloc_fail_cache_restore_never_allocates)
 
 /* ---- GGUF and tokenizers ------------------------------------------------------- */
 
-static uint8_t *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)len + 1);
-    *n = b ? fread(b, 1, (size_t)len, f) : 0;
-    fclose(f);
-    return b;
-}
-
 typedef struct mem { const uint8_t *p; size_t n; const char *path; } mem;
 
 static sjk_status try_gguf_memory(void *ctx, void **obj)
@@ -200,7 +188,7 @@ TEST(test_alloc_fail_gguf_open_and_tokenizers)
     static const char *seeds[] = {"fuzz/corpus/gguf/spm-vocab", "fuzz/corpus/gguf/bpe-vocab"};
     for (int i = 0; i < 2; i++) {
         mem m = {NULL, 0, seeds[i]};
-        uint8_t *b = read_all(seeds[i], &m.n);
+        uint8_t *b = (uint8_t *)test_read_file(seeds[i], &m.n);
         if (!b) SKIP("%s not found (run from the repository root)", seeds[i]);
         m.p = b;
         CHECK(every_failure_point("sjkh_gguf_open_memory", try_gguf_memory, rel_gguf, &m) >= 1);

@@ -395,6 +395,25 @@ TEST(test_trellis_inplace_matches_decoded)
     if (!tested) SKIP_PART("no SIMD table reads trellis in place on this CPU; the reference was checked alone");
 }
 
+/* n_blk random tq6_0 blocks each of K and V rows (norms 0.5..1.5; extreme: every code 63,
+ * the largest centroid). */
+static void tq6_rows_random(uint8_t *kr, uint8_t *vr, size_t n_blk, sjk_rng *r, int extreme)
+{
+    for (size_t b = 0; b < n_blk; b++)
+        for (int which = 0; which < 2; which++) {
+            uint8_t *blk = (which ? vr : kr) + b * 98;
+            for (int i = 2; i < 98; i++) blk[i] = extreme ? 0xFF : (uint8_t)sjk_rng_u64(r);
+            uint16_t h = sjk_f32_to_fp16((float)(0.5 + sjk_rng_uniform(r)));
+            memcpy(blk, &h, 2);
+        }
+}
+
+/* Causal visibility of R rows: row 0 sees the whole chunk, the others a random part. */
+static void nvis_random(uint32_t *nvis, size_t R, sjk_rng *r)
+{
+    for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(r) % (G + 1)));
+}
+
 /* The staging ring's tq6_0_stage rows read in place (chunk_tq6): the reference against
  * attention over the decoded rows (chunk_f32_ref), and every SIMD table that has the
  * kernel against the reference. */
@@ -409,14 +428,7 @@ TEST(test_tq6_ring_inplace_matches_decoded)
     int tested = 0;
     for (size_t D = 128; D <= MAXD; D *= 2)
         for (size_t R = 1; R <= 11; R += 5) {
-            size_t nb = G * D / 128;
-            for (size_t b = 0; b < nb; b++)
-                for (int which = 0; which < 2; which++) {
-                    uint8_t *blk = (which ? vr : kr) + b * 98;
-                    for (int i = 2; i < 98; i++) blk[i] = (uint8_t)sjk_rng_u64(&r);
-                    uint16_t h = sjk_f32_to_fp16((float)(0.5 + sjk_rng_uniform(&r)));
-                    memcpy(blk, &h, 2);
-                }
+            tq6_rows_random(kr, vr, G * D / 128, &r, 0);
             sjk_decode_tq6_0_stage_ref(K, kr, G * D);
             sjk_decode_tq6_0_stage_ref(V, vr, G * D);
             for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
@@ -701,6 +713,72 @@ TEST(test_rec_q16_matches_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table scores 4-bit records by integer dot products on this CPU; the reference was checked alone\n");
 }
 
+/* The staging ring's tq6_0 rows with integer key scores (chunk_tq6_q16).
+ *
+ * 1. sjk_attn_tq6_c16: |c16| <= 8191 and every centroid within scale / 2 of scale · c16.
+ * 2. Every table's chunk_tq6_q16 against the reference chunk_tq6_q16: 1e-5, as for every
+ *    kernel (the integer sums are exact; fp32 order differs). R = 1, 6, 11 takes the
+ *    AVX-512 kernel through blocks of 4 and of 8 rows. One case has every code at the
+ *    largest centroid and a constant query (|q16| = 32767): the largest sums an int32
+ *    lane of the SIMD kernel holds (8 · 32767 · 8191 < 2^31).
+ * 3. The integer path against the fp32 chunk_tq6 it replaces: the query keeps 16 bits
+ *    and the centroids 14, so the outputs (acc / l) may differ by about 1e-4 of their
+ *    magnitude; bounded at 2e-4 (the format's own error, 6-bit codes, is far larger). */
+TEST(test_tq6_q16_matches_reference)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    sjk_rng r;
+    sjk_rng_seed(&r, 71);
+    {
+        int16_t c16[64];
+        const float cs = sjk_attn_tq6_c16(c16);
+        double worst = 0;
+        for (int j = 0; j < 64; j++) {
+            CHECK(c16[j] >= -8191 && c16[j] <= 8191);
+            worst = fmax(worst, fabs((double)cs * c16[j] - sjk_tq6_centroids[j]));
+        }
+        CHECKF(worst <= cs / 2 * 1.001, "c16 error %.3g > scale/2 = %.3g", worst, cs / 2);
+        CHECK(c16[63] == 8191 || c16[0] == -8191);
+    }
+    static float q[16 * MAXD];
+    static uint8_t kr[G * MAXD / 128 * 98], vr[G * MAXD / 128 * 98];
+    double worst_fp = 0;
+    int tested = 0;
+    for (int extreme = 0; extreme < 2; extreme++)
+        for (size_t D = 128; D <= MAXD; D *= 2)
+            for (size_t R = 1; R <= 11; R += 5) {
+                tq6_rows_random(kr, vr, G * D / 128, &r, extreme);
+                for (size_t i = 0; i < R * D; i++) q[i] = extreme ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
+                uint32_t nvis[16];
+                nvis_random(nvis, R, &r);
+                static state a, b, c;
+                sjk_rng s0 = r;
+                state_init(&a, R, D, &s0);
+                s0 = r;
+                state_init(&b, R, D, &s0);
+                ref->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work);
+                ref->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work);
+                /* 3 */
+                const double e_fp = output_diff(&b, &a, R, D);
+                worst_fp = fmax(worst_fp, e_fp);
+                CHECKF(e_fp < 2e-4, "D=%zu R=%zu%s: int16 path %.3g from the fp32 path", D, R, extreme ? " extreme" : "", e_fp);
+                /* 2 */
+                for (int pi = 0; pi < 2; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    if (!k || !k->chunk_tq6_q16) continue;
+                    tested++;
+                    s0 = r;
+                    state_init(&c, R, D, &s0);
+                    k->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, c.m, c.l, c.acc, g_work);
+                    const double e = state_diff(&a, &c, R, D);
+                    CHECKF(e < 1e-5, "%s tq6_q16 D=%zu R=%zu%s: rel diff %.3g", k->name, D, R, extreme ? " extreme" : "", e);
+                }
+            }
+    fprintf(stderr, "  note: int16 ring path vs fp32 path (tq6_0 rows): worst %.3g of the outputs' magnitude\n", worst_fp);
+    if (!tested) SKIP_PART("no SIMD table scores tq6_0 rows by integer dot products on this CPU; the reference was checked alone");
+}
+
 int main(void)
 {
     RUN(test_simd_kernels_match_reference);
@@ -712,6 +790,7 @@ int main(void)
     RUN(test_tq6_ring_inplace_matches_decoded);
     RUN(test_qblk_rows_match_reference);
     RUN(test_rec_q16_matches_reference);
+    RUN(test_tq6_q16_matches_reference);
     RUN(test_config_strings_parse);
     return test_summary();
 }

@@ -105,10 +105,12 @@ static float g_k[8192 * 2 * 512], g_v[8192 * 2 * 512]; /* decoded: [head][pos][D
  * integer dot products against quantized queries (decode rows): ggml block rows (q8_0,
  * q4_0: uncompressed layers and q8_0 staging rings) against int8 query pieces
  * (attn_kernels.h sjk_attn_qint; about 15 bits), and scalar records with 4-bit K codes
- * against int16 queries made per record (chunk_rec_q16; 16 bits of the folded query).
+ * against int16 queries made per record (chunk_rec_q16; 16 bits of the folded query), and
+ * tq6_0 staging rings read in place (chunk_tq6_q16: int16 queries, int16 centroids).
  * test_attention bounds those paths against the fp32 ones (test_qblk_rows_match_reference:
- * 2e-3 and 5 % of the format's own error; test_rec_q16_matches_reference: 2e-4).
- * Measured here: at most ~1e-4 (q8_0 / q4_0), ~1.6e-4 (4-bit records, D = 64). */
+ * 2e-3 and 5 % of the format's own error; test_rec_q16_matches_reference and
+ * test_tq6_q16_matches_reference: 2e-4). Measured here: at most ~1e-4 (q8_0 / q4_0),
+ * ~1.6e-4 (4-bit records, D = 64), ~6e-5 (tq6_0 rings). */
 static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
 {
     const sjk_cache_layer *L = &c->layers[layer];
@@ -117,6 +119,7 @@ static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
     const int decode = rows * c->gq < SJK_ATTN_MANY_MIN;
     if (kq && vq && c->kern->chunk_qblk && decode && c->D % 64 == 0) return 5e-4;
     if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_k == 4 && c->kern->chunk_rec_q16 && decode) return 5e-4;
+    if (L->compressed && L->k_fmt == SJK_FMT_TQ6_0_STAGE && c->kern->chunk_tq6_q16 && rows * c->gq <= 2 * SJK_ATTN_RB) return 5e-4;
     return 1e-5;
 }
 

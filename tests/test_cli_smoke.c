@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/files.h"
 #include "support/json_lite.h"
 #include "support/models.h"
 
@@ -139,27 +140,6 @@ static int exists(const char *path)
 }
 
 /* The file's bytes (NUL-terminated, *n = length) or NULL. */
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + len, 1, cap - len - 1, f);
-        len += r;
-        if (len + 1 < cap) break;
-        char *nb = realloc(b, cap *= 2);
-        if (!nb) { free(b); b = NULL; }
-        else b = nb;
-    }
-    fclose(f);
-    if (!b) return NULL;
-    b[len] = 0;
-    *n = len;
-    return b;
-}
-
 /* 1 if some line of text holds the space-separated words of `words` in order. */
 static int has_cols(const char *text, const char *words)
 {
@@ -248,7 +228,7 @@ static void run_row(void)
     int rc = st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     fprintf(stderr, "  %6.2f s  rc %d  %s\n", dt, rc, r->cmd);
     size_t no = 0, ne = 0;
-    char *so = slurp(out, &no), *se = slurp(err, &ne);
+    char *so = test_read_file(out, &no), *se = test_read_file(err, &ne);
     if (!so || !se) {
         CHECKF(0, "cannot read the output of: %s", r->cmd);
         free(so), free(se);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/files.h"
 
 static char cli[1024], dir[256];
 
@@ -25,12 +26,7 @@ static char *slurp(const char *name)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = calloc(1, 1 << 20);
-    if (buf) buf[fread(buf, 1, (1 << 20) - 1, f)] = 0;
-    fclose(f);
-    return buf;
+    return test_read_file(path, NULL);
 }
 
 static int file_has(const char *name, const char *needle)

@@ -19,6 +19,7 @@
 #define SJK_ALLOC_HOOK_DECLS_ONLY /* this file's own allocations are not counted */
 #include "common/alloc_hook.h" /* sjk_alloc_fail_nth: fault injection in the library */
 #include "harness.h"
+#include "support/files.h"
 #include "sjkeval.h"
 
 static char dir[256], cli[1024];
@@ -587,12 +588,7 @@ static int run_cli(const char *args, const char *out)
 static char *slurp(const char *name)
 {
     char p[512];
-    FILE *f = fopen(path_in(name, p, sizeof p), "rb");
-    if (!f) return NULL;
-    char *buf = calloc(1, 1 << 20);
-    if (buf) buf[fread(buf, 1, (1 << 20) - 1, f)] = 0;
-    fclose(f);
-    return buf;
+    return test_read_file(path_in(name, p, sizeof p), NULL);
 }
 
 static int same_files(const char *a, const char *b)

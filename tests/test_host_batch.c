@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/session.h"
 #include "sjkhost.h"
 #include "support/models.h"
 
@@ -22,16 +23,7 @@ enum { NS = 3, STEPS_FULL = 6, STEPS_LIGHT = 2 };
 
 static sjkh_session *mk(const sjkh_model *m, const char *kv, uint32_t n_ctx)
 {
-    sjkh_session_params p = sjkh_session_params_default();
-    p.n_ctx = n_ctx;
-    p.n_batch = 32;
-    p.n_threads = 2;
-    p.kv = kv;
-    sjkh_session *s = NULL;
-    char err[256];
-    sjk_status st = sjkh_session_create(m, &p, &s, err, sizeof err);
-    CHECKF(st == SJK_OK, "%s: %s", kv, err);
-    return s;
+    return test_session_new(m, kv, n_ctx, 32, 2);
 }
 
 static int32_t argmax(const float *x, size_t n)

@@ -53,6 +53,26 @@ static void w_end(gw_buf *w)
     while (w->n % 32) gw_bytes(w, "", 1);
 }
 
+/* The attention geometry of an architecture: general.architecture, then arch.block_count,
+ * .context_length, .embedding_length, .attention.head_count, .head_count_kv, .key_length
+ * and .value_length in that order; a 0 leaves that key out. */
+typedef struct geom {
+    uint32_t layers, ctx, embd, heads, kv_heads, key_len, value_len;
+} geom;
+static void w_geom(gw_buf *w, const char *arch, geom g)
+{
+    static const char *const names[7] = {"block_count", "context_length", "embedding_length",
+                                         "attention.head_count", "attention.head_count_kv",
+                                         "attention.key_length", "attention.value_length"};
+    const uint32_t v[7] = {g.layers, g.ctx, g.embd, g.heads, g.kv_heads, g.key_len, g.value_len};
+    gw_kv_str(w, "general.architecture", arch);
+    for (int i = 0; i < 7; i++) {
+        char key[96];
+        snprintf(key, sizeof key, "%s.%s", arch, names[i]);
+        if (v[i]) gw_kv_u32(w, key, v[i]);
+    }
+}
+
 /* Reads the geometry of a written file; frees the buffer. */
 static sjk_status read_model(gw_buf *w, sjkh_plan_model *m, char *err, size_t cap)
 {
@@ -164,14 +184,8 @@ TEST(test_plan_gemma_style_windows_are_bounded)
 {
     gw_buf w;
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "gemma3");
-    gw_kv_u32(&w, "gemma3.block_count", 26);
-    gw_kv_u32(&w, "gemma3.context_length", 131072);
-    gw_kv_u32(&w, "gemma3.embedding_length", 1152);
-    gw_kv_u32(&w, "gemma3.attention.head_count", 4);
-    gw_kv_u32(&w, "gemma3.attention.head_count_kv", 1);
-    gw_kv_u32(&w, "gemma3.attention.key_length", 256);
-    gw_kv_u32(&w, "gemma3.attention.value_length", 256);
+    w_geom(&w, "gemma3", (geom){.layers = 26, .ctx = 131072, .embd = 1152, .heads = 4,
+                                .kv_heads = 1, .key_len = 256, .value_len = 256});
     gw_kv_u32(&w, "gemma3.attention.sliding_window", 512);
     static sjkh_plan_model m;
     char err[256] = "";
@@ -203,14 +217,8 @@ TEST(test_plan_gemma_style_file_and_auto_tier)
 {
     gw_buf w;
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "gemma3");
-    gw_kv_u32(&w, "gemma3.block_count", 62);
-    gw_kv_u32(&w, "gemma3.context_length", 131072);
-    gw_kv_u32(&w, "gemma3.embedding_length", 5376);
-    gw_kv_u32(&w, "gemma3.attention.head_count", 32);
-    gw_kv_u32(&w, "gemma3.attention.head_count_kv", 16);
-    gw_kv_u32(&w, "gemma3.attention.key_length", 128);
-    gw_kv_u32(&w, "gemma3.attention.value_length", 128);
+    w_geom(&w, "gemma3", (geom){.layers = 62, .ctx = 131072, .embd = 5376, .heads = 32,
+                                .kv_heads = 16, .key_len = 128, .value_len = 128});
     gw_kv_u32(&w, "gemma3.attention.sliding_window", 1024);
     w_end(&w);
     char path[] = "/tmp/sjk_test_plan_XXXXXX";
@@ -251,11 +259,7 @@ TEST(test_plan_sliding_window_pattern_keys)
     char err[256] = "";
     gw_buf w;
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "swatest");
-    gw_kv_u32(&w, "swatest.block_count", 8);
-    gw_kv_u32(&w, "swatest.embedding_length", 512);
-    gw_kv_u32(&w, "swatest.attention.head_count", 8);
-    gw_kv_u32(&w, "swatest.attention.head_count_kv", 2);
+    w_geom(&w, "swatest", (geom){.layers = 8, .embd = 512, .heads = 8, .kv_heads = 2});
     gw_kv_u32(&w, "swatest.attention.sliding_window", 1024);
     gw_kv_u32(&w, "swatest.attention.sliding_window_pattern", 4);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
@@ -264,10 +268,7 @@ TEST(test_plan_sliding_window_pattern_keys)
 
     int32_t flags[8] = {1, 0, 1, 0, 1, 1, 1, 0};
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "swatest");
-    gw_kv_u32(&w, "swatest.block_count", 8);
-    gw_kv_u32(&w, "swatest.embedding_length", 512);
-    gw_kv_u32(&w, "swatest.attention.head_count", 8);
+    w_geom(&w, "swatest", (geom){.layers = 8, .embd = 512, .heads = 8});
     gw_kv_u32(&w, "swatest.attention.sliding_window", 128);
     kv_arr(&w, "swatest.attention.sliding_window_pattern", flags, 8, 1);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
@@ -276,10 +277,7 @@ TEST(test_plan_sliding_window_pattern_keys)
 
     /* a window without any known pattern: counted as full attention, with a note */
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "llama");
-    gw_kv_u32(&w, "llama.block_count", 4);
-    gw_kv_u32(&w, "llama.embedding_length", 512);
-    gw_kv_u32(&w, "llama.attention.head_count", 8);
+    w_geom(&w, "llama", (geom){.layers = 4, .embd = 512, .heads = 8});
     gw_kv_u32(&w, "llama.attention.sliding_window", 4096);
     CHECKF(read_model(&w, &m, err, sizeof err) == SJK_OK, "%s", err);
     CHECK(sjkh_plan_model_count(&m, SJKH_PLAN_LAYER_FULL) == 4);
@@ -292,14 +290,8 @@ TEST(test_plan_hybrid_only_attention_layers_grow)
 {
     gw_buf w;
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "qwen3next");
-    gw_kv_u32(&w, "qwen3next.block_count", 48);
-    gw_kv_u32(&w, "qwen3next.context_length", 262144);
-    gw_kv_u32(&w, "qwen3next.embedding_length", 2048);
-    gw_kv_u32(&w, "qwen3next.attention.head_count", 16);
-    gw_kv_u32(&w, "qwen3next.attention.head_count_kv", 2);
-    gw_kv_u32(&w, "qwen3next.attention.key_length", 256);
-    gw_kv_u32(&w, "qwen3next.attention.value_length", 256);
+    w_geom(&w, "qwen3next", (geom){.layers = 48, .ctx = 262144, .embd = 2048, .heads = 16,
+                                   .kv_heads = 2, .key_len = 256, .value_len = 256});
     gw_kv_u32(&w, "qwen3next.full_attention_interval", 4);
     gw_kv_u32(&w, "qwen3next.ssm.conv_kernel", 4);
     gw_kv_u32(&w, "qwen3next.ssm.inner_size", 4096);
@@ -327,10 +319,7 @@ TEST(test_plan_hybrid_only_attention_layers_grow)
      * recurrent layers */
     int32_t kvh[10] = {0, 0, 0, 0, 4, 0, 0, 0, 0, 4};
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "granitehybrid");
-    gw_kv_u32(&w, "granitehybrid.block_count", 10);
-    gw_kv_u32(&w, "granitehybrid.embedding_length", 1536);
-    gw_kv_u32(&w, "granitehybrid.attention.head_count", 12);
+    w_geom(&w, "granitehybrid", (geom){.layers = 10, .embd = 1536, .heads = 12});
     kv_arr(&w, "granitehybrid.attention.head_count_kv", kvh, 10, 0);
     gw_kv_u32(&w, "granitehybrid.ssm.conv_kernel", 4);
     gw_kv_u32(&w, "granitehybrid.ssm.inner_size", 3072);
@@ -358,38 +347,23 @@ TEST(test_plan_bad_metadata_is_refused)
 
     int32_t short_arr[3] = {1, 2, 3};
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "llama");
-    gw_kv_u32(&w, "llama.block_count", 4);
-    gw_kv_u32(&w, "llama.embedding_length", 512);
-    gw_kv_u32(&w, "llama.attention.head_count", 8);
+    w_geom(&w, "llama", (geom){.layers = 4, .embd = 512, .heads = 8});
     kv_arr(&w, "llama.attention.head_count_kv", short_arr, 3, 0);
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT);
     CHECK(strstr(err, "head_count_kv") != NULL);
 
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "llama");
-    gw_kv_u32(&w, "llama.block_count", 4);
-    gw_kv_u32(&w, "llama.attention.head_count", 8);
-    gw_kv_u32(&w, "llama.attention.head_count_kv", 3);
-    gw_kv_u32(&w, "llama.attention.key_length", 64);
+    w_geom(&w, "llama", (geom){.layers = 4, .heads = 8, .kv_heads = 3, .key_len = 64});
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT); /* 8 % 3 */
 
     /* 14 heads do not split an embedding of 900 (no key_length): named, not rounded down */
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "qwen2");
-    gw_kv_u32(&w, "qwen2.block_count", 4);
-    gw_kv_u32(&w, "qwen2.embedding_length", 900);
-    gw_kv_u32(&w, "qwen2.attention.head_count", 14);
-    gw_kv_u32(&w, "qwen2.attention.head_count_kv", 2);
+    w_geom(&w, "qwen2", (geom){.layers = 4, .embd = 900, .heads = 14, .kv_heads = 2});
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_FORMAT && strstr(err, "qwen2.embedding_length") &&
           strstr(err, "qwen2.attention.head_count"));
 
     w_begin(&w);
-    gw_kv_str(&w, "general.architecture", "deepseek2");
-    gw_kv_u32(&w, "deepseek2.block_count", 4);
-    gw_kv_u32(&w, "deepseek2.attention.head_count", 8);
-    gw_kv_u32(&w, "deepseek2.attention.key_length", 192);
-    gw_kv_u32(&w, "deepseek2.attention.value_length", 128);
+    w_geom(&w, "deepseek2", (geom){.layers = 4, .heads = 8, .key_len = 192, .value_len = 128});
     CHECK(read_model(&w, &m, err, sizeof err) == SJK_ERR_UNSUPPORTED);
 }
 

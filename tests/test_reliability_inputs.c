@@ -31,6 +31,8 @@
 #include "common/file.h"
 #include "common/tmpfile.h"
 #include "harness.h"
+#include "support/session.h"
+#include "support/files.h"
 #include "sjkeval.h"
 #include "sjkhost.h"
 #include "sjkplan.h"
@@ -68,20 +70,9 @@ static int cli(const char *args)
     return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
 }
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = calloc(1, 1 << 20);
-    size_t got = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
-    fclose(f);
-    if (n) *n = got;
-    return b;
-}
-
 static int file_has(const char *name, const char *needle)
 {
-    char *s = slurp(in_dir(name), NULL);
+    char *s = test_read_file(in_dir(name), NULL);
     int r = s && strstr(s, needle) != NULL;
     if (!r) fprintf(stderr, "  (%s does not contain '%s': %s)\n", name, needle, s ? s : "(unreadable)");
     free(s);
@@ -281,14 +272,14 @@ TEST(test_full_disk_keeps_previous_outputs)
     snprintf(args, sizeof args, "eval --synthetic --kv q8_0 --csv %s", csv);
     CHECK(cli(args) == 0);
     size_t n_before = 0, n_after = 0;
-    char *before = slurp(csv, &n_before);
+    char *before = test_read_file(csv, &n_before);
     int have_model = access(test_model_path(SMOL), R_OK) == 0;
     char *sbefore = NULL;
     size_t ns_before = 0, ns_after = 0;
     if (have_model) {
         snprintf(args, sizeof args, "run -m smollm2-135m -p 'The history of' -n 2 -c 64 -t 1 --temp 0 --save %s", sess);
         CHECK(cli(args) == 0);
-        sbefore = slurp(sess, &ns_before);
+        sbefore = test_read_file(sess, &ns_before);
     } else {
         SKIP_PART("%s missing: run --save on a full disk not exercised", SMOL);
     }
@@ -297,13 +288,13 @@ TEST(test_full_disk_keeps_previous_outputs)
     CHECK(system(cmd) == 0);
     snprintf(args, sizeof args, "eval --synthetic --kv q8_0,sj:4/4 --csv %s", csv);
     CHECK(cli(args) == 1 && file_has("err", "No space left on device") && file_has("err", "nothing written"));
-    char *after = slurp(csv, &n_after);
+    char *after = test_read_file(csv, &n_after);
     CHECK(before && after && n_before == n_after && memcmp(before, after, n_before) == 0);
     if (have_model) {
         snprintf(args, sizeof args, "run -m smollm2-135m -p 'The history of the river and' -n 4 -c 64 -t 1 --temp 0 --save %s",
                  sess);
         CHECK(cli(args) == 1 && file_has("err", "No space left on device"));
-        char *safter = slurp(sess, &ns_after);
+        char *safter = test_read_file(sess, &ns_after);
         CHECK(sbefore && safter && ns_before == ns_after && memcmp(sbefore, safter, ns_before) == 0);
         free(safter);
     }
@@ -383,32 +374,7 @@ TEST(test_fifo_inputs_never_hang)
 
 static sjkh_session *mk_session(const sjkh_model *m, const char *kv)
 {
-    sjkh_session_params p = sjkh_session_params_default();
-    p.n_ctx = 256;
-    p.n_batch = 32;
-    p.n_threads = 2;
-    p.kv = kv;
-    sjkh_session *s = NULL;
-    char err[256];
-    CHECKF(sjkh_session_create(m, &p, &s, err, sizeof err) == SJK_OK, "%s: %s", kv, err);
-    return s;
-}
-
-static uint8_t *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = len > 0 ? malloc((size_t)len) : NULL;
-    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = b ? (size_t)len : 0;
-    return b;
+    return test_session_new(m, kv, 256, 32, 2);
 }
 
 static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
@@ -438,7 +404,7 @@ TEST(test_load_refused_file_keeps_session)
         CHECK(sjkh_session_feed(a, ids + 40, 10, NULL, 0, err, sizeof err) == SJK_OK);
         CHECK(sjkh_session_save(a, fb, -1, err, sizeof err) == SJK_OK);
         size_t na = 0, nb = 0;
-        uint8_t *A = read_all(fa, &na), *B = read_all(fb, &nb);
+        uint8_t *A = (uint8_t *)test_read_file(fa, &na), *B = (uint8_t *)test_read_file(fb, &nb);
         CHECK(A && B);
         if (A && B) {
             /* A's header and host part (n_past 40), B's cache part (50 positions) */
@@ -466,7 +432,7 @@ TEST(test_load_refused_file_keeps_session)
         CHECK(memcmp(la, lb, V * sizeof *la) == 0);
         /* a pending token outside the vocabulary is refused too */
         size_t n = 0;
-        uint8_t *P = read_all(fa, &n);
+        uint8_t *P = (uint8_t *)test_read_file(fa, &n);
         if (P) {
             wr32(P + 32, V + 5);
             wr32(P + 252, sjk_crc32c(0, P, 252));
@@ -514,7 +480,7 @@ TEST(test_load_refuses_nonfinite_window_rows)
         CHECK(sjkh_session_save(a, f, -1, err, sizeof err) == SJK_OK);
         CHECK(sjkh_session_feed(b, ids, 5, NULL, 0, err, sizeof err) == SJK_OK);
         size_t n = 0;
-        uint8_t *S = read_all(f, &n);
+        uint8_t *S = (uint8_t *)test_read_file(f, &n);
         CHECK(S != NULL);
         if (S) {
             uint64_t h = rd32(S + 40);
@@ -706,7 +672,7 @@ TEST(test_save_and_prompt_errors_before_generation)
         snprintf(args, sizeof args, "run -m smollm2-135m -p 'The history of' -n 4 -c 64 -t 1 --save %s", targets[i]);
         int rc = cli(args);
         size_t out_n = 0;
-        char *out = slurp(in_dir("out"), &out_n);
+        char *out = test_read_file(in_dir("out"), &out_n);
         CHECKF(rc == 1 && file_has("err", msgs[i]) && out_n == 0, "--save %s: exit %d, %zu bytes on stdout",
                targets[i], rc, out_n);
         free(out);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/session.h"
 #include "model/kv.h"    /* sjkh_kv_layer_storage: to make one layer refuse positions */
 #include "model/model.h" /* the session's kv */
 #include "sjkhost.h"
@@ -20,16 +21,7 @@
 
 static sjkh_session *mk(const sjkh_model *m, const char *kv)
 {
-    sjkh_session_params p = sjkh_session_params_default();
-    p.n_ctx = 768;
-    p.n_batch = 64;
-    p.n_threads = 2;
-    p.kv = kv;
-    sjkh_session *s = NULL;
-    char err[256];
-    sjk_status st = sjkh_session_create(m, &p, &s, err, sizeof err);
-    CHECKF(st == SJK_OK, "%s: %s", kv, err);
-    return s;
+    return test_session_new(m, kv, 768, 64, 2);
 }
 
 static void one_model(const char *file, const char *const *kvs, int n_kvs, int *ran, int np_light)

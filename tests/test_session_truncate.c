@@ -13,21 +13,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/session.h"
 #include "sjkhost.h"
 #include "support/models.h"
 
 static sjkh_session *mk(const sjkh_model *m, const char *kv, uint32_t n_ctx, uint32_t n_batch)
 {
-    sjkh_session_params p = sjkh_session_params_default();
-    p.n_ctx = n_ctx;
-    p.n_batch = n_batch;
-    p.n_threads = 1;
-    p.kv = kv;
-    sjkh_session *s = NULL;
-    char err[256];
-    sjk_status st = sjkh_session_create(m, &p, &s, err, sizeof err);
-    CHECKF(st == SJK_OK, "%s: %s", kv, err);
-    return s;
+    return test_session_new(m, kv, n_ctx, n_batch, 1);
 }
 
 static int feed1(sjkh_session *s, const int32_t *ids, size_t n, float *logits)

@@ -9,17 +9,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "support/models.h"
 #include "prefix_store.h"
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
 
 /* Writes a copy of src to a new temporary file (path in dst), with the byte at `flip`
  * (if not SIZE_MAX) inverted. 1 on success. */
@@ -56,7 +47,7 @@ static int fp_of(const char *path, const char *kv, uint32_t window_type, uint8_t
 
 TEST(test_fingerprint_is_content_not_path)
 {
-    const char *path = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    const char *path = test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     if (access(path, R_OK)) SKIP("SmolLM2-135M-Instruct.Q4_1.gguf not in the model cache (scripts/fetch-model smollm2-135m)");
     uint8_t a[32], b[32], c[32], d[32], e[32];
     CHECK(fp_of(path, "sj:4/4", 0, a));
@@ -86,7 +77,7 @@ TEST(test_fingerprint_is_content_not_path)
 
 TEST(test_fingerprint_window_type)
 {
-    const char *path = model_path("gemma-3-270m-q4_k_m.gguf");
+    const char *path = test_model_path("gemma-3-270m-q4_k_m.gguf");
     if (access(path, R_OK)) SKIP("gemma-3-270m-q4_k_m.gguf not in the model cache (scripts/fetch-model gemma3-270m)");
     uint8_t a[32], b[32];
     CHECK(fp_of(path, "f16", SJKH_WINDOW_F16, a));

@@ -21,19 +21,10 @@
 #include "common/crc32c.h"
 #include "common/util.h"
 #include "harness.h"
+#include "support/models.h"
 #include "support/redis_proc.h"
 
 static char g_cli[PATH_MAX + 16], g_prompt[64];
-
-static const char *model_path(const char *file)
-{
-    static char buf[4096];
-    const char *dir = getenv("SJK_MODEL_DIR");
-    const char *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, sizeof buf, "%s/%s", dir, file);
-    else snprintf(buf, sizeof buf, "%s/.cache/sjkvarn/models/%s", home ? home : ".", file);
-    return buf;
-}
 
 typedef struct run_out {
     int rc;
@@ -156,7 +147,7 @@ static void pause_s(double s)
 
 TEST(test_two_processes_share_prefix_and_survive_faults)
 {
-    const char *model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    const char *model = test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!redis_available()) SKIP("redis-server is not installed (apt-get install redis-server)");
     if (access(model, R_OK)) SKIP("SmolLM2-135M-Instruct.Q4_1.gguf not in the model cache (scripts/fetch-model smollm2-135m)");
     redis_proc rp;
@@ -251,7 +242,7 @@ out:
 
 TEST(test_gemma3_windows_through_the_store)
 {
-    const char *model = model_path("gemma-3-270m-q4_k_m.gguf");
+    const char *model = test_model_path("gemma-3-270m-q4_k_m.gguf");
     if (!redis_available()) SKIP("redis-server is not installed (apt-get install redis-server)");
     if (access(model, R_OK)) SKIP("gemma-3-270m-q4_k_m.gguf not in the model cache (scripts/fetch-model gemma3-270m)");
     redis_proc rp;
@@ -270,7 +261,7 @@ TEST(test_gemma3_windows_through_the_store)
 
 TEST(test_cluster_two_processes)
 {
-    const char *model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    const char *model = test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     if (!redis_available()) SKIP("redis-server is not installed (apt-get install redis-server)");
     if (access(model, R_OK)) SKIP("SmolLM2-135M-Instruct.Q4_1.gguf not in the model cache (scripts/fetch-model smollm2-135m)");
     static const char *const extra[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", NULL};

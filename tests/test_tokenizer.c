@@ -13,38 +13,13 @@
 #include <string.h>
 
 #include "harness.h"
+#include "support/files.h"
 #include "sjkhost.h"
 #include "support/models.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
 #define SJKH_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
-
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[len] = 0;
-    *n = len;
-    return buf;
-}
 
 /* Encodes into a fresh array (caller frees). */
 static int32_t *encode(const sjkh_tokenizer *t, const char *s, size_t n, unsigned flags, size_t *n_ids)
@@ -104,7 +79,7 @@ static void check_golden(const char *model_file, const char *golden)
     CHECK(t != NULL);
     if (!t) return;
     size_t gn;
-    char *g = read_file(test_data_path(golden), &gn);
+    char *g = test_read_file(test_data_path(golden), &gn);
     CHECKF(g != NULL, "cannot read %s", test_data_path(golden));
     if (!g) {
         sjkh_tokenizer_free(t);
@@ -132,7 +107,7 @@ static void check_golden(const char *model_file, const char *golden)
         char path[512];
         snprintf(path, sizeof path, "golden/corpus/%s", name);
         size_t tn;
-        char *text = read_file(test_data_path(path), &tn);
+        char *text = test_read_file(test_data_path(path), &tn);
         CHECKF(text != NULL, "cannot read %s", test_data_path(path));
         if (!text) {
             free(want);

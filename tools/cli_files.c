@@ -16,21 +16,6 @@
 #define SET_MAX 16
 #define SJK_CLI_TEXT_MAX (256 << 20) /* bytes: more than the largest context holds */
 
-static void fsync_dir_of(const char *path)
-{
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
-
 int sjk_cli_write_set(const char *prog, const sjk_cli_out *outs, size_t n)
 {
     if (n > SET_MAX) {
@@ -91,7 +76,7 @@ int sjk_cli_write_set(const char *prog, const sjk_cli_out *outs, size_t n)
     }
     if (!ok) return 0;
     for (size_t i = 0; i < n; i++) {
-        fsync_dir_of(outs[i].path);
+        (void)sjk_file_fsync_dir_of(outs[i].path); /* best effort: the files are written */
         sjk_tmp_sweep(outs[i].path);
     }
     return 1;

@@ -28,30 +28,9 @@
 
 #include "ggml.h"
 #include "ggml-cpu.h"
-
-static double now_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "../bench_util.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static double rng_uniform(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static double rng_normal(void)
-{
-    double u = rng_uniform(), v = rng_uniform();
-    if (u < 1e-300) u = 1e-300;
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
 
 enum { NTYPE = 3 };
 static const char *const type_names[NTYPE] = {"f16", "q8_0", "q4_0"};
@@ -75,8 +54,8 @@ static int peer_init(peer *p, int hq, int hkv, int D, int maxctx)
     float *off = malloc(sizeof(float) * W), *kf = malloc(sizeof(float) * W * chunk), *vf = malloc(sizeof(float) * W * chunk);
     p->q = malloc(sizeof(float) * (size_t)hq * D);
     if (!off || !kf || !vf || !p->q) return -1;
-    for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * rng_normal()) * (i % 23 == 1 ? 8.0f : 1.0f);
-    for (size_t i = 0; i < (size_t)hq * D; i++) p->q[i] = (float)rng_normal();
+    for (size_t i = 0; i < W; i++) off[i] = (float)(0.5 * bench_normal(&rng_state)) * (i % 23 == 1 ? 8.0f : 1.0f);
+    for (size_t i = 0; i < (size_t)hq * D; i++) p->q[i] = (float)bench_normal(&rng_state);
     for (int ti = 0; ti < NTYPE; ti++) {
         p->k[ti] = malloc(ggml_row_size(types[ti], (int64_t)W) * (size_t)maxctx);
         p->v[ti] = malloc(ggml_row_size(types[ti], (int64_t)W) * (size_t)maxctx);
@@ -85,10 +64,10 @@ static int peer_init(peer *p, int hq, int hkv, int D, int maxctx)
     for (int t0 = 0; t0 < maxctx; t0 += chunk) {
         const int n = maxctx - t0 < chunk ? maxctx - t0 : chunk;
         for (int t = 0; t < n; t++) {
-            const double swing = 0.5 + rng_uniform();
+            const double swing = 0.5 + bench_uniform(&rng_state);
             for (size_t i = 0; i < W; i++) {
-                kf[(size_t)t * W + i] = off[i] + (float)(swing * rng_normal());
-                vf[(size_t)t * W + i] = (float)(swing * rng_normal());
+                kf[(size_t)t * W + i] = off[i] + (float)(swing * bench_normal(&rng_state));
+                vf[(size_t)t * W + i] = (float)(swing * bench_normal(&rng_state));
             }
         }
         for (int ti = 0; ti < NTYPE; ti++) {
@@ -145,16 +124,16 @@ static int peer_time(peer *p, int ti, int ctx, int threads, double min_s, double
         return -1;
     }
     ggml_graph_compute(gf, &plan); /* warm */
-    double best = 1e30, c0 = now_s(CLOCK_PROCESS_CPUTIME_ID), t_end = now_s(CLOCK_MONOTONIC) + min_s;
+    double best = 1e30, c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID), t_end = bench_clock_s(CLOCK_MONOTONIC) + min_s;
     int calls = 0;
-    while (calls < 1 || now_s(CLOCK_MONOTONIC) < t_end) {
-        double t0 = now_s(CLOCK_MONOTONIC);
+    while (calls < 1 || bench_clock_s(CLOCK_MONOTONIC) < t_end) {
+        double t0 = bench_clock_s(CLOCK_MONOTONIC);
         ggml_graph_compute(gf, &plan);
-        double t = now_s(CLOCK_MONOTONIC) - t0;
+        double t = bench_clock_s(CLOCK_MONOTONIC) - t0;
         if (t < best) best = t;
         calls++;
     }
-    *cpu = (now_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls / threads;
+    *cpu = (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls / threads;
     *wall = best;
     free(work);
     free(out_buf);

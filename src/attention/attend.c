@@ -212,6 +212,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     const int qblk = k->chunk_qblk && qkb && qvb && !many && R < SJK_ATTN_MANY_MIN && D % 64 == 0;
     sjk_attn_qint qi;
     int qi_ready = 0;
+    /* tq6_0 ring rows read in place: keys by integer dot products where the table has it */
+    void (*const tq6)(const float *, size_t, size_t, const uint32_t *, const uint8_t *, const uint8_t *, size_t, float *,
+                      float *, float *, float *) = k->chunk_tq6_q16 ? k->chunk_tq6_q16 : k->chunk_tq6;
 
     for (uint32_t ch = c0; ch < c1; ch++) {
         const uint32_t p0 = ch * (uint32_t)G;
@@ -222,20 +225,10 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL;
         sjk_attn_rec rec;
         int is_rec = 0, rec_q16 = 0;
+        const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
         if (!L->compressed) {
-            const uint8_t *kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
-            const uint8_t *vr = hb + L->off_ring_v + (size_t)p0 * L->v_row_nbytes;
-            if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
-                K16 = (const uint16_t *)(const void *)kr;
-                V16 = (const uint16_t *)(const void *)vr;
-            } else if (qblk) {
-                KQ = kr;
-                VQ = vr;
-            } else {
-                rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
-                K32 = kf;
-                V32 = vf;
-            }
+            kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
+            vr = hb + L->off_ring_v + (size_t)p0 * L->v_row_nbytes;
         } else if (p0 < L->sink) {
             K16 = (const uint16_t *)(const void *)(hb + L->off_sink_k) + (size_t)p0 * D;
             V16 = (const uint16_t *)(const void *)(hb + L->off_sink_v) + (size_t)p0 * D;
@@ -297,13 +290,15 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 ring_enter(R, D, q, sjk_cache_mu(L, (uint8_t *)(uintptr_t)hb), m, l, cq, l_brd, m_brd);
                 ring_open = 1;
             }
-            size_t slot = (size_t)(p0 - L->sink) % L->ring_cap;
-            const uint8_t *kr = hb + L->off_ring_k + slot * L->k_row_nbytes;
-            const uint8_t *vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
-            if (L->k_fmt == SJK_FMT_F16) {
+            const size_t slot = (size_t)(p0 - L->sink) % L->ring_cap;
+            kr = hb + L->off_ring_k + slot * L->k_row_nbytes;
+            vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
+        }
+        if (kr) { /* ring or uniform layer: the row format picks the reader */
+            if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
-            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6 && inplace && !many) {
+            } else if (L->k_fmt == SJK_FMT_TQ6_0_STAGE && L->v_fmt == SJK_FMT_TQ6_0_STAGE && tq6 && inplace && !many) {
                 KT6 = kr; /* read in place: one pass decodes and multiplies */
                 VT6 = vr;
             } else if (qblk) {
@@ -338,7 +333,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
-            else if (KT6) k->chunk_tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
+            else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else if (KQ) {
                 if (!qi_ready) {
                     sjk_attn_qint_prep(&qi, qbuf, q, R, D);

@@ -1,365 +1,40 @@
-/* attn_avx512.c — AVX-512 twins of the attention chunk kernels (attn_kernels.h): the
- * same algorithm and loop structure as attn_avx2.c (read that file's notes), 16 lanes.
- *
- * Shape: rows are taken SJK_ATTN_RB (4) at a time so that the query heads sharing a KV
- * head (GQA) and the rows of a prefill reuse every key and value load. Scores are
- * computed into work[], the online-softmax update runs 16 lanes at a time with a
- * polynomial exp (relative error < 2e-7 on the range used), and values accumulate 16
- * channels x 4 rows in registers. Tested against attn_ref.c.
- *
- * That shape is for decode (a few rows). Prefill (many rows, attend.c) goes to
- * chunk_f32_many below: rows in lanes for the scores, blocked matrix products, no
- * per-pair horizontal sums.
+/* attn_avx512.c — the AVX-512 attention kernels (attn_kernels.h): the kernels both
+ * instruction sets share, from attn_x86.h at 16 lanes, and the families that need
+ * AVX-512's byte permutes, masks and VNNI (VBMI, VNNI): the tq6_0 staging ring read in
+ * place, trellis records read in place, q8_0 / q4_0 block rows scored by integer dot
+ * products against int8 query pieces, and 4-bit records scored by int16 dot products.
+ * Every kernel is tested against attn_ref.c (tests/test_attention.c).
  */
-#include <immintrin.h>
-#include <math.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <string.h>
 
-#include "attention/attn_kernels.h"
 #include "codec/format.h"
 #include "codec/trellis.h"
 
-#define RB SJK_ATTN_RB
-#define RBX SJK_ATTN_RB_MAX /* rows per block at most (the kernels below that take NR) */
-#define G SJK_GROUP
+#define SJK_ATTN_W 16
+#include "attention/attn_x86.h"
 
-/* exp(x) for x <= 0 (scores minus the running max); x < -87 gives ~0. Cephes expf. */
-static inline __m512 exp512(__m512 x)
+/* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
+ * int16 q16[D] and its scale. */
+static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
 {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500E-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073E-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894E-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459E-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201E-1f));
-    __m512 x2 = _mm512_mul_ps(x, x);
-    y = _mm512_fmadd_ps(y, x2, _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
-    return _mm512_mul_ps(y, _mm512_castsi512_ps(e));
-}
-
-static inline float hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
-
-/* Softmax update of one row: s[0..nv) scores (s padded to a multiple of 8 with
- * anything); afterwards s[t] = p[t] for t < nv and 0 up to G. Returns the
- * factor for the old state. */
-static float softmax_row(float *s, size_t nv, float *m, float *l)
-{
-    size_t nv16 = (nv + 15) & ~(size_t)15;
-    __m512 vmx = _mm512_set1_ps(-INFINITY);
-    for (size_t t = 0; t < nv16; t += 16) {
-        __mmask16 k = nv - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nv - t)) - 1);
-        vmx = _mm512_mask_max_ps(vmx, k, vmx, _mm512_loadu_ps(s + t));
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t d = 0; d < D; d += 16) {
+        const __m512 v = _mm512_loadu_ps(x + d);
+        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
     }
-    float mx = _mm512_reduce_max_ps(vmx);
-    float m_new = *m > mx ? *m : mx;
-    float f = *m == -INFINITY ? 0.0f : expf(*m - m_new);
-    __m512 vm = _mm512_set1_ps(m_new), sum = _mm512_setzero_ps();
-    for (size_t t = 0; t < nv16; t += 16) {
-        __mmask16 k = nv - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nv - t)) - 1);
-        __m512 p = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + t), vm)));
-        _mm512_storeu_ps(s + t, p);
-        sum = _mm512_add_ps(sum, p);
-    }
-    for (size_t t = nv16; t < G; t++) s[t] = 0;
-    *l = *l * f + hsum512(sum);
-    *m = m_new;
-    return f;
-}
-
-/* Values for one row block, in two steps:
- *   acc[r] = acc[r] * f[r] + PRE(r)                 (PRE: 0, or Vch · z[r] for records)
- *   acc[r][d] += POST(Σ_t p[r][t] · V[t][d])        (POST: identity, or · Vch[d])
- * LOADX2(v0, v1, t, d0) yields channels d0..d0+31 of key t. Keys go in blocks of BLK so
- * the block's values stay in L1 across the channel passes (TB for rows of floats; a whole
- * chunk, G, for packed codes: a 4-bit chunk's V codes, 16 KiB at D = 256); 32 channels x
- * RB rows accumulate in registers. Keys beyond a row's nvis have p = 0. */
-#define TB 32
-#define V_ACCUM(LOADX2, BLK)                                                               \
-    for (size_t r = 0; r < rb; r++) {                                                      \
-        if (!nvis[r0 + r]) continue;                                                       \
-        float *a = acc + (r0 + r) * D;                                                     \
-        __m512 vf = _mm512_set1_ps(fct[r]);                                                \
-        for (size_t d = 0; d < D; d += 16)                                                 \
-            _mm512_storeu_ps(a + d, _mm512_fmadd_ps(_mm512_loadu_ps(a + d), vf, PRE(r, d))); \
-    }                                                                                      \
-    for (size_t tb = 0; tb < ntm; tb += (BLK)) {                                           \
-        size_t te = tb + (BLK) < ntm ? tb + (BLK) : ntm;                                   \
-        for (size_t d0 = 0; d0 < D; d0 += 32) {                                            \
-            __m512 a0[RBX], a1[RBX];                                                         \
-            _Pragma("GCC unroll 8")                                                        \
-            for (size_t r = 0; r < NR; r++) { a0[r] = _mm512_setzero_ps(); a1[r] = _mm512_setzero_ps(); } \
-            for (size_t t = tb; t < te; t++) {                                             \
-                __m512 v0, v1;                                                             \
-                LOADX2(v0, v1, t, d0);                                                     \
-                _Pragma("GCC unroll 8")                                                    \
-                for (size_t r = 0; r < NR; r++) {                                          \
-                    __m512 pw = _mm512_set1_ps(p[r * G + t]);                        \
-                    a0[r] = _mm512_fmadd_ps(pw, v0, a0[r]);                                \
-                    a1[r] = _mm512_fmadd_ps(pw, v1, a1[r]);                                \
-                }                                                                          \
-            }                                                                              \
-            for (size_t r = 0; r < rb; r++) {                                              \
-                if (!nvis[r0 + r]) continue;                                               \
-                float *a = acc + (r0 + r) * D + d0;                                        \
-                _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), POST(a0[r], d0)));   \
-                _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), POST(a1[r], d0 + 16))); \
-            }                                                                              \
-        }                                                                                  \
-    }
-
-#define LOAD_F32(t, d) _mm512_loadu_ps(V + (t) * D + (d))
-#define LOAD_F16(t, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(V + (t) * D + (d))))
-#define LOAD_U8(t, d) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vc + (t) * D + (d)))))
-#define X2(LOAD, v0, v1, t, d0) ((v0) = LOAD(t, d0), (v1) = LOAD(t, (d0) + 16))
-#define LOADX2_F32(v0, v1, t, d0) X2(LOAD_F32, v0, v1, t, d0)
-#define LOADX2_F16(v0, v1, t, d0) X2(LOAD_F16, v0, v1, t, d0)
-#define LOADX2_U8(v0, v1, t, d0) X2(LOAD_U8, v0, v1, t, d0)
-#define POST_NONE(a, d) (a)
-#define PRE_NONE(r, d) _mm512_setzero_ps()
-
-/* Scores of rows [r0, r0+rb) against keys [0, ntm) for fp32 / fp16 keys. */
-#define SCORES_DOT(LOADK)                                                                  \
-    for (size_t t = 0; t < ntm; t++) {                                                     \
-        __m512 s0[RBX], s1[RBX];                                                             \
-        _Pragma("GCC unroll 8")                                                            \
-        for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); } \
-        for (size_t d = 0; d < D; d += 32) {                                               \
-            __m512 kv0 = LOADK(t, d), kv1 = LOADK(t, d + 16);                               \
-            _Pragma("GCC unroll 8")                                                        \
-            for (size_t r = 0; r < NR; r++) {                                              \
-                s0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d), kv0, s0[r]);         \
-                s1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qrow[r] + d + 16), kv1, s1[r]);     \
-            }                                                                              \
-        }                                                                                  \
-        for (size_t r = 0; r < NR; r++) p[r * G + t] = hsum512(_mm512_add_ps(s0[r], s1[r])); \
-    }
-
-#define LOADK_F32(t, d) _mm512_loadu_ps(K + (t) * D + (d))
-#define LOADK_F16(t, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(K + (t) * D + (d))))
-
-/* Rows are processed RB at a time with every per-row loop of compile-time length RB (so
- * accumulators stay in registers); a short last block reads a zero query row. Declares
- * rb (rows in the block), ntm (keys the block sees) and qrow[RB]. */
-#define ROW_SETUP()                                                                        \
-    size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;                                        \
-    for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;         \
-    const float *qrow[RBX];                                                                 \
-    for (size_t r = 0; r < NR; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
-
-#define CHUNK_BODY(LOADK, LOADV)                                                           \
-    const size_t NR = RB;                                                                  \
-    float *p = work; /* [RBX][G] scores, then probabilities */                               \
-    float *zero = work + RBX * G + RBX * D; /* [D] zeros */                                   \
-    memset(zero, 0, D * sizeof(float));                                                    \
-    for (size_t r0 = 0; r0 < R; r0 += NR) {                                                \
-        ROW_SETUP()                                                                        \
-        if (!ntm) continue; /* no row of the block sees a key of this chunk */             \
-        SCORES_DOT(LOADK)                                                                  \
-        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};                                                      \
-        for (size_t r = 0; r < NR; r++) {                                                  \
-            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]); \
-            else memset(p + r * G, 0, G * sizeof(float));                                  \
-        }                                                                                  \
-        V_ACCUM(LOADV, TB)                                                                 \
-    }
-
-#define POST POST_NONE
-#define PRE PRE_NONE
-static void chunk_f32_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                           const float *K, const float *V, size_t n,
-                           float *m, float *l, float *acc, float *work)
-{
-    (void)n;
-    CHUNK_BODY(LOADK_F32, LOADX2_F32)
-}
-
-static void chunk_f16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                           const uint16_t *K, const uint16_t *V, size_t n,
-                           float *m, float *l, float *acc, float *work)
-{
-    (void)n;
-    CHUNK_BODY(LOADK_F16, LOADX2_F16)
-}
-#undef POST
-#undef PRE
-
-/* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
- * With R rows against one chunk the work is two small matrix products, S = Q·Kᵀ
- * (rows x keys over D) and A += P·V (rows x channels over keys), and the kernel is laid
- * out for them instead of for a few rows: no horizontal sum per (key, row) pair and no
- * K/V conversion per row block (the caller hands fp32 K and V, converted or decoded once
- * per chunk for all rows; attend.c).
- *
- * Rows go in blocks of MRB (32). Per block:
- *
- *   qT [D][rp]    the block's queries transposed (16x16 register transposes; rp = rows
- *                 rounded up to 16, zero columns past the last row), so that
- *   s  [G][rp]    scores: a tile of 8 keys x 32 rows is 16 zmm accumulators, each step d
- *                 one broadcast K[t][d] per key against the rows' q[.][d] in lanes;
- *                 then the online-softmax update runs across lanes too (16 rows at a
- *                 time: running max, exp, sums, the factors f; masked by nvis[r]),
- *                 leaving p in s;
- *   acc[r][d]  = acc[r][d] * f[r] + Σ_t p[t][r] V[t][d], a tile of 4 rows x 64 channels
- *                 (16 zmm) over the keys row r's tile may see, broadcasting p[t][r].
- *
- * Keys past the block's largest nvis are not computed (score tiles round up to 8 keys,
- * reading the last visible key again; those scores are masked). */
-#define MRB SJK_ATTN_MANY_RB
-#define MKT 8 /* keys per score tile */
-_Static_assert(MRB == 32 && G % MKT == 0, "chunk_f32_many: score tiles of 32 rows x 8 keys");
-
-/* x[i] lane j <- x[j] lane i: unpack pairs, then pairs of pairs, then 128-bit lanes twice. */
-static inline void transpose16x16(__m512 x[16])
-{
-    __m512 t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(x[i], x[i + 1]);     /* a0 b0 a1 b1 (per 128-bit lane) */
-        t[i + 1] = _mm512_unpackhi_ps(x[i], x[i + 1]); /* a2 b2 a3 b3 */
-    }
-    for (int g = 0; g < 4; g++) { /* rows 4g..4g+3: u[4g + c] holds column c of each lane */
-        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
-        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
-        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-    for (int c = 0; c < 4; c++) { /* column 4k + c gathers lane k of u[c], u[4+c], u[8+c], u[12+c] */
-        __m512 xl = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
-        __m512 xh = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
-        __m512 yl = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
-        __m512 yh = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
-        x[c] = _mm512_shuffle_f32x4(xl, yl, _MM_SHUFFLE(2, 0, 2, 0));
-        x[8 + c] = _mm512_shuffle_f32x4(xl, yl, _MM_SHUFFLE(3, 1, 3, 1));
-        x[4 + c] = _mm512_shuffle_f32x4(xh, yh, _MM_SHUFFLE(2, 0, 2, 0));
-        x[12 + c] = _mm512_shuffle_f32x4(xh, yh, _MM_SHUFFLE(3, 1, 3, 1));
+    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m512 vinv = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
+    for (size_t d = 0; d < D; d += 16) {
+        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + d), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(void *)(q16 + d), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
     }
 }
-
-/* Scores of keys [0, nk) (nk a multiple of MKT) against RZ * 16 columns of qT: s[t][c]. */
-#define MANY_SCORES(RZ)                                                                    \
-    for (size_t t0 = 0; t0 < nk; t0 += MKT) {                                              \
-        const float *kr[MKT];                                                              \
-        for (size_t j = 0; j < MKT; j++) kr[j] = K + (t0 + j < ntm ? t0 + j : ntm - 1) * D; \
-        __m512 a[MKT][RZ];                                                                 \
-        _Pragma("GCC unroll 8")                                                            \
-        for (size_t j = 0; j < MKT; j++)                                                   \
-            _Pragma("GCC unroll 2")                                                        \
-            for (size_t z = 0; z < RZ; z++) a[j][z] = _mm512_setzero_ps();                 \
-        for (size_t d = 0; d < D; d++) {                                                   \
-            __m512 qv[RZ];                                                                 \
-            _Pragma("GCC unroll 2")                                                        \
-            for (size_t z = 0; z < RZ; z++) qv[z] = _mm512_loadu_ps(qT + d * rp + 16 * z); \
-            _Pragma("GCC unroll 8")                                                        \
-            for (size_t j = 0; j < MKT; j++) {                                             \
-                const __m512 kb = _mm512_set1_ps(kr[j][d]);                                \
-                _Pragma("GCC unroll 2")                                                    \
-                for (size_t z = 0; z < RZ; z++) a[j][z] = _mm512_fmadd_ps(qv[z], kb, a[j][z]); \
-            }                                                                              \
-        }                                                                                  \
-        _Pragma("GCC unroll 8")                                                            \
-        for (size_t j = 0; j < MKT; j++)                                                   \
-            _Pragma("GCC unroll 2")                                                        \
-            for (size_t z = 0; z < RZ; z++) _mm512_storeu_ps(s + (t0 + j) * rp + 16 * z, a[j][z]); \
-    }
-
-static void chunk_f32_many_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                                  const float *K, const float *V, size_t n,
-                                  float *m, float *l, float *acc, float *work)
-{
-    float *qT = work;             /* [D][rp] */
-    float *s = qT + D * MRB;      /* [G][rp] scores, then probabilities */
-    float *fct = s + G * MRB;     /* [MRB] factors for the old state */
-    (void)n;
-    for (size_t b0 = 0; b0 < R; b0 += MRB) {
-        const size_t rb = R - b0 < MRB ? R - b0 : MRB, rp = (rb + 15) & ~(size_t)15;
-        const uint32_t *nv = nvis + b0;
-        size_t ntm = 0;
-        for (size_t r = 0; r < rb; r++) ntm = nv[r] > ntm ? nv[r] : ntm;
-        if (!ntm) continue;
-        for (size_t g = 0; g < rp; g += 16)
-            for (size_t d0 = 0; d0 < D; d0 += 16) {
-                __m512 x[16];
-                for (size_t i = 0; i < 16; i++)
-                    x[i] = g + i < rb ? _mm512_loadu_ps(q + (b0 + g + i) * D + d0) : _mm512_setzero_ps();
-                transpose16x16(x);
-                for (size_t i = 0; i < 16; i++) _mm512_storeu_ps(qT + (d0 + i) * rp + g, x[i]);
-            }
-        const size_t nk = (ntm + MKT - 1) / MKT * MKT;
-        if (rp == 32) { MANY_SCORES(2) }
-        else { MANY_SCORES(1) }
-        /* online softmax, 16 rows per vector (row b0 + g + i in lane i) */
-        for (size_t g = 0; g < rp; g += 16) {
-            const __mmask16 in = rb - g >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (rb - g)) - 1);
-            const __m512i nvv = _mm512_maskz_loadu_epi32(in, nv + g);
-            const __mmask16 live = _mm512_mask_cmpgt_epi32_mask(in, nvv, _mm512_setzero_si512());
-            size_t ntg = 0;
-            for (size_t i = g; i < g + 16 && i < rb; i++) ntg = nv[i] > ntg ? nv[i] : ntg;
-            if (!ntg) continue;
-            const __m512 mo = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), live, m + b0 + g);
-            __m512 mx = _mm512_set1_ps(-INFINITY);
-            for (size_t t = 0; t < ntg; t++) {
-                const __mmask16 k = _mm512_cmpgt_epi32_mask(nvv, _mm512_set1_epi32((int)t));
-                mx = _mm512_mask_max_ps(mx, k, mx, _mm512_loadu_ps(s + t * rp + g));
-            }
-            const __m512 mn = _mm512_max_ps(mo, mx);
-            const __mmask16 old = _mm512_mask_cmp_ps_mask(live, mo, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-            const __m512 f = _mm512_maskz_mov_ps(old, exp512(_mm512_sub_ps(mo, mn)));
-            __m512 sum = _mm512_setzero_ps();
-            for (size_t t = 0; t < ntg; t++) {
-                const __mmask16 k = _mm512_cmpgt_epi32_mask(nvv, _mm512_set1_epi32((int)t));
-                const __m512 p = _mm512_maskz_mov_ps(k, exp512(_mm512_sub_ps(_mm512_loadu_ps(s + t * rp + g), mn)));
-                _mm512_storeu_ps(s + t * rp + g, p);
-                sum = _mm512_add_ps(sum, p);
-            }
-            const __m512 lo = _mm512_maskz_loadu_ps(live, l + b0 + g);
-            _mm512_mask_storeu_ps(l + b0 + g, live, _mm512_fmadd_ps(lo, f, sum));
-            _mm512_mask_storeu_ps(m + b0 + g, live, mn);
-            _mm512_storeu_ps(fct + g, f);
-        }
-        /* values: 4 rows x 64 channels per tile, over the keys the tile's rows see */
-        for (size_t d0 = 0; d0 < D; d0 += 64)
-            for (size_t r0 = 0; r0 < rb; r0 += 4) {
-                size_t nt = 0;
-                for (size_t r = r0; r < r0 + 4 && r < rb; r++) nt = nv[r] > nt ? nv[r] : nt;
-                if (!nt) continue;
-                __m512 a[4][4];
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < 4; r++)
-                    _Pragma("GCC unroll 8")
-                    for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_setzero_ps();
-                for (size_t t = 0; t < nt; t++) {
-                    __m512 v[4];
-                    _Pragma("GCC unroll 8")
-                    for (size_t i = 0; i < 4; i++) v[i] = _mm512_loadu_ps(V + t * D + d0 + 16 * i);
-                    _Pragma("GCC unroll 8")
-                    for (size_t r = 0; r < 4; r++) {
-                        const __m512 pb = _mm512_set1_ps(s[t * rp + r0 + r]);
-                        _Pragma("GCC unroll 8")
-                        for (size_t i = 0; i < 4; i++) a[r][i] = _mm512_fmadd_ps(pb, v[i], a[r][i]);
-                    }
-                }
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < 4; r++) {
-                    if (r0 + r >= rb || !nv[r0 + r]) continue;
-                    float *ad = acc + (b0 + r0 + r) * D + d0;
-                    const __m512 f = _mm512_set1_ps(fct[r0 + r]);
-                    _Pragma("GCC unroll 8")
-                    for (size_t i = 0; i < 4; i++)
-                        _mm512_storeu_ps(ad + 16 * i, _mm512_fmadd_ps(_mm512_loadu_ps(ad + 16 * i), f, a[r][i]));
-                }
-            }
-    }
-}
-#undef MANY_SCORES
-#undef MKT
-#undef MRB
 
 /* tq6_0_stage rows (the staging ring), decoded 64 values at a time by byte lookups and
  * used by all RB rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] (byte b:
@@ -470,10 +145,94 @@ static inline __m128 hsum4x16(__m512 a, __m512 b, __m512 c, __m512 d)
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), x));
 }
 
+/* One block's partial scores (16 lanes per row, before the block norm) of rows qp / qi at
+ * block b, in fp32 (q16 = 0: the centroids decoded by tq6_values64 against the fp32
+ * queries in decode order) or in int16 (q16 = 1, chunk_tq6_q16: qi [D] per row, the
+ * row's queries as int16 in the order of the words below, qw_elem). In int16 a parity's
+ * 64 codes become their int16 centroids by two vpermb (low and high byte planes) and two
+ * byte unpacks (w0: code bytes 16 l + 0..7 of each 128-bit lane l, w1: 16 l + 8..15);
+ * four vpdpwssd per row add the block's 128 products code x query into 16 int32 lanes,
+ * exact (|q16| <= 32767, |c16| <= 8191, eight products a lane: < 2^31), converted once. */
+static ALWAYS_INLINE void tq6_block(__m512 e[RBX], const uint8_t *blk, size_t b, const float *qp, const int16_t *qi,
+                                    size_t D, const tq6_lut *tt, const __m512i c16lo, const __m512i c16hi,
+                                    const size_t NR, const int q16)
+{
+    if (q16) {
+        __m512i a[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) a[r] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 2")
+        for (int par = 0; par < 2; par++) {
+            const __m512i code = tq6_codes64(tt, blk, par);
+            const __m512i lo = _mm512_permutexvar_epi8(code, c16lo), hi = _mm512_permutexvar_epi8(code, c16hi);
+            const __m512i w0 = _mm512_unpacklo_epi8(lo, hi), w1 = _mm512_unpackhi_epi8(lo, hi);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const int16_t *qr = qi + r * D + b * SJK_TQ_BLOCK + 64 * par;
+                a[r] = _mm512_dpwssd_epi32(a[r], w0, _mm512_loadu_si512((const void *)qr));
+                a[r] = _mm512_dpwssd_epi32(a[r], w1, _mm512_loadu_si512((const void *)(qr + 32)));
+            }
+        }
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) e[r] = _mm512_cvtepi32_ps(a[r]);
+        return;
+    }
+    __m512 h[2][RBX];
+    _Pragma("GCC unroll 2")
+    for (int par = 0; par < 2; par++) {
+        __m512 f[4];
+        tq6_values64(tt, tq6_codes64(tt, blk, par), f);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            const float *qr = qp + r * D + b * SJK_TQ_BLOCK + 64 * par;
+            __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
+            x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
+            x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), f[2], x);
+            h[par][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), f[3], x);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) e[r] = _mm512_add_ps(h[0][r], h[1][r]);
+}
+
+/* Scores p[r][t] of keys [0, ntm): per key, per block the rows' lane partials (tq6_block)
+ * scaled by the block norm, summed over the blocks, reduced, times sc[r] (1, or for int16
+ * the row's q16 scale times the centroids'). */
+static ALWAYS_INLINE void tq6_scores(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn, const float *qp,
+                                     const int16_t *qi, size_t D, const float *sc, const tq6_lut *tt,
+                                     const __m512i c16lo, const __m512i c16hi, const size_t NR, const int q16)
+{
+    const size_t row_nbytes = nb * SJK_TQ6_0_NBYTES;
+    for (size_t t = 0; t < ntm; t++) {
+        const uint8_t *row = K + t * row_nbytes;
+        __m512 s[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) s[r] = vzero();
+        for (size_t b = 0; b < nb; b++) {
+            __m512 e[RBX];
+            tq6_block(e, row + b * SJK_TQ6_0_NBYTES, b, qp, qi, D, tt, c16lo, c16hi, NR, q16);
+            const __m512 nv = vset1(kn[t * nb + b]);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) s[r] = vfmadd(e[r], nv, s[r]);
+        }
+        float sv[RBX];
+        for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r] * sc[r];
+    }
+}
+
+/* Element of a block whose query goes to position i (0..127) of tq6_scores_q16's order:
+ * parity i / 64, word vector k = (i / 32) % 2, lane l = (i % 32) / 8, word j = i % 8. */
+static inline size_t qw_elem(size_t i)
+{
+    const size_t par = i / 64, k = (i / 32) % 2, l = (i % 32) / 8, j = i % 8;
+    return 2 * (16 * l + 8 * k + j) + par;
+}
+
 static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                 const uint8_t *K, const uint8_t *V, size_t n,
                                                                 float *m, float *l, float *acc, float *work,
-                                                                const size_t NR)
+                                                                const size_t NR, const int q16)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     const tq6_lut tt = tq6_lut_init();
@@ -483,8 +242,25 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
     float *vn = kn + G * nb;                           /* [nb][G] V block norms (0 past n) */
     float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
     float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
-    int32_t elem[SJK_TQ_BLOCK];
-    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) elem[i] = (int32_t)tq6_elem(i);
+    int16_t *qi = (int16_t *)(void *)(qp + RBX * D);    /* [RBX][D] int16 queries (q16) */
+    int32_t elem[SJK_TQ_BLOCK], qelem[SJK_TQ_BLOCK];
+    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) {
+        elem[i] = (int32_t)tq6_elem(i);
+        qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
+    }
+    __m512i c16lo = _mm512_setzero_si512(), c16hi = c16lo;
+    float csc = 0.0f;
+    if (q16) {
+        int16_t c16[64];
+        uint8_t lo[64], hi[64];
+        csc = sjk_attn_tq6_c16(c16);
+        for (int j = 0; j < 64; j++) {
+            lo[j] = (uint8_t)((uint16_t)c16[j] & 0xFF);
+            hi[j] = (uint8_t)((uint16_t)c16[j] >> 8);
+        }
+        c16lo = _mm512_loadu_si512(lo);
+        c16hi = _mm512_loadu_si512(hi);
+    }
     /* the fp16 norms, 16 at a time by one gather: K's in key order, V's per block */
     tq6_norms(kn, K, n * nb, SJK_TQ6_0_NBYTES);
     for (size_t b = 0; b < nb; b++) {
@@ -492,52 +268,27 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
         for (size_t t = n; t < ((n + 15) & ~(size_t)15); t++) vn[b * G + t] = 0.0f;
     }
     for (size_t r0 = 0; r0 < R; r0 += NR) {
-        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
-        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
         for (size_t r = 0; r < NR; r++)
             for (size_t b = 0; b < nb; b++)
                 for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16)
                     _mm512_storeu_ps(qp + r * D + b * SJK_TQ_BLOCK + i,
-                                     r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(elem + i)),
+                                     r < rb ? _mm512_i32gather_ps(_mm512_loadu_si512((const void *)(qelem + i)),
                                                                   q + (r0 + r) * D + b * SJK_TQ_BLOCK, 4)
                                             : _mm512_setzero_ps());
-        /* scores: per key, per block the 4 rows' lane partials, scaled by the block norm */
-        for (size_t t = 0; t < ntm; t++) {
-            const uint8_t *row = K + t * row_nbytes;
-            __m512 s[RBX];
-            _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) s[r] = _mm512_setzero_ps();
-            for (size_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
-                const float *qb = qp + b * SJK_TQ_BLOCK;
-                __m512 e[2][RBX];
-                _Pragma("GCC unroll 2")
-                for (int par = 0; par < 2; par++) {
-                    __m512 f[4];
-                    tq6_values64(&tt, tq6_codes64(&tt, blk, par), f);
-                    _Pragma("GCC unroll 8")
-                    for (size_t r = 0; r < NR; r++) {
-                        const float *qr = qb + r * D + 64 * par;
-                        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(qr), f[0]);
-                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), f[1], x);
-                        x = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), f[2], x);
-                        e[par][r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), f[3], x);
-                    }
-                }
-                const __m512 nv = _mm512_set1_ps(kn[t * nb + b]);
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < NR; r++) s[r] = _mm512_fmadd_ps(_mm512_add_ps(e[0][r], e[1][r]), nv, s[r]);
-            }
-            float sv[RBX];
-            for (size_t r = 0; r < NR; r += 4) _mm_storeu_ps(sv + r, hsum4x16(s[r], s[r + 1], s[r + 2], s[r + 3]));
-            for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r];
-        }
-        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
+        float sc[RBX];
         for (size_t r = 0; r < NR; r++) {
-            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
-            else memset(p + r * G, 0, G * sizeof(float));
+            sc[r] = 1.0f;
+            if (q16) {
+                q16_prep(qi + r * D, &sc[r], qp + r * D, D);
+                sc[r] *= csc;
+            }
         }
+        tq6_scores(p, K, ntm, nb, kn, qp, qi, D, sc, &tt, c16lo, c16hi, NR, q16);
+        float fct[RBX];
+        softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         /* values: probabilities times the keys' V block norms */
         const size_t ntm16 = (ntm + 15) & ~(size_t)15;
         for (size_t b = 0; b < nb; b++)
@@ -548,8 +299,8 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
         for (size_t r = 0; r < rb; r++) {
             if (!nvis[r0 + r]) continue;
             float *a = acc + (r0 + r) * D;
-            __m512 vf = _mm512_set1_ps(fct[r]);
-            for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), vf));
+            const vf f = vset1(fct[r]);
+            for (size_t d = 0; d < D; d += 16) vstore(a + d, vmul(vload(a + d), f));
         }
         for (size_t b = 0; b < nb; b++) {
             const float *pb = pn + b * RBX * G;
@@ -593,52 +344,20 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
  * head, 8 of a Llama-3 head), so that a chunk's codes are decoded once per call instead
  * of once per 4 rows; the padding rows of a block are zero queries (their FMAs are the
  * price of the shared decode). */
-static inline size_t rows_per_block(size_t R) { return R > RB ? RBX : RB; }
-
 static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const uint8_t *K, const uint8_t *V, size_t n,
                              float *m, float *l, float *acc, float *work)
 {
-    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX);
-    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB);
+    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX, 0);
+    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB, 0);
 }
 
-/* The record's K scales folded into rows q[rb][D] of a block of NR: qs[r][d] = q[r][d] *
- * Kscale[d] and cz[r] = q[r] . Kzero (rows rb..NR-1: zero queries, cz untouched). */
-static inline void rec_fold(float *qs, float *cz, const float *q, size_t rb, size_t NR, size_t D, const sjk_attn_rec *rc)
+static void chunk_tq6_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                 const uint8_t *K, const uint8_t *V, size_t n,
+                                 float *m, float *l, float *acc, float *work)
 {
-    for (size_t r = 0; r < rb; r++) {
-        const float *qr = q + r * D;
-        __m512 z = _mm512_setzero_ps();
-        for (size_t d = 0; d < D; d += 16) {
-            __m512 qv = _mm512_loadu_ps(qr + d);
-            _mm512_storeu_ps(qs + r * D + d, _mm512_mul_ps(qv, _mm512_loadu_ps(rc->kscale + d)));
-            z = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rc->kzero + d), z);
-        }
-        cz[r] = hsum512(z);
-    }
-    for (size_t r = rb; r < NR; r++) memset(qs + r * D, 0, D * sizeof(float));
-}
-
-/* The online-softmax update of a record block's scores p[NR][G] (rows rb..NR-1 and keys
- * past a row's nvis: p = 0), then the V scales folded in: p[r][t] *= Vscale[t] and
- * zz[r] = Σ_t p[r][t] · Vzero[t] (before the scaling); fct[r] the old state's factor. */
-static inline void rec_probs(float *p, float *fct, float *zz, const uint32_t *nvis, size_t rb, size_t NR, float *m,
-                             float *l, const sjk_attn_rec *rc)
-{
-    for (size_t r = 0; r < NR; r++) {
-        const size_t nv = r < rb ? nvis[r] : 0;
-        if (!nv) { memset(p + r * G, 0, G * sizeof(float)); continue; }
-        fct[r] = softmax_row(p + r * G, nv, &m[r], &l[r]);
-        const size_t nv16 = (nv + 15) & ~(size_t)15;
-        __m512 z = _mm512_setzero_ps();
-        for (size_t t = 0; t < nv16; t += 16) {
-            const __m512 pv = _mm512_loadu_ps(p + r * G + t);
-            z = _mm512_fmadd_ps(pv, _mm512_loadu_ps(rc->vzero + t), z);
-            _mm512_storeu_ps(p + r * G + t, _mm512_mul_ps(pv, _mm512_loadu_ps(rc->vscale + t)));
-        }
-        zz[r] = hsum512(z);
-    }
+    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX, 1);
+    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB, 1);
 }
 
 /* ---- trellis records, read in place -------------------------------------------------
@@ -907,8 +626,8 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
     const __m512i dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     const unsigned kb = rc->kbits, vb = rc->vbits;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
-        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
-        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
         float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
         rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
@@ -943,43 +662,6 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
     }
 }
 
-/* 16 codes as floats from 16 bytes (codes 0..255 unpacked), and 32 4-bit codes from the
- * low and high nibbles of 16 bytes. The nibbles are not masked: vpermps reads only the
- * low 4 bits of each index, so a table of 0..15 turns a code into its float (exactly
- * what cvtdq2ps would give) in one instruction on the zero-extended byte. */
-#define LOADC_U8(ptr) _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ptr))))
-#define LOADC_NIB(lo, hi, ptr)                                                             \
-    do {                                                                                   \
-        const __m512i x_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(ptr))); \
-        (lo) = _mm512_permutexvar_ps(x_, lut16);                                           \
-        (hi) = _mm512_permutexvar_ps(_mm512_srli_epi32(x_, 4), lut16);                     \
-    } while (0)
-/* channels d0..d0+31 of a 4-bit V payload row: the 16 bytes of unit d0/32 */
-#define LOAD_V4X2(v0, v1, t, d0) LOADC_NIB(v0, v1, vp + (t) * (D / 2) + (d0) / 2)
-
-/* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
- * int16 q16[D] and its scale. */
-static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
-{
-    __m512 mx = _mm512_setzero_ps();
-    __mmask16 bad = 0;
-    for (size_t d = 0; d < D; d += 16) {
-        const __m512 v = _mm512_loadu_ps(x + d);
-        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
-    }
-    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
-    const float s = isfinite(amax) ? amax / 32767.0f : NAN;
-    const float inv = s > 0 ? 1.0f / s : 0.0f;
-    *scale = s;
-    const __m512 vi = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
-    for (size_t d = 0; d < D; d += 16) {
-        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + d), vi), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
-        _mm256_storeu_si256((__m256i *)(void *)(q16 + d), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
-    }
-}
-
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
  * values by token rows of codes; scales folded as in attn_kernels.h.
  *
@@ -991,122 +673,62 @@ static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
  * int32, and the scale turns the sums into scores once per 16 tokens. Against the fp32
  * path (per channel: one zero-extend, two vpermps, 2 NR FMAs for 32 tokens) that is 4
  * NR vpdpwssd and about 10 shuffles / logic ops per 4 channels. */
-#define POST(a, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), (a))
-#define PRE(r, d) _mm512_mul_ps(_mm512_loadu_ps(rc->vch + (d)), _mm512_set1_ps(zz[r]))
-static inline __attribute__((always_inline)) void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                                                                const sjk_attn_rec *rc, float *m, float *l, float *acc,
-                                                                float *work, const size_t NR, const int Q16)
+/* The int16 scores of a record block whose K codes are 4-bit (chunk_rec_q16; called by
+ * attn_x86.h's chunk_rec_nr): per row the folded queries qs become int16 (q16_prep) and
+ *   p[r][t] = Ktok[t] · (scale · Σ_d q16[r][d] · code[d][t] + cz[r]),  t < ntm rounded up to 32. */
+static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs, const float *cz, const sjk_attn_rec *rc,
+                                         size_t D, size_t ntm, size_t rb, size_t pfn, const size_t NR)
 {
-    float *p = work;                 /* [RBX][G] */
-    float *qs = work + RBX * G;       /* [RBX][D] */
-    int16_t *q16 = (int16_t *)(void *)(work + RBX * (2 * D + 4 * G + 8)); /* [RBX][D] (Q16) */
-    float q16s[RBX] = {0};
-    const uint8_t *kc = rc->kc, *vc = rc->vc, *vp = rc->vp;
-    const __m512 lut16 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (size_t r0 = 0; r0 < R; r0 += NR) {
-        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
-        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
-        if (!ntm) continue;
-        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
-        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
-        size_t ntm16 = (ntm + 31) & ~(size_t)31;
-        if (Q16) {
-            for (size_t r = 0; r < NR; r++) {
-                if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
-                else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
-            }
-            /* vpermb controls: dword j <- (byte j of lane 2i, byte j of lane 2i + 1) as
-             * two 16-bit words (high bytes junk, masked) */
-            uint8_t ix[2][64];
-            for (int j = 0; j < 16; j++)
-                for (int h = 0; h < 2; h++) {
-                    ix[h][4 * j] = ix[h][4 * j + 1] = (uint8_t)(32 * h + j);
-                    ix[h][4 * j + 2] = ix[h][4 * j + 3] = (uint8_t)(32 * h + 16 + j);
-                }
-            const __m512i i01 = _mm512_loadu_si512(ix[0]), i23 = _mm512_loadu_si512(ix[1]);
-            const __m512i m4 = _mm512_set1_epi32(0x000F000F);
-            for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
-                __m512i A0[RBX], A1[RBX];
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < NR; r++) { A0[r] = _mm512_setzero_si512(); A1[r] = _mm512_setzero_si512(); }
-                const size_t pfo = (t0 / 32) * D * 64, pfn = r0 == 0 ? rc->pf_nbytes : 0;
-                for (size_t c = 0; c < D; c += 4) {
-                    const uint8_t *u = rc->kp + c * (G / 2) + t0 / 2;
-                    if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
-                    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)u));
-                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G / 2)), 1);
-                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G)), 2);
-                    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + 3 * G / 2)), 3);
-                    const __m512i p01 = _mm512_permutexvar_epi8(i01, x), p23 = _mm512_permutexvar_epi8(i23, x);
-                    const __m512i l01 = _mm512_and_si512(p01, m4), h01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), m4);
-                    const __m512i l23 = _mm512_and_si512(p23, m4), h23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), m4);
-                    _Pragma("GCC unroll 8")
-                    for (size_t r = 0; r < NR; r++) {
-                        int32_t wa, wb;
-                        memcpy(&wa, q16 + r * D + c, 4);
-                        memcpy(&wb, q16 + r * D + c + 2, 4);
-                        const __m512i qa = _mm512_set1_epi32(wa), qb = _mm512_set1_epi32(wb);
-                        A0[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A0[r], l01, qa), l23, qb);
-                        A1[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A1[r], h01, qa), h23, qb);
-                    }
-                }
-                const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
-                for (size_t r = 0; r < NR; r++) {
-                    const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
-                    _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A0[r])), c)));
-                    _mm512_storeu_ps(p + r * G + t0 + 16,
-                                     _mm512_mul_ps(kt1, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A1[r])), c)));
-                }
-            }
+    float q16s[RBX];
+    const size_t ntm16 = (ntm + 31) & ~(size_t)31;
+    for (size_t r = 0; r < NR; r++) {
+        if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
+        else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
+    }
+    /* vpermb controls: dword j <- (byte j of lane 2i, byte j of lane 2i + 1) as
+     * two 16-bit words (high bytes junk, masked) */
+    uint8_t ix[2][64];
+    for (int j = 0; j < 16; j++)
+        for (int h = 0; h < 2; h++) {
+            ix[h][4 * j] = ix[h][4 * j + 1] = (uint8_t)(32 * h + j);
+            ix[h][4 * j + 2] = ix[h][4 * j + 3] = (uint8_t)(32 * h + 16 + j);
         }
-        for (size_t t0 = 0; t0 < (Q16 ? 0 : ntm16); t0 += 32) {
-            __m512 s0[RBX], s1[RBX];
+    const __m512i i01 = _mm512_loadu_si512(ix[0]), i23 = _mm512_loadu_si512(ix[1]);
+    const __m512i m4 = _mm512_set1_epi32(0x000F000F);
+    for (size_t t0 = 0; t0 < ntm16; t0 += 32) {
+        __m512i A0[RBX], A1[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { A0[r] = _mm512_setzero_si512(); A1[r] = _mm512_setzero_si512(); }
+        const size_t pfo = (t0 / 32) * D * 64;
+        for (size_t c = 0; c < D; c += 4) {
+            const uint8_t *u = rc->kp + c * (G / 2) + t0 / 2;
+            if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
+            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)u));
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G / 2)), 1);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + G)), 2);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)(const void *)(u + 3 * G / 2)), 3);
+            const __m512i p01 = _mm512_permutexvar_epi8(i01, x), p23 = _mm512_permutexvar_epi8(i23, x);
+            const __m512i l01 = _mm512_and_si512(p01, m4), h01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), m4);
+            const __m512i l23 = _mm512_and_si512(p23, m4), h23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), m4);
             _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_ps(); s1[r] = _mm512_setzero_ps(); }
-            /* 32 tokens of one channel: two runs of 16 unpacked bytes, or the low and high
-             * nibbles of one 16-byte unit */
-            /* the next record, a line per channel step (rc->pf: attn_kernels.h) */
-            const size_t pfo = (t0 / 32) * D * 64, pfn = r0 == 0 ? rc->pf_nbytes : 0;
-#define PREFETCH_NEXT(o) if ((o) < pfn) _mm_prefetch((const char *)rc->pf + (o), _MM_HINT_T1)
-            if (kc) {
-                for (size_t d = 0; d < D; d++) {
-                    PREFETCH_NEXT(pfo + d * 64);
-                    __m512 k0 = LOADC_U8(kc + d * G + t0), k1 = LOADC_U8(kc + d * G + t0 + 16);
-                    _Pragma("GCC unroll 8")
-                    for (size_t r = 0; r < NR; r++) {
-                        __m512 qb = _mm512_set1_ps(qs[r * D + d]);
-                        s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
-                        s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
-                    }
-                }
-            } else {
-                for (size_t d = 0; d < D; d++) {
-                    __m512 k0, k1;
-                    PREFETCH_NEXT(pfo + d * 64);
-                    LOADC_NIB(k0, k1, rc->kp + d * (G / 2) + t0 / 2);
-                    _Pragma("GCC unroll 8")
-                    for (size_t r = 0; r < NR; r++) {
-                        __m512 qb = _mm512_set1_ps(qs[r * D + d]);
-                        s0[r] = _mm512_fmadd_ps(qb, k0, s0[r]);
-                        s1[r] = _mm512_fmadd_ps(qb, k1, s1[r]);
-                    }
-                }
-            }
-            __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
             for (size_t r = 0; r < NR; r++) {
-                __m512 c = _mm512_set1_ps(cz[r]);
-                _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(s0[r], c)));
-                _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_add_ps(s1[r], c)));
+                int32_t wa, wb;
+                memcpy(&wa, q16 + r * D + c, 4);
+                memcpy(&wb, q16 + r * D + c + 2, 4);
+                const __m512i qa = _mm512_set1_epi32(wa), qb = _mm512_set1_epi32(wb);
+                A0[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A0[r], l01, qa), l23, qb);
+                A1[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A1[r], h01, qa), h23, qb);
             }
         }
-        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
-        if (vc) { V_ACCUM(LOADX2_U8, TB) }
-        else { V_ACCUM(LOAD_V4X2, G) }
+        const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
+        for (size_t r = 0; r < NR; r++) {
+            const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
+            _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A0[r])), c)));
+            _mm512_storeu_ps(p + r * G + t0 + 16,
+                             _mm512_mul_ps(kt1, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A1[r])), c)));
+        }
     }
 }
-#undef POST
-#undef PREFETCH_NEXT
-#undef PRE
 
 static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
@@ -1114,8 +736,7 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
     const size_t nr = rows_per_block(R);
     if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
     else if (rc->kt) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
-    else if (nr == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 0);
-    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+    else chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
 }
 
 static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -1124,6 +745,7 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
     if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 1);
     else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1);
 }
+
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
  * Scores by integer dot products against the int8 query pieces (attn_kernels.h,
@@ -1202,36 +824,15 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
     }
 }
 
-#define LOADX2_Q8V(v0, v1, t, d0)                                                          \
-    do {                                                                                   \
-        const size_t bi_ = (t) * nb + (d0) / 32;                                           \
-        const uint8_t *b_ = V + bi_ * SJK_Q8_0_NBYTES + 2;                                 \
-        const __m512 dv_ = _mm512_set1_ps(dvf[bi_]);                                       \
-        (v0) = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)b_))), dv_); \
-        (v1) = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b_ + 16)))), dv_); \
-    } while (0)
-#define LOADX2_Q4V(v0, v1, t, d0)                                                          \
-    do {                                                                                   \
-        const size_t bi_ = (t) * nb + (d0) / 32;                                           \
-        const __m512i x_ = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(V + bi_ * SJK_Q4_0_NBYTES + 2))); \
-        const __m512 dv_ = _mm512_set1_ps(dvf[bi_]);                                       \
-        (v0) = _mm512_mul_ps(_mm512_permutexvar_ps(x_, lut_m8), dv_);                      \
-        (v1) = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(x_, 4), lut_m8), dv_); \
-    } while (0)
-
-#define POST POST_NONE
-#define PRE PRE_NONE
-static inline __attribute__((always_inline)) void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D,
-                                                                 const uint32_t *nvis, unsigned kbits, unsigned vbits,
-                                                                 const uint8_t *K, const uint8_t *V, size_t n, float *m,
-                                                                 float *l, float *acc, float *work, const size_t NR)
+static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                                        unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                                        float *m, float *l, float *acc, float *work, const size_t NR)
 {
     const size_t nb = D / 32;
-    float *p = work;                   /* [RBX][G] scores, then probabilities */
-    float *dkf = p + RBX * G;           /* [n * nb + 16] K block scales */
-    float *dvf = dkf + G * nb + 16;    /* [n * nb + 16] V block scales */
+    float *p = work;                /* [RBX][G] scores, then probabilities */
+    float *dkf = p + RBX * G;       /* [n * nb + 16] K block scales */
+    float *dvf = dkf + G * nb + 16; /* [n * nb + 16] V block scales */
     int8_t *zero8 = (int8_t *)(void *)(dvf + G * nb + 16); /* [2 D] zero bytes: pieces of absent rows */
-    const __m512 lut_m8 = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
     memset(zero8, 0, 2 * D);
     size_t nall = 0;
     for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
@@ -1240,8 +841,8 @@ static inline __attribute__((always_inline)) void chunk_qblk_nr(const sjk_attn_q
     qblk_scales(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     for (size_t r0 = 0; r0 < R; r0 += NR) {
-        size_t rb = R - r0 < NR ? R - r0 : NR, ntm = 0;
-        for (size_t r = 0; r < rb; r++) ntm = nvis[r0 + r] > ntm ? nvis[r0 + r] : ntm;
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
         const int8_t *hi[RBX], *lo[RBX];
         const int32_t *corr[RBX];
@@ -1256,17 +857,12 @@ static inline __attribute__((always_inline)) void chunk_qblk_nr(const sjk_attn_q
         }
         if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8, NR);
         else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4, NR);
-        float fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1};
-        for (size_t r = 0; r < NR; r++) {
-            if (r < rb && nvis[r0 + r]) fct[r] = softmax_row(p + r * G, nvis[r0 + r], &m[r0 + r], &l[r0 + r]);
-            else memset(p + r * G, 0, G * sizeof(float));
-        }
-        if (vbits == 8) { V_ACCUM(LOADX2_Q8V, TB) }
-        else { V_ACCUM(LOADX2_Q4V, TB) }
+        float fct[RBX];
+        softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
+        if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);
+        else v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q4, V, dvf, 0, NULL, NULL);
     }
 }
-#undef POST
-#undef PRE
 
 static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                               unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
@@ -1279,19 +875,7 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
 
-static void f16_to_f32_avx512(float *dst, const uint8_t *src, size_t n)
-{
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + 2 * i))));
-    for (; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, src + 2 * i, 2);
-        dst[i] = _cvtsh_ss(h);
-    }
-}
-
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
-    "avx512", chunk_f32_avx512, chunk_f32_many_avx512, chunk_f16_avx512, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
-    f16_to_f32_avx512, 1, chunk_qblk_avx512, chunk_rec_q16_avx512,
+    "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
+    f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
 };

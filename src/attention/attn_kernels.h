@@ -87,18 +87,18 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
 /* The view of rows r0.. of qi. */
 sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0);
 
+/* A chunk of fp32 keys/values K, V [n][D] against R query rows (chunk_f32, chunk_f32_many). */
+typedef void sjk_attn_f32_fn(const float *q, size_t R, size_t D, const uint32_t *nvis, const float *K, const float *V,
+                             size_t n, float *m, float *l, float *acc, float *work);
+
 typedef struct sjk_attn_kernels {
     const char *name; /* "ref", "avx2", "avx512" */
     /* fp32 keys/values: K, V [n][D] */
-    void (*chunk_f32)(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                      const float *K, const float *V, size_t n,
-                      float *m, float *l, float *acc, float *work);
+    sjk_attn_f32_fn *chunk_f32;
     /* fp32 keys/values, many rows (prefill): the same contract and result as chunk_f32
      * up to summation order, laid out for R >> SJK_ATTN_RB (attend.c uses it from
      * SJK_ATTN_MANY_MIN rows). NULL: the caller keeps to the decode kernels. */
-    void (*chunk_f32_many)(const float *q, size_t R, size_t D, const uint32_t *nvis,
-                           const float *K, const float *V, size_t n,
-                           float *m, float *l, float *acc, float *work);
+    sjk_attn_f32_fn *chunk_f32_many;
     /* fp16 keys/values: K, V [n][D] */
     void (*chunk_f16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const uint16_t *K, const uint16_t *V, size_t n,
@@ -134,7 +134,21 @@ typedef struct sjk_attn_kernels {
      * accumulation). NULL: the caller uses chunk_rec. */
     void (*chunk_rec_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
+    /* tq6_0_stage rows as chunk_tq6, the keys scored by integer dot products: per call and
+     * row the query becomes int16 (sjk_attn_q16_prep), the 6-bit codes their int16
+     * centroids (sjk_attn_tq6_c16), and
+     *   s[t] = scale_q · scale_c · Σ_b norm[t][b] · (float)Σ_{i in b} q16[i] · c16[code[t][i]]
+     * with the inner sums exact in integers; values as chunk_tq6. NULL: the caller uses
+     * chunk_tq6. */
+    void (*chunk_tq6_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                          const uint8_t *K, const uint8_t *V, size_t n,
+                          float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
+
+/* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)
+ * (|c16| <= 8191); returns their scale max|c| / 8191 (c[j] ≈ scale · c16[j], within
+ * scale / 2 = 2.0e-5). */
+float sjk_attn_tq6_c16(int16_t c16[64]);
 
 /* The int16 form of one row x[D] for chunk_rec_q16: *scale = max_i |x[i]| / 32767 and
  * q16[i] = round-to-nearest-even(x[i] · (1 / *scale)) (|q16| <= 32767), so each value is

@@ -80,6 +80,26 @@ static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     chunk_rows_ref(q, R, D, nvis, K, V, 1, m, l, acc, work);
 }
 
+/* A record's K scales folded into the query row qr: qs[d] = qr[d] · Kscale[d]; returns
+ * qr · Kzero. */
+static float rec_kfold_ref(float *qs, const float *qr, const sjk_attn_rec *rc, size_t D)
+{
+    for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+    return dot_f32(qr, rc->kzero, D);
+}
+
+/* A record's V scales folded into the probabilities p[0..nv): returns Σ p[t] · Vzero[t]
+ * (before the scaling), then p[t] *= Vscale[t]. */
+static float rec_vfold_ref(float *p, size_t nv, const sjk_attn_rec *rc)
+{
+    float z = 0;
+    for (size_t t = 0; t < nv; t++) {
+        z += p[t] * rc->vzero[t];
+        p[t] *= rc->vscale[t];
+    }
+    return z;
+}
+
 /* The code values of trellis channel d (one token-axis sequence): seq[t] = cb[w(d, t)]. */
 static void trellis_seq_ref(float *seq, const float *cb, unsigned k, const uint8_t *payload, size_t d)
 {
@@ -91,6 +111,19 @@ static void trellis_seq_ref(float *seq, const float *cb, unsigned k, const uint8
 
 /* A trellis record: the same folding as chunk_rec_ref with code values C[w] read
  * sequence by sequence (channel d's 128 tokens) from the packed payloads. */
+/* The softmax update of one row from its scores s[0..nv) and the values of tq6_0_stage
+ * rows V folded into a[D] (x: [D] scratch). */
+static void tq6_values_ref(float *a, float *s, size_t nv, float *m, float *l, const uint8_t *V, float *x, size_t D)
+{
+    const size_t row_nbytes = D / SJK_TQ_BLOCK * SJK_TQ6_0_NBYTES;
+    const float f = softmax_update(s, nv, m, l);
+    for (size_t i = 0; i < D; i++) a[i] *= f;
+    for (size_t t = 0; t < nv; t++) {
+        sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
+        for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
+    }
+}
+
 /* tq6_0_stage rows: each row decoded by the format's reference decode into work, then
  * the fp32 reference's arithmetic. */
 static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -108,13 +141,55 @@ static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nv
             sjk_decode_tq6_0_stage_ref(x, K + t * row_nbytes, D);
             s[t] = dot_f32(qr, x, D);
         }
-        float f = softmax_update(s, nv, &m[r], &l[r]);
-        float *a = acc + r * D;
-        for (size_t i = 0; i < D; i++) a[i] *= f;
+        tq6_values_ref(acc + r * D, s, nv, &m[r], &l[r], V, x, D);
+    }
+}
+
+float sjk_attn_tq6_c16(int16_t c16[64])
+{
+    float cmax = 0;
+    for (int j = 0; j < 64; j++) cmax = fabsf(sjk_tq6_centroids[j]) > cmax ? fabsf(sjk_tq6_centroids[j]) : cmax;
+    for (int j = 0; j < 64; j++) c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (8191.0f / cmax));
+    return cmax / 8191.0f;
+}
+
+/* Code j (0..127) of a tq6_0 block (docs/FORMAT.md: low 4 bits in the nibbles of qs,
+ * high 2 bits in qh). */
+static inline unsigned tq6_code(const uint8_t *blk, size_t j)
+{
+    const unsigned lo = (blk[2 + j / 2] >> (4 * (j % 2))) & 15, hi = (blk[66 + j / 4] >> (2 * (j % 4))) & 3;
+    return lo | hi << 4;
+}
+
+/* tq6_0_stage rows with integer key scores (chunk_tq6_q16): the row's int16 query
+ * against each block's int16 centroids, exact in int64, then the block norm and the two
+ * scales in fp32; values as chunk_tq6_ref. */
+static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                              const uint8_t *K, const uint8_t *V, size_t n,
+                              float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP, nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
+    float *s = work, *x = work + G;
+    int16_t *qi = (int16_t *)(void *)(x + D); /* [D] */
+    int16_t c16[64];
+    const float cs = sjk_attn_tq6_c16(c16);
+    (void)n;
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        float qs;
+        sjk_attn_q16_prep(qi, &qs, q + r * D, D);
         for (size_t t = 0; t < nv; t++) {
-            sjk_decode_tq6_0_stage_ref(x, V + t * row_nbytes, D);
-            for (size_t i = 0; i < D; i++) a[i] += s[t] * x[i];
+            float sum = 0;
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = K + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
+                int64_t dot = 0;
+                for (size_t i = 0; i < SJK_TQ_BLOCK; i++) dot += (int64_t)qi[b * SJK_TQ_BLOCK + i] * c16[tq6_code(blk, i)];
+                sum += sjk_fp16_to_f32(sjk_rd_u16le(blk)) * (float)dot;
+            }
+            s[t] = qs * cs * sum;
         }
+        tq6_values_ref(acc + r * D, s, nv, &m[r], &l[r], V, x, D);
     }
 }
 
@@ -127,8 +202,7 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        float cz = dot_f32(qr, rc->kzero, D);
-        for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+        const float cz = rec_kfold_ref(qs, qr, rc, D);
         for (size_t t = 0; t < nv; t++) s[t] = 0;
         for (size_t d = 0; d < D; d++) {
             trellis_seq_ref(seq, rc->kcb, rc->kbits, rc->kt, d);
@@ -136,11 +210,7 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
         }
         for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
         float f = softmax_update(s, nv, &m[r], &l[r]);
-        float z = 0;
-        for (size_t t = 0; t < nv; t++) {
-            z += s[t] * rc->vzero[t];
-            s[t] *= rc->vscale[t];
-        }
+        const float z = rec_vfold_ref(s, nv, rc);
         float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) {
             trellis_seq_ref(seq, rc->vcb, rc->vbits, rc->vt, d);
@@ -181,8 +251,7 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
         size_t nv = nvis[r];
         if (!nv) continue;
         const float *qr = q + r * D;
-        float cz = dot_f32(qr, rc->kzero, D);
-        for (size_t d = 0; d < D; d++) qs[d] = qr[d] * rc->kscale[d];
+        const float cz = rec_kfold_ref(qs, qr, rc, D);
         if (q16) {
             float sc;
             sjk_attn_q16_prep(qi, &sc, qs, D);
@@ -199,11 +268,7 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
             for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
         }
         float f = softmax_update(s, nv, &m[r], &l[r]);
-        float z = 0;
-        for (size_t t = 0; t < nv; t++) {
-            z += s[t] * rc->vzero[t];
-            s[t] *= rc->vscale[t];
-        }
+        const float z = rec_vfold_ref(s, nv, rc);
         for (size_t d = 0; d < D; d++) racc[d] = 0;
         for (size_t t = 0; t < nv; t++)
             for (size_t d = 0; d < D; d++)
@@ -340,27 +405,28 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
-    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref,
+    chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
 
-const sjk_attn_kernels *sjk_attn_kernels_avx2(void)
-{
+/* The x86 tables exist only in x86 builds; each is offered when the CPU has its feature. */
 #if defined(__x86_64__)
-    return (sjk_cpu_features() & SJK_CPU_AVX2) ? &sjk_attn_kernels_table_avx2 : NULL;
+#define X86_TABLE(t) (&(t))
 #else
-    return NULL;
+#define X86_TABLE(t) NULL
 #endif
+
+static const sjk_attn_kernels *table_if(unsigned feature, const sjk_attn_kernels *k)
+{
+    return k && (sjk_cpu_features() & feature) ? k : NULL;
 }
+
+const sjk_attn_kernels *sjk_attn_kernels_avx2(void) { return table_if(SJK_CPU_AVX2, X86_TABLE(sjk_attn_kernels_table_avx2)); }
 
 const sjk_attn_kernels *sjk_attn_kernels_avx512(void)
 {
-#if defined(__x86_64__)
-    return (sjk_cpu_features() & SJK_CPU_AVX512) ? &sjk_attn_kernels_table_avx512 : NULL;
-#else
-    return NULL;
-#endif
+    return table_if(SJK_CPU_AVX512, X86_TABLE(sjk_attn_kernels_table_avx512));
 }
 
 static const sjk_attn_kernels *g_kernels; /* written once under g_once */

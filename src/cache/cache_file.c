@@ -307,27 +307,6 @@ sjk_status sjk_cache_save_memory(const sjk_cache *c, const uint8_t *fingerprint,
 }
 
 /* fsync the directory holding path, so the rename itself is durable. */
-static int fsync_dir_of(const char *path)
-{
-    char dir[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == path) strcpy(dir, "/");
-    else {
-        size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) { errno = ENAMETOOLONG; return -1; }
-        memcpy(dir, path, n);
-        dir[n] = 0;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return r;
-}
-
 sjk_status sjk_cache_save(const sjk_cache *c, const char *path, const uint8_t *fingerprint,
                           char *err, size_t err_cap)
 {
@@ -373,7 +352,7 @@ sjk_status sjk_cache_save(const sjk_cache *c, const char *path, const uint8_t *f
         errno = e;
         return SJK_ERR_IO;
     }
-    if (fsync_dir_of(path)) {
+    if (sjk_file_fsync_dir_of(path)) {
         e = errno;
         set_err(err, err_cap, "%s: fsync of the directory failed: %s", path, strerror(e));
         errno = e;

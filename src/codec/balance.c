@@ -20,19 +20,12 @@
 
 sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
 {
-    sjk_balance_rule r;
-    memset(&r, 0, sizeof r);
     switch (mode) {
     case SJK_BALANCE_REFERENCE:
-        /* KVarN (docs/BACKGROUND.md, "KVarN balancing"): 8 passes, std in [1e-3, 1e3], cumulative log-scale in [-0.3, 10],
-         * keep the best iterate (<=, identity first). */
-        r.n_iter = 8;
-        r.std_lo = 1e-3f;
-        r.std_hi = 1e3f;
-        r.log_lo = -0.3f;
-        r.log_hi = 10.0f;
-        r.keep_best = 1;
-        break;
+        /* KVarN (docs/BACKGROUND.md, "KVarN balancing"): 8 passes, std in [1e-3, 1e3],
+         * cumulative log-scale in [-0.3, 10], keep the best iterate (<=, identity first). */
+        return (sjk_balance_rule){.n_iter = 8, .std_lo = 1e-3f, .std_hi = 1e3f, .log_lo = -0.3f,
+                                  .log_hi = 10.0f, .keep_best = 1};
     case SJK_BALANCE_SJ:
         /* Chosen by `sjkvarn bench balance` (docs/BALANCING.md): up to 16 passes, a
          * symmetric clamp wide enough never to stall (|log-scale| <= 30 keeps every product
@@ -40,21 +33,13 @@ sjk_balance_rule sjk_balance_rule_of(sjk_balance_mode mode)
          * alone, keep the final iterate (with no stalling clamp it is the best one), stop
          * once a pass changes nothing but a common factor (3-4 passes on the measured
          * data, same SNR as 16), and split the scales evenly for fp16 storage. */
-        r.n_iter = 16;
-        r.std_lo = 1e-30f;
-        r.std_hi = 1e30f;
-        r.log_lo = -30.0f;
-        r.log_hi = 30.0f;
-        r.keep_best = 0;
-        r.skip_constant = 1;
-        r.split = 1;
-        r.tol = 1e-3f;
-        break;
+        return (sjk_balance_rule){.n_iter = 16, .std_lo = 1e-30f, .std_hi = 1e30f, .log_lo = -30.0f,
+                                  .log_hi = 30.0f, .keep_best = 0, .skip_constant = 1, .split = 1,
+                                  .tol = 1e-3f};
     case SJK_BALANCE_OFF:
     default:
-        break;
+        return (sjk_balance_rule){0};
     }
-    return r;
 }
 
 size_t sjk_balance_scratch_floats(size_t R, size_t C) { return 6 * R + 6 * C; }

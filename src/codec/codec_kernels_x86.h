@@ -16,24 +16,17 @@
 #include "codec/record_layout.h"
 
 #define W SJK_CK_W
+#define SJK_X86_W SJK_CK_W
+#include "codec/x86_vec.h"
 
 /* ---- primitives, one block per width ------------------------------------------------ */
 #if SJK_CK_W == 16
-typedef __m512 vf;
-typedef __m512i vi;
-typedef __mmask16 vmask;
-#define VF(op) _mm512_##op
-#define VAND(a, b) _mm512_and_si512(a, b)
-#define VOR(a, b) _mm512_or_si512(a, b)
-#define VCAST_SI(x) _mm512_castps_si512(x)
-#define VCAST_PS(x) _mm512_castsi512_ps(x)
 #define ROW_BLOCK 4 /* rows of the row sweep at a time (independent accumulator chains) */
 
 static inline vf vround(vf x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vmask vgt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
 static inline vmask veq(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
 static inline vmask vnone(void) { return 0; }
-static inline vf vpick(vmask m, vf if_clear, vf if_set) { return _mm512_mask_blend_ps(m, if_clear, if_set); }
 static inline vi vinc(vmask m, vi e) { return _mm512_mask_add_epi32(e, m, e, _mm512_set1_epi32(1)); }
 
 /* The reference tree: p[l] += p[l+8]; p[l] += p[l+4]; p[l] += p[l+2]; p[0] += p[1]. */
@@ -79,22 +72,10 @@ static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
     return c;
 }
 
-/* 16 x 16 transpose: r[c] holds column c of a 16 x 16 block (lane = row); writes row i
- * (lanes = columns 0..15) to out + i * stride. */
-static inline void transpose_store(const vf r[16], float *out, size_t stride)
+/* The last stage of the W x W transpose (transpose_store below): u holds, per 128-bit
+ * lane, 4 x 4 blocks already transposed; writes row i to out + i * stride. */
+static inline void transpose_finish(const vf u[16], float *out, size_t stride)
 {
-    vf t[16], u[16];
-    for (int a = 0; a < 16; a += 2) {
-        t[a] = _mm512_unpacklo_ps(r[a], r[a + 1]);
-        t[a + 1] = _mm512_unpackhi_ps(r[a], r[a + 1]);
-    }
-    for (int g = 0; g < 4; g++) {
-        const vf *tt = t + 4 * g;
-        u[4 * g + 0] = _mm512_shuffle_ps(tt[0], tt[2], 0x44);
-        u[4 * g + 1] = _mm512_shuffle_ps(tt[0], tt[2], 0xEE);
-        u[4 * g + 2] = _mm512_shuffle_ps(tt[1], tt[3], 0x44);
-        u[4 * g + 3] = _mm512_shuffle_ps(tt[1], tt[3], 0xEE);
-    }
     for (int b = 0; b < 4; b++) {
         vf va = _mm512_shuffle_f32x4(u[b], u[4 + b], 0x88);
         vf vb = _mm512_shuffle_f32x4(u[b], u[4 + b], 0xDD);
@@ -108,21 +89,12 @@ static inline void transpose_store(const vf r[16], float *out, size_t stride)
 }
 
 #elif SJK_CK_W == 8
-typedef __m256 vf;
-typedef __m256i vi;
-typedef __m256 vmask; /* all-ones lanes where set */
-#define VF(op) _mm256_##op
-#define VAND(a, b) _mm256_and_si256(a, b)
-#define VOR(a, b) _mm256_or_si256(a, b)
-#define VCAST_SI(x) _mm256_castps_si256(x)
-#define VCAST_PS(x) _mm256_castsi256_ps(x)
 #define ROW_BLOCK 2
 
 static inline vf vround(vf x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vmask vgt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 static inline vmask veq(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
 static inline vmask vnone(void) { return _mm256_setzero_ps(); }
-static inline vf vpick(vmask m, vf if_clear, vf if_set) { return _mm256_blendv_ps(if_clear, if_set, m); }
 static inline vi vinc(vmask m, vi e)
 {
     return _mm256_add_epi32(e, _mm256_and_si256(_mm256_castps_si256(m), _mm256_set1_epi32(1)));
@@ -182,22 +154,8 @@ static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
     return c;
 }
 
-/* 8 x 8 transpose: r[c] holds column c of an 8 x 8 block (lane = row); writes row i to
- * out + i * stride. */
-static inline void transpose_store(const vf r[8], float *out, size_t stride)
+static inline void transpose_finish(const vf u[8], float *out, size_t stride)
 {
-    vf t[8], u[8];
-    for (int a = 0; a < 8; a += 2) {
-        t[a] = _mm256_unpacklo_ps(r[a], r[a + 1]);
-        t[a + 1] = _mm256_unpackhi_ps(r[a], r[a + 1]);
-    }
-    for (int g = 0; g < 2; g++) {
-        const vf *tt = t + 4 * g;
-        u[4 * g + 0] = _mm256_shuffle_ps(tt[0], tt[2], 0x44);
-        u[4 * g + 1] = _mm256_shuffle_ps(tt[0], tt[2], 0xEE);
-        u[4 * g + 2] = _mm256_shuffle_ps(tt[1], tt[3], 0x44);
-        u[4 * g + 3] = _mm256_shuffle_ps(tt[1], tt[3], 0xEE);
-    }
     for (int b = 0; b < 4; b++) {
         _mm256_storeu_ps(out + (size_t)b * stride, _mm256_permute2f128_ps(u[b], u[4 + b], 0x20));
         _mm256_storeu_ps(out + (size_t)(4 + b) * stride, _mm256_permute2f128_ps(u[b], u[4 + b], 0x31));
@@ -206,6 +164,26 @@ static inline void transpose_store(const vf r[8], float *out, size_t stride)
 #else
 #error "codec_kernels_x86.h: define SJK_CK_W as 8 or 16"
 #endif
+
+/* W x W transpose: r[c] holds column c of a W x W block (lane = row); writes row i
+ * (lanes = columns 0..W-1) to out + i * stride. The first two stages work within 128-bit
+ * lanes and are the same for both widths; transpose_finish moves the 4 x 4 blocks. */
+static inline void transpose_store(const vf r[W], float *out, size_t stride)
+{
+    vf t[W], u[W];
+    for (int a = 0; a < W; a += 2) {
+        t[a] = VF(unpacklo_ps)(r[a], r[a + 1]);
+        t[a + 1] = VF(unpackhi_ps)(r[a], r[a + 1]);
+    }
+    for (int g = 0; g < W / 4; g++) {
+        const vf *tt = t + 4 * g;
+        u[4 * g + 0] = VF(shuffle_ps)(tt[0], tt[2], 0x44);
+        u[4 * g + 1] = VF(shuffle_ps)(tt[0], tt[2], 0xEE);
+        u[4 * g + 2] = VF(shuffle_ps)(tt[1], tt[3], 0x44);
+        u[4 * g + 3] = VF(shuffle_ps)(tt[1], tt[3], 0xEE);
+    }
+    transpose_finish(u, out, stride);
+}
 
 #define P16 (16 / W) /* vectors per 16 values */
 

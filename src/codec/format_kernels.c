@@ -148,32 +148,29 @@ static void axpy_f16_ref(float *y, float a, const void *src, size_t n)
     const uint8_t *x = src;
     for (size_t i = 0; i < n; i++) y[i] += a * sjk_fp16_to_f32(sjk_rd_u16le(x + 2 * i));
 }
+/* y += a * decode(src) for n values in blocks of blk values of nbytes bytes each. */
+static void axpy_blocks(float *y, float a, const void *src, size_t n,
+                        void (*decode)(float *, const void *, size_t), size_t blk, size_t nbytes)
+{
+    float tmp[SJK_TQ_BLOCK]; /* the largest block */
+    const uint8_t *x = src;
+    for (size_t i = 0; i < n; i += blk, x += nbytes) {
+        decode(tmp, x, blk);
+        for (size_t j = 0; j < blk; j++) y[i + j] += a * tmp[j];
+    }
+}
+_Static_assert(SJK_QK <= SJK_TQ_BLOCK, "axpy_blocks' scratch holds any block");
 static void axpy_q8_0_ref(float *y, float a, const void *src, size_t n)
 {
-    float tmp[SJK_QK];
-    const uint8_t *x = src;
-    for (size_t i = 0; i < n; i += SJK_QK, x += SJK_Q8_0_NBYTES) {
-        sjk_decode_q8_0_ref(tmp, x, SJK_QK);
-        for (int j = 0; j < SJK_QK; j++) y[i + j] += a * tmp[j];
-    }
+    axpy_blocks(y, a, src, n, sjk_decode_q8_0_ref, SJK_QK, SJK_Q8_0_NBYTES);
 }
 static void axpy_q4_0_ref(float *y, float a, const void *src, size_t n)
 {
-    float tmp[SJK_QK];
-    const uint8_t *x = src;
-    for (size_t i = 0; i < n; i += SJK_QK, x += SJK_Q4_0_NBYTES) {
-        sjk_decode_q4_0_ref(tmp, x, SJK_QK);
-        for (int j = 0; j < SJK_QK; j++) y[i + j] += a * tmp[j];
-    }
+    axpy_blocks(y, a, src, n, sjk_decode_q4_0_ref, SJK_QK, SJK_Q4_0_NBYTES);
 }
 static void axpy_tq6_0_stage_ref(float *y, float a, const void *src, size_t n)
 {
-    float tmp[SJK_TQ_BLOCK];
-    const uint8_t *x = src;
-    for (size_t i = 0; i < n; i += SJK_TQ_BLOCK, x += SJK_TQ6_0_NBYTES) {
-        sjk_decode_tq6_0_stage_ref(tmp, x, SJK_TQ_BLOCK);
-        for (int j = 0; j < SJK_TQ_BLOCK; j++) y[i + j] += a * tmp[j];
-    }
+    axpy_blocks(y, a, src, n, sjk_decode_tq6_0_stage_ref, SJK_TQ_BLOCK, SJK_TQ6_0_NBYTES);
 }
 
 static const sjk_fmt_kernels g_ref = {

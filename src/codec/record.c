@@ -184,8 +184,10 @@ static sjk_status decode_prepare(const sjk_record_params *p, float *k, float *v,
     return SJK_OK;
 }
 
-sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v, const void *src,
-                                 size_t src_nbytes)
+/* The scalar reference (ref != 0) and the dispatched kernels share everything but the
+ * loop that writes k and v. */
+static sjk_status record_decode(const sjk_record_params *p, float *k, float *v, const void *src,
+                                size_t src_nbytes, int ref)
 {
     if (p && p->body != SJK_BODY_SCALAR) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
     sjk_record_layout L;
@@ -194,27 +196,17 @@ sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v,
     if (st != SJK_OK) return st;
     const uint8_t *rec = src;
     const size_t D = p->head_dim, G = SJK_GROUP;
-    for (size_t t = 0; t < G; t++)
-        for (size_t d = 0; d < D; d++) {
-            float qk = (float)sjk_payload_get(rec + L.off_k + d * L.k_row_nbytes, G, L.bits_k, t);
-            float qv = (float)sjk_payload_get(rec + L.off_v + t * L.v_row_nbytes, D, L.bits_v, d);
-            k[t * D + d] = (qk * S.kscale[d] + S.kzero[d]) * S.ktok[t];
-            v[t * D + d] = (qv * S.vscale[t] + S.vzero[t]) * S.vch[d];
-        }
-    return SJK_OK;
-}
-
-sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v, const void *src,
-                             size_t src_nbytes)
-{
-    if (p && p->body != SJK_BODY_SCALAR) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
-    sjk_record_layout L;
-    scales S;
-    sjk_status st = decode_prepare(p, k, v, src, src_nbytes, &L, &S);
-    if (st != SJK_OK) return st;
+    if (ref) {
+        for (size_t t = 0; t < G; t++)
+            for (size_t d = 0; d < D; d++) {
+                float qk = (float)sjk_payload_get(rec + L.off_k + d * L.k_row_nbytes, G, L.bits_k, t);
+                float qv = (float)sjk_payload_get(rec + L.off_v + t * L.v_row_nbytes, D, L.bits_v, d);
+                k[t * D + d] = (qk * S.kscale[d] + S.kzero[d]) * S.ktok[t];
+                v[t * D + d] = (qv * S.vscale[t] + S.vzero[t]) * S.vch[d];
+            }
+        return SJK_OK;
+    }
     const sjk_codec_kernels *kern = sjk_codec_kernels_get();
-    const uint8_t *rec = src;
-    const size_t D = p->head_dim, G = SJK_GROUP;
     for (size_t d0 = 0; d0 < D; d0 += 16)
         kern->decode_k16(k + d0, D, rec + L.off_k + d0 * L.k_row_nbytes, L.k_row_nbytes, L.bits_k,
                          S.kscale + d0, S.kzero + d0, S.ktok);
@@ -222,4 +214,16 @@ sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v, con
         kern->decode_v_row(v + t * D, D, rec + L.off_v + t * L.v_row_nbytes, L.bits_v, S.vscale[t],
                            S.vzero[t], S.vch);
     return SJK_OK;
+}
+
+sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v, const void *src,
+                                 size_t src_nbytes)
+{
+    return record_decode(p, k, v, src, src_nbytes, 1);
+}
+
+sjk_status sjk_record_decode(const sjk_record_params *p, float *k, float *v, const void *src,
+                             size_t src_nbytes)
+{
+    return record_decode(p, k, v, src, src_nbytes, 0);
 }

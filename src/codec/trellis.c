@@ -96,7 +96,7 @@ const char *sjk_trellis_path(void)
 
 /* ---- the scalar reference block ------------------------------------------------------ */
 
-static void block_ref_k(const float *cb, const unsigned k, uint8_t *codes, const float *u,
+static void block_ref_k(const unsigned k, const float *cb, uint8_t *codes, const float *u,
                         size_t T, size_t stride, const uint8_t *init_state,
                         const uint8_t *end_state, float *hist, uint8_t *state_at)
 {
@@ -157,11 +157,7 @@ void sjk_trellis_block_ref(const float *cb, unsigned k, uint8_t *codes, const fl
                            const uint8_t *end_state, float *hist, uint8_t *state_at)
 {
     /* Constant k per instantiation so the inner loops have fixed trip counts. */
-    switch (k) {
-    case 2: block_ref_k(cb, 2, codes, u, T, stride, init_state, end_state, hist, state_at); break;
-    case 3: block_ref_k(cb, 3, codes, u, T, stride, init_state, end_state, hist, state_at); break;
-    default: block_ref_k(cb, 4, codes, u, T, stride, init_state, end_state, hist, state_at); break;
-    }
+    SJK_TRELLIS_WITH_K(k, block_ref_k, cb, codes, u, T, stride, init_state, end_state, hist, state_at);
 }
 
 /* ---- the search driver -------------------------------------------------------------- */

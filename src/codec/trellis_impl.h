@@ -13,6 +13,17 @@
 /* Floats in one step of the cost history: [64 states][LANES]. */
 #define SJK_TRELLIS_STEP_FLOATS ((size_t)SJK_TRELLIS_STATES * SJK_TRELLIS_LANES)
 
+/* Calls fn(K, ...) with K the constant 2, 3 or 4 that k selects (4 for any other k), so
+ * that each instantiation's inner loops have fixed trip counts. */
+#define SJK_TRELLIS_WITH_K(k, fn, ...)                                                     \
+    do {                                                                                   \
+        switch (k) {                                                                       \
+        case 2: fn(2, __VA_ARGS__); break;                                                 \
+        case 3: fn(3, __VA_ARGS__); break;                                                 \
+        default: fn(4, __VA_ARGS__); break;                                                \
+        }                                                                                  \
+    } while (0)
+
 /* The branch metric added to the cost of predecessor p for window w at value x:
  * fma(d, d, cost) with d = x - C[w]. Every path computes exactly this (one rounding for
  * the subtraction, one for the fused multiply-add), so costs are bit-identical. */

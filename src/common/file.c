@@ -49,3 +49,25 @@ const char *sjk_file_target_problem(const char *path)
     if (!S_ISREG(sb.st_mode)) return "is not a regular file (a device, FIFO or socket): refusing to replace it";
     return NULL;
 }
+
+int sjk_file_fsync_dir_of(const char *path)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == path) strcpy(dir, "/");
+    else {
+        size_t n = (size_t)(slash - path);
+        if (n >= sizeof dir) { errno = ENAMETOOLONG; return -1; }
+        memcpy(dir, path, n);
+        dir[n] = 0;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+

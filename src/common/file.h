@@ -27,4 +27,8 @@ int sjk_file_open_regular(const char *path, uint64_t *nbytes);
  * "file name too long", "path too long". */
 const char *sjk_file_target_problem(const char *path);
 
+/* fsyncs the directory that holds path (".", "/" or the part before the last '/'), so
+ * that a rename into it is on disk. 0, or -1 with errno set. */
+int sjk_file_fsync_dir_of(const char *path);
+
 #endif
