@@ -59,6 +59,15 @@ static int feed(sjk_cache *c, const float *k, const float *v, size_t n)
 }
 
 /* Copies blocks [0, n) of every layer from a to b. 1 on success. */
+/* n rows of the generator seeded with seed into k and v, fed to every layer (feed). */
+static int fill(sjk_cache *c, uint64_t seed, float *k, float *v, size_t n)
+{
+    sjk_rng r;
+    sjk_rng_seed(&r, seed);
+    rows(&r, k, v, n);
+    return feed(c, k, v, n);
+}
+
 static int copy_blocks(const sjk_cache *a, sjk_cache *b, uint32_t n)
 {
     static uint8_t buf[H * 2 * 128 * 512 * 2];
@@ -138,10 +147,7 @@ TEST(test_export_refuses_unfinal_blocks)
     CHECK(a != NULL);
     if (!a) return;
     static float k[1000 * H * D], v[1000 * H * D];
-    sjk_rng r;
-    sjk_rng_seed(&r, 3);
-    rows(&r, k, v, 1000);
-    CHECK(feed(a, k, v, 1000));
+    CHECK(fill(a, 3, k, v, 1000));
     uint8_t buf[64 * 1024];
     uint32_t nf = 0;
     sjk_cache_blocks_final(a, 0, &nf);
@@ -162,10 +168,7 @@ TEST(test_import_rejects_and_changes_nothing)
     CHECK(a && b);
     if (!a || !b) goto out;
     static float k[1024 * H * D], v[1024 * H * D];
-    sjk_rng r;
-    sjk_rng_seed(&r, 5);
-    rows(&r, k, v, 1024);
-    CHECK(feed(a, k, v, 1024));
+    CHECK(fill(a, 5, k, v, 1024));
     CHECK(sjk_cache_seal_to(a, 0, 1024) == SJK_OK);
     static uint8_t buf[H * 64 * 1024];
     size_t nb = 0;
@@ -211,10 +214,7 @@ TEST(test_seal_to_respects_slots_and_policy)
     CHECK(a != NULL);
     if (!a) return;
     static float k[1024 * H * D], v[1024 * H * D];
-    sjk_rng r;
-    sjk_rng_seed(&r, 9);
-    rows(&r, k, v, 1024);
-    CHECK(feed(a, k, v, 1024));
+    CHECK(fill(a, 9, k, v, 1024));
     CHECK(sjk_cache_seal_to(a, 0, 1024) == SJK_OK);
     uint32_t n, b;
     sjk_cache_length(a, 0, 0, &n, &b);

@@ -468,9 +468,10 @@ TEST(test_exact_forward_matches_f32_reference_and_is_continuous)
     tiny_free(&m);
 }
 
-/* act_quant 1 prefill chunks (>= 16 tokens; forward.c matmul) run the f32 panel kernel on
- * the 8-bit activations expanded back to f32, plus the Q4_1/Q5_1 min gaps; shorter chunks
- * take the integer block dots. Both round the activations the same way, so one chunk of
+/* act_quant 1 prefill chunks (>= 16 tokens; forward.c matmul) run the integer panel
+ * kernels (quants.h mm_many, for Q8_0 and the K-quants with AVX512-VNNI) or else the f32
+ * panel kernel on the 8-bit activations expanded back to f32, plus the Q4_1/Q5_1 min
+ * gaps; shorter chunks take the integer block dots. Both round the activations the same way, so one chunk of
  * 29 tokens (not a multiple of the panel's 12-token block; 48 vocabulary rows: one full
  * panel of 32 and a ragged one) and chunks of 5 agree to float rounding, amplified where
  * a tiny difference flips the 8-bit rounding of a later activation: in this model a 1e-7

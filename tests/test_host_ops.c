@@ -19,6 +19,7 @@
  *     The libm form itself is only within ~6e-8 |x| for negative x, where 1 + tanh
  *     cancels in float.
  *   gelu_table_mul (ggml's f16-table GELU)     bit-identical to the reference
+ *   silu_mul   |got - libm form| <= 2e-7 |x u| + 1e-6 |libm form|
  * and no kernel writes outside the rows and tokens it was given. */
 #include <stdint.h>
 
@@ -354,6 +355,42 @@ TEST(test_gelu_mul_matches_libm_form)
     free(x), free(u), free(h);
 }
 
+/* silu_mul: every ISA's version within 2e-7 |x u| + 1e-6 |silu(x) u| of the libm form,
+ * over a dense sweep of [-25, 25], typical activations, and the ends of the range; NaN
+ * stays NaN. */
+TEST(test_silu_mul_matches_libm_form)
+{
+    enum { N = 100003 };
+    float *x = malloc(N * sizeof *x), *u = malloc(N * sizeof *u), *h = malloc(N * sizeof *h);
+    for (size_t i = 0; i < N; i++) {
+        x[i] = i < 60000 ? -25.0f + 50.0f * (float)i / 60000.0f : frand() * 4.0f;
+        u[i] = i % 3 ? frand() : 1.0f;
+    }
+    const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, -87.0f, 100.0f, -100.0f, 1e4f, -1e4f};
+    memcpy(x + 60000, special, sizeof special);
+    void (*fns[3])(float *, const float *, size_t) = {sjkh_silu_mul_ref, NULL, sjkh_ops_get()->silu_mul};
+#if defined(__x86_64__)
+    if (sjk_cpu_features() & SJK_CPU_AVX512) fns[1] = sjkh_silu_mul_avx512;
+#endif
+    for (int k = 0; k < 3; k++) {
+        if (!fns[k]) continue;
+        memcpy(h, x, N * sizeof *h);
+        fns[k](h, u, N);
+        double worst = 0;
+        for (size_t i = 0; i < N; i++) {
+            double ref = (double)(x[i] / (1.0f + expf(-x[i])) * u[i]);
+            double tol = 2e-7 * fabs((double)x[i] * u[i]) + 1e-6 * fabs(ref), d = fabs(h[i] - ref);
+            CHECKF(d <= tol, "silu_mul %d: x %.9g u %g: %.9g vs libm form %.9g", k, x[i], u[i], h[i], ref);
+            if (tol > 0) worst = fmax(worst, d / tol);
+        }
+        printf("  silu_mul %s: worst error / tolerance %.3f\n", k == 0 ? "ref" : k == 1 ? "avx512" : "dispatched", worst);
+        float hv = NAN, one = 1.0f;
+        fns[k](&hv, &one, 1);
+        CHECKF(isnan(hv), "silu_mul %d: silu(NaN) = %g", k, hv);
+    }
+    free(x), free(u), free(h);
+}
+
 /* SJK_CPU_DISABLE=avx512 must land on the AVX2 kernels, =all on the references */
 TEST(test_dispatch_follows_cpu_features)
 {
@@ -364,7 +401,7 @@ TEST(test_dispatch_follows_cpu_features)
         CHECK(d->mm_f32_panel == sjkh_mm_f32_panel_avx512 && d->mm_f32_tile == sjkh_mm_f32_tile_avx512);
         CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx512 && d->gelu_mul == sjkh_gelu_mul_avx512);
         CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx512 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx512);
-        CHECK(d->gelu_table_mul == sjkh_gelu_table_mul_avx512);
+        CHECK(d->gelu_table_mul == sjkh_gelu_table_mul_avx512 && d->silu_mul == sjkh_silu_mul_avx512);
         printf("  AVX-512 kernels in use\n");
         return;
     }
@@ -519,6 +556,7 @@ int main(void)
     RUN(test_mm_f32_pack_and_panel_match_reference);
     RUN(test_mm_f32_tile_all_isas_match_reference);
     RUN(test_gelu_mul_matches_libm_form);
+    RUN(test_silu_mul_matches_libm_form);
     RUN(test_gelu_table_mul_bit_identical);
     return test_summary();
 }

@@ -415,6 +415,68 @@ TEST(test_dotn_matches_vec_dot_bit_for_bit)
     if (!tested) SKIP("no many-rows kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
 }
 
+/* mm_many (the prefill matmul): every output equals vec_dot_ref of its weight row and
+ * token bit for bit, for row counts that end inside a 16-row panel, token counts that end
+ * inside an 8-token block and (legacy types) an odd number of blocks, and writes nothing
+ * outside nr x nt. The activation rows include saturating outliers (+-127 after
+ * quantization, all of one sign in a row) and an all-zero row. */
+TEST(test_mm_many_matches_ref_bit_for_bit)
+{
+    const uint32_t types[] = {SJKH_TYPE_Q4_K, SJKH_TYPE_Q6_K, SJKH_TYPE_Q8_0, SJKH_TYPE_Q5_0};
+    enum { NR = 37, NT = 19, YS = NR + 3, NMAX = 800 };
+    float *x = malloc(NT * NMAX * sizeof *x), *y = malloc(NT * YS * sizeof *y);
+    uint8_t *w = malloc(NR * NMAX * 2), *xq = malloc(NT * NMAX * 2), *xp = malloc(NT * NMAX * 2);
+    void *scratch = malloc(sjkh_mm_many_scratch_nbytes(NMAX));
+    int tested = 0;
+    for (size_t ti = 0; ti < SJKH_ARRAY_LEN(types); ti++) {
+        const sjkh_qtraits *qt = sjkh_qtraits_get(types[ti]);
+        if (!qt->mm_many) continue;
+        tested++;
+        const sjkh_type_info *tinf = sjkh_type_get(types[ti]);
+        const size_t n = qt->dot_type == SJKH_TYPE_Q8_K ? 768 : NMAX; /* 3 super-blocks; 25 blocks */
+        size_t ws = tinf->block_nbytes * (n / tinf->block_values), xs = sjkh_dot_row_nbytes(qt->dot_type, n);
+        size_t ps = sjkh_dotn_row_nbytes(qt->dot_type, n);
+        CHECK(ps <= NMAX * 2 && ws <= NMAX * 2);
+        for (int rep = 0; rep < 3; rep++) {
+            for (size_t i = 0; i < NT * n; i++) x[i] = rndf() * 3.0f;
+            for (size_t i = 0; i < n; i += 7) x[i] = (rep & 1) ? 1e3f : -1e3f;
+            for (size_t i = 0; i < n; i++) x[(NT - 1) * n + i] = 0.0f;
+            for (int r = 0; r < NR; r++) random_weights(types[ti], w + r * ws, n);
+            for (int t = 0; t < NT; t++) {
+                qt->quantize(x + t * n, xq + t * xs, n);
+                sjkh_dotn_prepare(qt->dot_type, xq + t * xs, xp + t * ps, n);
+            }
+            const size_t nrs[] = {1, 16, 21, NR}, nts[] = {1, 8, 9, NT};
+            for (size_t a = 0; a < SJKH_ARRAY_LEN(nrs); a++)
+                for (size_t b = 0; b < SJKH_ARRAY_LEN(nts); b++) {
+                    size_t nr = nrs[a], nt = nts[b];
+                    for (size_t i = 0; i < NT * YS; i++) y[i] = -12345.0f;
+                    qt->mm_many(n, w, ws, nr, xp, ps, nt, y, YS, scratch);
+                    for (size_t t = 0; t < NT; t++)
+                        for (size_t r = 0; r < YS; r++) {
+                            float got = y[t * YS + r];
+                            if (t >= nt || r >= nr) {
+                                CHECKF(got == -12345.0f, "%s: wrote outside nr %zu nt %zu (r %zu t %zu)", tinf->name,
+                                       nr, nt, r, t);
+                                continue;
+                            }
+                            float want = qt->vec_dot_ref(n, w + r * ws, xq + t * xs);
+                            CHECKF(memcmp(&got, &want, sizeof got) == 0,
+                                   "%s nr %zu nt %zu r %zu t %zu: mm_many %.9g vec_dot_ref %.9g", tinf->name, nr, nt,
+                                   r, t, got, want);
+                        }
+                }
+        }
+    }
+    free(x);
+    free(y);
+    free(w);
+    free(xq);
+    free(xp);
+    free(scratch);
+    if (!tested) SKIP("no many-token kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
+}
+
 TEST(test_simd_activation_quantizers_bit_exact)
 {
     if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
@@ -474,6 +536,7 @@ int main(void)
     RUN(test_simd_dots_match_ref);
     RUN(test_dot4_matches_single_dots);
     RUN(test_dotn_matches_vec_dot_bit_for_bit);
+    RUN(test_mm_many_matches_ref_bit_for_bit);
     RUN(test_simd_activation_quantizers_bit_exact);
     RUN(test_q8_K_matches_llamacpp_rule);
     return test_summary();

@@ -82,6 +82,11 @@ float sjkh_gelu_ref(float x)
     return 0.5f * x * (1.0f + tanhf(c * x * (1.0f + 0.044715f * x * x)));
 }
 
+void sjkh_silu_mul_ref(float *h, const float *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h[i] = h[i] / (1.0f + expf(-h[i])) * u[i];
+}
+
 void sjkh_gelu_mul_ref(float *h, const float *u, size_t n)
 {
     for (size_t i = 0; i < n; i++) h[i] = sjkh_gelu_ref(h[i]) * u[i];
@@ -134,6 +139,7 @@ static void ops_init(void)
         .mm_f32_pack = NULL, /* the reference panel is for tests; the row tile serves */
         .mm_f32_panel = NULL,
         .gelu_mul = sjkh_gelu_mul_ref,
+        .silu_mul = sjkh_silu_mul_ref,
         .gelu_table_mul = sjkh_gelu_table_mul_ref,
     };
 #if defined(__x86_64__)
@@ -163,6 +169,7 @@ static void ops_init(void)
         g_ops.mm_f32_pack = sjkh_mm_f32_pack_avx512;
         g_ops.mm_f32_panel = sjkh_mm_f32_panel_avx512;
         g_ops.gelu_mul = sjkh_gelu_mul_avx512;
+        g_ops.silu_mul = sjkh_silu_mul_avx512;
         g_ops.gelu_table_mul = sjkh_gelu_table_mul_avx512;
     }
 #endif

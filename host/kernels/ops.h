@@ -60,6 +60,12 @@ typedef struct sjkh_ops {
      * version computes x / (1 + exp(-2 tanh_arg)) with its own exp; it stays within
      * 1e-7 |x| + 1e-6 |gelu x| of the libm form (tests/test_host_ops.c). */
     void (*gelu_mul)(float *h, const float *u, size_t n);
+    /* h[i] = silu(h[i]) * u[i] = h[i] / (1 + e^-h[i]) * u[i] (the SwiGLU gate of llama and
+     * qwen2). The AVX-512 version uses its own exp (the one of gelu_mul) and stays within
+     * 2e-7 |x u| + 1e-6 |silu(x) u| of the libm form (tests/test_host_ops.c); a NaN stays
+     * NaN, and an exponent past 88 gives the limit (x, or -0 times u) where libm's e^-x
+     * overflows. */
+    void (*silu_mul)(float *h, const float *u, size_t n);
     /* h[i] = g(h[i]) * u[i] with GELU as ggml's CPU backend computes it: g(x) = 0 for
      * x <= -10, x for x >= 10, else f32(table[f16(x)]) (sjkh_gelu_f16_table; f16 rounding
      * to nearest even). The AVX-512 version (F16C conversions, a 16-lane gather) is
@@ -92,6 +98,8 @@ void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt,
 void sjkh_mm_f32_pack_ref(const float *w, size_t nr, size_t n, float *wp);
 void sjkh_mm_f32_panel_ref(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_gelu_mul_ref(float *h, const float *u, size_t n);
+void sjkh_silu_mul_ref(float *h, const float *u, size_t n);
+void sjkh_silu_mul_avx512(float *h, const float *u, size_t n);
 void sjkh_gelu_table_mul_ref(float *h, const float *u, size_t n);
 void sjkh_wsum_f16_multi_ref(const float *w, size_t w_stride, const uint16_t *v, size_t v_stride, size_t n_t, float *o,
                              size_t o_stride, size_t nq, size_t n);

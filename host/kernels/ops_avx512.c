@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include "hsum_avx512.h"
+#include "tr16_avx512.h"
 
 #include "hcommon.h"
 #include "ops.h"
@@ -210,32 +211,6 @@ void sjkh_mm_f32_tile_avx512(const float *w, size_t nr, const float *x, size_t n
 
 /* ---- packed panel (prefill) --------------------------------------------------------- */
 
-/* 16 x 16 transpose in registers: r[j] = row j in, column j out. */
-static inline void tr16(__m512 r[16])
-{
-    __m512 t[16], u[16];
-    for (int p = 0; p < 8; p++) {
-        t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-        t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-    }
-    /* u[4m + c]: lane k holds column 4k + c of rows 4m .. 4m + 3 */
-    for (int m = 0; m < 4; m++) {
-        u[4 * m + 0] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], 0x44);
-        u[4 * m + 1] = _mm512_shuffle_ps(t[4 * m], t[4 * m + 2], 0xEE);
-        u[4 * m + 2] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], 0x44);
-        u[4 * m + 3] = _mm512_shuffle_ps(t[4 * m + 1], t[4 * m + 3], 0xEE);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512 va = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), vb = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        __m512 wa = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-        __m512 wb = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_f32x4(va, wa, 0x88);
-        r[c + 8] = _mm512_shuffle_f32x4(va, wa, 0xDD);
-        r[c + 4] = _mm512_shuffle_f32x4(vb, wb, 0x88);
-        r[c + 12] = _mm512_shuffle_f32x4(vb, wb, 0xDD);
-    }
-}
-
 /* Same layout as sjkh_mm_f32_pack_ref; full 16 x 16 blocks go through registers. */
 void sjkh_mm_f32_pack_avx512(const float *w, size_t nr, size_t n, float *wp)
 {
@@ -249,7 +224,7 @@ void sjkh_mm_f32_pack_avx512(const float *w, size_t nr, size_t n, float *wp)
         for (size_t i = 0; i < nfull; i += 16) {
             __m512 r[16];
             for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(w + (h + (size_t)j) * n + i);
-            tr16(r);
+            sjkh_tr16(r);
             for (int j = 0; j < 16; j++) _mm512_storeu_ps(wp + (i + (size_t)j) * SJKH_MM_PANEL + h, r[j]);
         }
         for (size_t i = nfull; i < n; i++)
@@ -326,6 +301,20 @@ static inline __m512 exp16(__m512 z)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, k);
+}
+
+/* x / (1 + e^-x) * u; the exponent clamped to [-88, 88] as in gelu_mul (past 88 the
+ * result is x / 1.7e38, a denormal or -0 where libm gives -0; below -88, 1 + e^-88 == 1). */
+void sjkh_silu_mul_avx512(float *h, const float *u, size_t n)
+{
+    const __m512 one = _mm512_set1_ps(1.0f), hi = _mm512_set1_ps(88.0f), lo = _mm512_set1_ps(-88.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 x = _mm512_maskz_loadu_ps(m, h + i), uv = _mm512_maskz_loadu_ps(m, u + i);
+        __m512 z = _mm512_max_ps(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), x), hi), lo);
+        __m512 g = _mm512_div_ps(x, _mm512_add_ps(one, exp16(z)));
+        _mm512_mask_storeu_ps(h + i, m, _mm512_mul_ps(g, uv));
+    }
 }
 
 /* 0.5 x (1 + tanh a) = x / (1 + e^(-2a)), a = sqrt(2/pi) (x + 0.044715 x^3): no 1 + tanh

@@ -467,6 +467,9 @@ float sjkh_vec_dot_q6_K_ref(size_t n, const void *w, const void *xv)
     return sum;
 }
 
+/* 64 bytes of alignment slack, then the packed blocks of one 16-row panel */
+size_t sjkh_mm_many_scratch_nbytes(size_t n) { return 64 + (n + QK - 1) / QK * (size_t)SJKH_MM_MANY_NBYTES_PER_32; }
+
 float sjkh_vec_dot_f32_ref(size_t n, const void *w, const void *xv)
 {
     const float *a = w, *x = xv;
@@ -564,7 +567,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void traits_init(void)
 {
-#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL, NULL, NULL}
+#define T(ty, dt, qf, ref) g_traits[ty] = (sjkh_qtraits){dt, qf, ref, ref, NULL, NULL, NULL, NULL}
     T(SJKH_TYPE_F32, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f32_ref);
     T(SJKH_TYPE_F16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_f16_ref);
     T(SJKH_TYPE_BF16, SJKH_TYPE_F32, NULL, sjkh_vec_dot_bf16_ref);
@@ -636,6 +639,10 @@ static void traits_init(void)
         g_traits[SJKH_TYPE_Q8_0].vec_dotn = sjkh_vec_dotn_q8_0_avx512;
         g_traits[SJKH_TYPE_Q4_K].vec_dotn = sjkh_vec_dotn_q4_K_avx512;
         g_traits[SJKH_TYPE_Q6_K].vec_dotn = sjkh_vec_dotn_q6_K_avx512;
+        g_traits[SJKH_TYPE_Q4_K].mm_many = sjkh_mm_q4_K_avx512;
+        g_traits[SJKH_TYPE_Q6_K].mm_many = sjkh_mm_q6_K_avx512;
+        g_traits[SJKH_TYPE_Q8_0].mm_many = sjkh_mm_q8_0_avx512;
+        g_traits[SJKH_TYPE_Q5_0].mm_many = sjkh_mm_q5_0_avx512;
     }
 #endif
 }

@@ -59,6 +59,18 @@ typedef void (*sjkh_vec_dotn_fn)(size_t n, const void *w, size_t ws, size_t nr, 
  * prepared row, and the preparation of one quantized row (src, n values) into dst. */
 size_t sjkh_dotn_row_nbytes(uint32_t dot_type, size_t n);
 void sjkh_dotn_prepare(uint32_t dot_type, const void *src, void *dst, size_t n);
+/* Many activation rows against many weight rows (prefill chunks): rows r < nr of weights
+ * (w + r * ws bytes, n values each) against nt activation rows in the dot type as
+ * sjkh_dotn_prepare leaves them (x + t * xs bytes): y[t * ys + r] = vec_dot_ref of that
+ * weight row and the activation row before preparation, bit for bit (mm_k_avx512.c says
+ * when that holds; tests/test_host_quants.c checks it). The scalar reference is vec_dot_ref
+ * itself. scratch: at least sjkh_mm_many_scratch_nbytes(n) bytes, any alignment, the
+ * caller's; nothing is allocated. */
+typedef void (*sjkh_mm_many_fn)(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                                float *y, size_t ys, void *scratch);
+/* Bytes of packed weights per 32 inputs of a 16-row panel (mm_k_avx512.c). */
+#define SJKH_MM_MANY_NBYTES_PER_32 720
+size_t sjkh_mm_many_scratch_nbytes(size_t n);
 /* Quantizes n activations (a multiple of the dot type's block) into dst. */
 typedef void (*sjkh_quantize_fn)(const float *x, void *dst, size_t n);
 
@@ -76,6 +88,8 @@ typedef struct sjkh_qtraits {
                                    to vec_dot (the batched decode step), or NULL */
     sjkh_dequant_fn dequant;    /* SIMD row dequantization, bit-identical to sjkh_dequant_row,
                                    or NULL (use sjkh_dequant_row) */
+    sjkh_mm_many_fn mm_many;    /* many tokens x many rows with integer products (prefill),
+                                   bit-identical to vec_dot_ref, or NULL */
 } sjkh_qtraits;
 
 /* Traits for a compute weight type, or NULL. The fast path is chosen once per process
@@ -171,6 +185,14 @@ void sjkh_vec_dotn_q4_K_avx512(size_t n, const void *w, size_t ws, size_t nr, co
                                float *y, size_t ys);
 void sjkh_vec_dotn_q6_K_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
                                float *y, size_t ys);
+void sjkh_mm_q4_K_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                         float *y, size_t ys, void *scratch);
+void sjkh_mm_q6_K_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                         float *y, size_t ys, void *scratch);
+void sjkh_mm_q8_0_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                         float *y, size_t ys, void *scratch);
+void sjkh_mm_q5_0_avx512(size_t n, const void *w, size_t ws, size_t nr, const void *x, size_t xs, size_t nt,
+                         float *y, size_t ys, void *scratch);
 float sjkh_vec_dot_q4_0_avx512(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q4_1_avx512(size_t n, const void *w, const void *x);
 float sjkh_vec_dot_q5_0_avx512(size_t n, const void *w, const void *x);

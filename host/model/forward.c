@@ -25,11 +25,8 @@
 
 /* ---- the gated feed-forward activation ------------------------------------------- */
 
-/* hb[i] = silu(hb[i]) * hb2[i] over n values (llama, qwen2). */
-static void swiglu(float *hb, const float *hb2, size_t n)
-{
-    for (size_t i = 0; i < n; i++) hb[i] = hb[i] / (1.0f + expf(-hb[i])) * hb2[i];
-}
+/* hb[i] = silu(hb[i]) * hb2[i] over n values (llama, qwen2; ops.h silu_mul). */
+static void swiglu(float *hb, const float *hb2, size_t n) { sjkh_ops_get()->silu_mul(hb, hb2, n); }
 
 /* hb[i] = gelu_tanh(hb[i]) * hb2[i] over n values (gemma3): as ggml's CPU backend computes
  * it, through an f16 table (ops.h gelu_table_mul); exact: in f32 (continuous, ops.h
@@ -319,22 +316,87 @@ static size_t act_quantize(sjkh_session *s, const sjkh_qtraits *qt, const float 
     return row;
 }
 
+/* The quantized rows s->xq ([n][xq_row], W's dot type) in the form of quants.h
+ * sjkh_dotn_prepare (Q8_0 / Q8_1: values + 128, then the scales; Q8_K rows are taken as
+ * they are), once per quantization (xp_ready); the bytes of one prepared row. */
+static size_t act_prepare(sjkh_session *s, const sjkh_qtraits *qt, size_t n, size_t n_in, size_t xq_row,
+                          const uint8_t **xa)
+{
+    if (qt->dot_type == SJKH_TYPE_Q8_K) {
+        *xa = s->xq;
+        return xq_row;
+    }
+    size_t prow = sjkh_dotn_row_nbytes(qt->dot_type, n_in);
+    if (!s->xp_ready) {
+        for (size_t t = 0; t < n; t++) sjkh_dotn_prepare(qt->dot_type, s->xq + t * xq_row, s->xp + t * prow, n_in);
+        s->xp_ready = 1;
+    }
+    *xa = s->xp;
+    return prow;
+}
+
+/* ---- many tokens (act_quant 1): integer panel products ------------------------------
+ * quants.h mm_many packs 16 weight rows at a time and multiplies them with every token's
+ * prepared 8-bit row (vpdpbusd), bit for bit what vec_dot computes; each task owns rows
+ * [r0, r1), a multiple of 16 but the last, and its thread's scratch (the exact path's row
+ * buffer, s->wdq, larger than sjkh_mm_many_scratch_nbytes of the widest input). */
+#define MMK_TASK_ROWS 16
+typedef struct mmk_job {
+    const uint8_t *w;   /* [n_out][w_row_nbytes] */
+    size_t w_row_nbytes;
+    const uint8_t *xa;  /* [n_tok][xa_row_nbytes] prepared activation rows */
+    size_t xa_row_nbytes;
+    float *y;           /* [n_tok][n_out] */
+    size_t n_in, n_out, n_tok, rows_per_task;
+    sjkh_mm_many_fn mm;
+    float *scratch;
+    size_t scratch_per_thread; /* floats */
+} mmk_job;
+
+static void mmk_task(void *ctx, uint32_t task, uint32_t thread)
+{
+    const mmk_job *j = ctx;
+    size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
+    j->mm(j->n_in, j->w + r0 * j->w_row_nbytes, j->w_row_nbytes, r1 - r0, j->xa, j->xa_row_nbytes, j->n_tok,
+          j->y + r0, j->n_out, j->scratch + (size_t)thread * j->scratch_per_thread);
+}
+
+static void matmul_many(sjkh_session *s, const sjkh_tensor *W, const sjkh_qtraits *qt, const float *x, size_t n,
+                        float *y)
+{
+    size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
+    const uint8_t *xa;
+    size_t xs = act_prepare(s, qt, n, n_in, act_quantize(s, qt, x, n, n_in, 0), &xa);
+    size_t nt = (size_t)sjk_pool_n_threads(s->pool);
+    size_t rpt = n_out / (nt * 8);
+    rpt = SJKH_MAX((size_t)MMK_TASK_ROWS, SJKH_MIN((size_t)256, rpt));
+    rpt = (rpt + MMK_TASK_ROWS - 1) / MMK_TASK_ROWS * MMK_TASK_ROWS;
+    mmk_job j = {W->data, W->row_nbytes, xa, xs, y, n_in, n_out, n, rpt, qt->mm_many, s->wdq, s->wdq_per_thread};
+    sjk_pool_run(s->pool, mmk_task, &j, (n_out + rpt - 1) / rpt);
+}
+
 /* y [n][n_out] = x [n][n_in] times W^T.
  *
  * act_quant 1 rounds the activations to W's dot type as llama.cpp does, at every chunk
- * size, but multiplies in two ways. Chunks of fewer than s->exact_min_tok tokens (decode,
- * short feeds) take the integer block dots (mm_task). A prefill chunk expands the rounded
- * activations back to f32 (d * q, exact for Q8_0/Q8_1) and takes the exact path's packed
- * f32 panel kernel: the same products as the integer dots, summed in f32 in another
- * order (plus, for Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the
- * weights' mins, mmx_mins_correct), and 2.3-2.8x faster at 512 tokens
- * (bench/bench_prefill.c, docs/BENCHMARKS.md). */
+ * size, but multiplies in three ways. Chunks of fewer than s->exact_min_tok tokens
+ * (decode, short feeds) take the integer block dots (mm_task). A prefill chunk of a type
+ * with a many-token integer kernel (quants.h mm_many: Q4_K, Q6_K, Q8_0, Q5_0 with
+ * AVX512-VNNI) takes it (matmul_many): the same numbers as the block dots, bit for bit,
+ * 2.2-3.4x the f32 panel at 512 tokens (bench/bench_mm_k.c). Other types expand the
+ * rounded activations back to f32 (d * q, exact for Q8_0/Q8_1) and take the exact path's
+ * packed f32 panel kernel: the same products summed in f32 in another order (plus, for
+ * Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the weights' mins,
+ * mmx_mins_correct), 2.3-2.8x the block dots at 512 tokens (bench/bench_prefill.c). */
 static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t n, float *y)
 {
     const sjkh_qtraits *qt = sjkh_qtraits_get(W->type);
     size_t n_in = (size_t)W->ne[0], n_out = (size_t)W->ne[1];
     if (!s->p.act_quant) {
         matmul_exact(s, W, x, NULL, n, y);
+        return;
+    }
+    if (n >= s->exact_min_tok && qt->mm_many) {
+        matmul_many(s, W, qt, x, n, y);
         return;
     }
     if (n >= s->exact_min_tok) {
@@ -356,15 +418,7 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
     /* one token: vec_dot per row (the same numbers as vec_dotn, and faster for the legacy
      * types, whose unpacking is not shared then: bench/bench_dotn.c) */
     sjkh_vec_dotn_fn dotn = qt->quantize && n >= 2 ? qt->vec_dotn : NULL;
-    if (dotn && qt->dot_type != SJKH_TYPE_Q8_K) { /* Q8_K rows are taken as they are */
-        size_t prow = sjkh_dotn_row_nbytes(qt->dot_type, n_in);
-        if (!s->xp_ready) {
-            for (size_t t = 0; t < n; t++) sjkh_dotn_prepare(qt->dot_type, s->xq + t * xa_row, s->xp + t * prow, n_in);
-            s->xp_ready = 1;
-        }
-        xa = s->xp;
-        xa_row = prow;
-    }
+    if (dotn) xa_row = act_prepare(s, qt, n, n_in, xa_row, &xa);
     size_t nt = (size_t)sjk_pool_n_threads(s->pool);
     size_t rpt = n_out / (nt * 8);
     rpt = SJKH_MAX((size_t)4, SJKH_MIN((size_t)256, rpt));
@@ -756,7 +810,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     /* act_quant 1 takes the f32 panel kernel for prefill chunks where it exists (AVX-512) */
     s->exact_min_tok = sjkh_ops_get()->mm_f32_panel ? MM_PREFILL_EXACT_TOK : UINT32_MAX;
     if (!p->act_quant || B >= s->exact_min_tok) {
-        s->wdq_per_thread = MM_WDQ_ROWS * max_in;
+        s->wdq_per_thread = MM_WDQ_ROWS * max_in; /* also >= sjkh_mm_many_scratch_nbytes(max_in) / 4 */
         s->wdq = alloc_f(p->n_threads, s->wdq_per_thread, &fail);
     }
     if (p->act_quant && B >= s->exact_min_tok) {

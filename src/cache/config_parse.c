@@ -292,12 +292,13 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
     return SJK_OK;
 }
 
+/* A format's name as a configuration string spells it: the traits table's (format_traits.c),
+ * except the staging ring's tq6_0_stage, which a configuration calls "stage=tq6_0". */
 static const char *format_name(uint8_t f)
 {
     if (f == SJK_FMT_TQ6_0_STAGE) return "tq6_0";
-    static const char *const names[] = {"f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1",
-                                        "q4_0", "tq6_0", "tq5_0", "turbo4", "turbo3"};
-    return f < sizeof names / sizeof names[0] ? names[f] : "?";
+    const sjk_format_info *fi = sjk_format_get((sjk_format)f);
+    return fi ? fi->name : "?";
 }
 
 sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst_cap)

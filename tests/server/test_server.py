@@ -7,7 +7,11 @@ Starts the real server on a free loopback port (--port 0; the address is read fr
 first stdout line) with Gemma 3 270M and small max_tokens, checks greedy output against
 `sjkvarn run` for the same prompt and cache, and stops it with SIGTERM (exit status 0).
 Prints one line per test and "N passed, N failed, N skipped" last (tests/run_tests.sh).
-A missing model is a SKIP (SJK_REQUIRE_ALL=1 makes the suite fail on it)."""
+A missing model is a SKIP (SJK_REQUIRE_ALL=1 makes the suite fail on it).
+
+Under SJK_TEST_LIGHT=1 (the sanitizer and valgrind runs; tests/harness.h, docs/RELIABILITY.md)
+every test runs, on less data: a context of 256 instead of 512, about half the generated
+tokens (N() below) and shorter prompts; the same requests, routes and checks."""
 import http.client
 import json
 import os
@@ -27,7 +31,15 @@ BIN = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/sjkvarn")
 MODEL_DIR = os.environ.get("SJK_MODEL_DIR") or os.path.join(os.environ.get("HOME", "."), ".cache/sjkvarn/models")
 GEMMA = os.path.join(MODEL_DIR, "gemma-3-270m-q4_k_m.gguf")
 KEY = "test-key-123"
-CTX = 512
+LIGHT = os.environ.get("SJK_TEST_LIGHT") == "1"
+CTX = 256 if LIGHT else 512
+
+
+def N(full, light):
+    """A size: full normally, light under SJK_TEST_LIGHT=1."""
+    return light if LIGHT else full
+
+
 THREADS = "2"
 results = {"pass": 0, "fail": 0, "skip": 0}
 
@@ -157,20 +169,21 @@ def t_health_models_props():
 
 
 def t_completion_greedy_equals_run():
-    r = S.client().completions.create(model="x", prompt=PROMPT, max_tokens=12, temperature=0)
-    want = run_cli(PROMPT, 12)
+    n = N(12, 6)
+    r = S.client().completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=0)
+    want = run_cli(PROMPT, n)
     got = PROMPT + r.choices[0].text + "\n"
     assert got == want, "server %r != run %r" % (got, want)
-    assert r.usage.prompt_tokens == 6 and r.usage.completion_tokens == 12, r.usage
-    assert r.usage.total_tokens == 18 and r.choices[0].finish_reason == "length"
+    assert r.usage.prompt_tokens == 6 and r.usage.completion_tokens == n, r.usage
+    assert r.usage.total_tokens == 6 + n and r.choices[0].finish_reason == "length"
     assert r.id.startswith("cmpl-") and r.object == "text_completion"
 
 
 def t_chat_greedy_equals_run():
     r = S.client().chat.completions.create(model="x", messages=[{"role": "user", "content": QUESTION}],
-                                           max_tokens=16, temperature=0)
+                                           max_tokens=N(16, 8), temperature=0)
     content = r.choices[0].message.content
-    want = run_cli(QUESTION, 16, chat=True)
+    want = run_cli(QUESTION, N(16, 8), chat=True)
     assert want.endswith("<start_of_turn>model\n" + content + "\n"), "server %r vs run %r" % (content, want)
     assert r.choices[0].message.role == "assistant" and r.id.startswith("chatcmpl-")
     assert r.usage.prompt_tokens > 5 and r.usage.prompt_tokens_details.cached_tokens >= 0, r.usage
@@ -179,8 +192,9 @@ def t_chat_greedy_equals_run():
 def t_stream_chat_with_usage():
     msgs = [{"role": "user", "content": QUESTION}]
     c = S.client()
-    plain = c.chat.completions.create(model="x", messages=msgs, max_tokens=10, temperature=0)
-    chunks = list(c.chat.completions.create(model="x", messages=msgs, max_tokens=10, temperature=0, stream=True,
+    n = N(10, 5)
+    plain = c.chat.completions.create(model="x", messages=msgs, max_tokens=n, temperature=0)
+    chunks = list(c.chat.completions.create(model="x", messages=msgs, max_tokens=n, temperature=0, stream=True,
                                             stream_options={"include_usage": True}))
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     assert text == plain.choices[0].message.content, (text, plain.choices[0].message.content)
@@ -193,7 +207,7 @@ def t_stream_chat_with_usage():
 
 
 def t_stream_raw_sse_ends_with_done():
-    st, h, data = S.raw("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 4, "temperature": 0,
+    st, h, data = S.raw("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": N(4, 2), "temperature": 0,
                                                     "stream": True})
     assert st == 200 and h.get("Content-Type") == "text/event-stream", (st, h)
     text = data.decode()
@@ -208,11 +222,11 @@ def t_prefix_reuse_cached_tokens():
     c = S.client()
     S.wait_idle()
     m1 = [{"role": "user", "content": "Write one short sentence about the sea."}]
-    r1 = c.chat.completions.create(model="x", messages=m1, max_tokens=12, temperature=0)
+    r1 = c.chat.completions.create(model="x", messages=m1, max_tokens=N(12, 6), temperature=0)
     m2 = m1 + [{"role": "assistant", "content": r1.choices[0].message.content},
                {"role": "user", "content": "And one about the mountains."}]
     before = S.metrics()
-    r2 = c.chat.completions.create(model="x", messages=m2, max_tokens=8, temperature=0)
+    r2 = c.chat.completions.create(model="x", messages=m2, max_tokens=N(8, 4), temperature=0)
     cached = r2.usage.prompt_tokens_details.cached_tokens
     # the whole first prompt is shared (the reply's re-tokenization may differ at its end)
     assert cached >= r1.usage.prompt_tokens and cached < r2.usage.prompt_tokens, (cached, r1.usage, r2.usage)
@@ -224,14 +238,15 @@ def t_prefix_reuse_cached_tokens():
 
 def t_stop_strings():
     c = S.client()
-    full = c.completions.create(model="x", prompt=PROMPT, max_tokens=12, temperature=0).choices[0].text
+    n = N(12, 8)
+    full = c.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=0).choices[0].text
     words = full.split(" ")
     assert len(words) > 3, full
     stop = " " + words[3]
-    r = c.completions.create(model="x", prompt=PROMPT, max_tokens=12, temperature=0, stop=[stop, "zzzz"])
+    r = c.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=0, stop=[stop, "zzzz"])
     assert r.choices[0].text == full[:full.index(stop)] and r.choices[0].finish_reason == "stop", (r, full)
     # streamed: the held-back text never shows the stop string
-    chunks = list(c.completions.create(model="x", prompt=PROMPT, max_tokens=12, temperature=0, stop=stop,
+    chunks = list(c.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=0, stop=stop,
                                        stream=True))
     text = "".join(ch.choices[0].text for ch in chunks if ch.choices)
     assert text == r.choices[0].text, (text, r.choices[0].text)
@@ -239,8 +254,9 @@ def t_stop_strings():
 
 def t_sampling_seed_is_reproducible():
     c = S.client()
-    a = c.completions.create(model="x", prompt=PROMPT, max_tokens=10, temperature=1.0, top_p=0.9, seed=42)
-    b = c.completions.create(model="x", prompt=PROMPT, max_tokens=10, temperature=1.0, top_p=0.9, seed=42)
+    n = N(10, 5)
+    a = c.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=1.0, top_p=0.9, seed=42)
+    b = c.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=1.0, top_p=0.9, seed=42)
     assert a.choices[0].text == b.choices[0].text
 
 
@@ -325,7 +341,7 @@ def open_stream(prompt, max_tokens):
 
 def t_busy_503_and_disconnect_frees_the_session():
     S.wait_idle()
-    a, b = open_stream(PROMPT, 400), open_stream(PROMPT, 400)
+    a, b = open_stream(PROMPT, N(400, 200)), open_stream(PROMPT, N(400, 200))
     st, h, d = S.raw("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
     assert st == 503 and h.get("Retry-After") == "1" and err_of(503, d)["type"] == "unavailable_error", (st, h)
     # both clients hang up mid-stream: their sessions are freed at the next token
@@ -342,12 +358,13 @@ def t_batched_decode_matches_sequential():
     c = S.client()
     S.wait_idle()
     prompts = [PROMPT, "Once upon a time"]
-    seq = [c.completions.create(model="x", prompt=p, max_tokens=24, temperature=0).choices[0].text for p in prompts]
+    n = N(24, 12)
+    seq = [c.completions.create(model="x", prompt=p, max_tokens=n, temperature=0).choices[0].text for p in prompts]
     before = S.metrics()
     out = [None, None]
 
     def go(i):
-        chunks = c.completions.create(model="x", prompt=prompts[i], max_tokens=24, temperature=0, stream=True)
+        chunks = c.completions.create(model="x", prompt=prompts[i], max_tokens=n, temperature=0, stream=True)
         out[i] = "".join(ch.choices[0].text for ch in chunks if ch.choices)
 
     ts = [threading.Thread(target=go, args=(i,)) for i in range(2)]
@@ -365,7 +382,8 @@ def t_batched_decode_matches_sequential():
 def t_slots_save_restore_erase():
     S.wait_idle()
     c = S.client()
-    r = c.completions.create(model="x", prompt="A slot that is saved and restored", max_tokens=4, temperature=0)
+    r = c.completions.create(model="x", prompt="A slot that is saved and restored", max_tokens=N(4, 2),
+                             temperature=0)
     st, slots = S.json("GET", "/slots")
     sid = max(slots, key=lambda s: s["n_cached_tokens"])["id"]
     n = slots[sid]["n_cached_tokens"]
@@ -417,7 +435,7 @@ def t_metrics_series():
               "sjkvarn_kv_bytes{region=\"total\"}", "sjkvarn_sessions{state=\"idle\"}", "sjkvarn_idle_seals_total",
               "sjkvarn_prefix_cache_hits_total", "sjkvarn_errors_total{class=\"4xx\"}"]:
         assert k in m, k
-    assert m["sjkvarn_requests_total{kind=\"chat\"}"] >= 3 and m["sjkvarn_generated_tokens_total"] > 20
+    assert m["sjkvarn_requests_total{kind=\"chat\"}"] >= 3 and m["sjkvarn_generated_tokens_total"] > N(20, 10)
     assert m["sjkvarn_kv_bytes{region=\"total\"}"] > 0 and m["sjkvarn_errors_total{class=\"4xx\"}"] >= 5
 
 
@@ -426,8 +444,8 @@ def t_idle_seal_and_sj_greedy():
     s2 = Server("-c", str(CTX), "--kv", kv, "--idle-seal", "1", key=None)
     try:
         prompt = " ".join("word%d" % i for i in range(60))
-        r = s2.client().completions.create(model="x", prompt=prompt, max_tokens=6, temperature=0)
-        want = run_cli(prompt, 6, kv=kv)
+        r = s2.client().completions.create(model="x", prompt=prompt, max_tokens=N(6, 3), temperature=0)
+        want = run_cli(prompt, N(6, 3), kv=kv)
         assert prompt + r.choices[0].text + "\n" == want, (r.choices[0].text, want[-60:])
         assert r.usage.prompt_tokens >= 128, r.usage
         deadline = time.time() + 10
@@ -444,10 +462,11 @@ def t_idle_seal_and_sj_greedy():
 
 
 def t_kv_auto_and_refusal():
-    s3 = Server("-c", "16384", "-np", "2", "--kv", "auto", "--mem-budget", "100M", key=None)
+    ctx, budget = N((16384, 100), (8192, 80))  # positions, MiB: f16 does not fit, a tier does
+    s3 = Server("-c", str(ctx), "-np", "2", "--kv", "auto", "--mem-budget", "%dM" % budget, key=None)
     try:
         st, p = s3.json("GET", "/props")
-        assert p["kv"] != "f16" and "auto tier" in p["kv_reason"] and p["kv_allocated_bytes"] <= 100 << 20, p
+        assert p["kv"] != "f16" and "auto tier" in p["kv_reason"] and p["kv_allocated_bytes"] <= budget << 20, p
         assert p["kv_allocated_bytes"] == p["kv_planned_bytes"], p  # the plan is the allocation
         st, h = s3.json("GET", "/health")
         assert h["kv"] == p["kv"] and h["kv_reason"] == p["kv_reason"]
@@ -468,7 +487,7 @@ def t_sigterm_during_stream_exits_0():
 
     def go():
         try:
-            for ch in c.completions.create(model="x", prompt=PROMPT, max_tokens=400, temperature=0, stream=True):
+            for ch in c.completions.create(model="x", prompt=PROMPT, max_tokens=N(400, 200), temperature=0, stream=True):
                 got.append(ch)
         except Exception as e:  # noqa: BLE001 - the stream may end with an error event
             got.append(e)
@@ -494,7 +513,7 @@ def t_sse_ping_and_forward_fault():
     steps gives exactly its solo output, and the failed session serves again afterwards."""
     s5 = Server("-c", str(CTX), "-np", "2", "--sse-ping", "0.02", key=None, env={"SJKVARN_SERVE_TEST_FAULT": FAULT})
     try:
-        long_prompt = "The quick brown fox jumps over the lazy dog. " * 40  # ~400 tokens of prefill
+        long_prompt = "The quick brown fox jumps over the lazy dog. " * N(40, 20)  # ~400 (200) tokens of prefill
         c = http.client.HTTPConnection("127.0.0.1", s5.port, timeout=120)
         c.request("POST", "/v1/completions", body=json.dumps({"prompt": long_prompt, "max_tokens": 3,
                                                                "temperature": 0, "stream": True}),
@@ -510,11 +529,12 @@ def t_sse_ping_and_forward_fault():
         pings = sum(e == ": ping" for e in events)
 
         cl = s5.client()
-        solo = cl.completions.create(model="x", prompt=PROMPT, max_tokens=64, temperature=0).choices[0].text
+        n = N(64, 32)
+        solo = cl.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=0).choices[0].text
         out = {}
 
         def go():
-            out["a"] = cl.completions.create(model="x", prompt=PROMPT, max_tokens=64, temperature=0).choices[0].text
+            out["a"] = cl.completions.create(model="x", prompt=PROMPT, max_tokens=n, temperature=0).choices[0].text
 
         t = threading.Thread(target=go)
         t.start()
@@ -539,7 +559,7 @@ def t_sse_ping_and_forward_fault():
         for t2 in ts:
             t2.join(120)
         assert len(got) == 2 and all(r2.usage.completion_tokens == 2 for r2 in got), got
-        print("  %d pings before and between the events of a 400-token prefill; fault: %s" % (pings, e["message"]))
+        print("  %d pings before and between the events of a long prefill; fault: %s" % (pings, e["message"]))
     finally:
         assert s5.stop() == 0
 
