@@ -2,7 +2,8 @@
 # Runs every test binary in $BUILD/tests (and the examples), adds up their
 # "N passed, N failed, N skipped" lines and ends with "N passed, N failed".
 # A binary that crashes or prints no summary counts as one failure.
-# SJK_REQUIRE_ALL=1 (CI sets it) turns every skip into a failure.
+# SJK_REQUIRE_ALL=1 (CI sets it) turns every skip into a failure. SJK_TESTS="test_a test_b"
+# runs only those binaries (and the examples); unset or empty, all of them.
 # Each binary's line ends with its wall and CPU seconds ("(12.3 s, cpu 20.1 s)": CPU
 # above wall is threads, wall far above CPU a loaded machine) and the run ends with the
 # five slowest, so the cost of every test is visible in every log (the sanitizer passes
@@ -21,6 +22,9 @@ t_all=$(now); cpu_now; c_all=$(cpu_secs)
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
+  if [ -n "${SJK_TESTS:-}" ]; then
+    case " $SJK_TESTS " in *" $name "*) ;; *) continue ;; esac
+  fi
   t0=$(now); cpu_now; c0=$(cpu_secs)
   out=$($SJK_TEST_WRAP "$t" 2>&1); rc=$?
   cpu_now; c1=$(cpu_secs)
