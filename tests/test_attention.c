@@ -524,7 +524,9 @@ TEST(test_config_strings_parse)
 /* ggml block rows read in place (chunk_qblk) against int8 query pieces.
  *
  * 1. The pieces: each query value is rebuilt from scale · (128 hi + lo) within
- *    max|q| / 32512 (+ fp32 rounding), and corr8 / bsum are the sums they claim to be.
+ *    max|q| / 32512 (+ fp32 rounding), corr8 / bsum are the sums they claim to be, and
+ *    w16 holds 128 hi + lo of the channels its order names (every channel once per pair
+ *    of blocks: sjk_attn_qint_w16_chan is a permutation of 0..63).
  * 2. Every SIMD table's chunk_qblk against the reference chunk_qblk: 1e-5, as for every
  *    kernel (the integer parts are exact; only fp32 summation order differs).
  * 3. The int8 path against the fp32 path it replaces (rows decoded to fp32, chunk_f32):
@@ -540,6 +542,11 @@ TEST(test_config_strings_parse)
  *    per block of 32 (q8_0), about 128x coarser per value. */
 TEST(test_qblk_rows_match_reference)
 {
+    {
+        int seen[64] = {0};
+        for (size_t k = 0; k < 64; k++) seen[sjk_attn_qint_w16_chan(k) % 64]++;
+        for (size_t c = 0; c < 64; c++) CHECKF(seen[c] == 1, "w16 order: channel %zu taken %d times", c, seen[c]);
+    }
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
     const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
     sjk_rng r;
@@ -591,6 +598,10 @@ TEST(test_qblk_rows_match_reference)
                         int32_t sum = 0;
                         for (size_t d = 32 * b; d < 32 * b + 32; d++) sum += 128 * qi.hi[i * D + d] + qi.lo[i * D + d];
                         CHECK(qi.bsum[i * (D / 32) + b] == (float)sum);
+                    }
+                    for (size_t k = 0; k < D; k++) {
+                        const size_t d = k / 64 * 64 + sjk_attn_qint_w16_chan(k % 64);
+                        CHECK(qi.w16[i * D + k] == 128 * qi.hi[i * D + d] + qi.lo[i * D + d]);
                     }
                 }
                 uint32_t nvis[16];

@@ -16,7 +16,8 @@
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
  *                                     and trellis read in place; 4-bit K records by
- *                                     chunk_rec_q16, int16 queries per record) / chunk_tq6 /
+ *                                     chunk_rec_q16, int16 queries per record) / chunk_tq6_q16
+ *                                     (tq6_0 ring keys by int16 dot products) or chunk_tq6 /
  *                                     chunk_qblk (q8_0, q4_0 rows against int8 query pieces
  *                                     made once per unit) / chunk_f32
  *   R >= SJK_ATTN_MANY_MIN (prefill)  the chunk as fp32 K, V [len][D] (fp16 converted,
@@ -59,8 +60,10 @@ typedef struct attn_job {
  * 5.5 / 14.1 / 13.9, the same ratios within 10%). The two without a measurement (tq6_0
  * decoded before use, trellis decoded to fp32: kernel tables without the in-place
  * readers) keep their old ratios to the in-place ones. Any positive weights give a
- * correct result. With many rows (prefill) the per-row work, the same in every region,
- * dominates: equal weights. */
+ * correct result. The tq6_0 ring with integer key scores (chunk_tq6_q16) measured 10.3
+ * and 13.7 us a chunk against fp16's 10.0 and 14.7 (two runs at load 8; 4/4 records
+ * 5.1 and 6.2, trellis 12.9 and 14.5): weight 10. With many rows (prefill) the per-row
+ * work, the same in every region, dominates: equal weights. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;
@@ -72,7 +75,7 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     j->w_sink = 9;
     if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
     else j->w_body = j->k->trellis_inplace ? 13 : 16;
-    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6 ? 12 : 16;
+    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 10 : j->k->chunk_tq6 ? 12 : 16;
     else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;
 }
 

@@ -1,7 +1,7 @@
 /* attn_avx512.c — the AVX-512 attention kernels (attn_kernels.h): the kernels both
  * instruction sets share, from attn_x86.h at 16 lanes, and the families that need
  * AVX-512's byte permutes, masks and VNNI (VBMI, VNNI): the tq6_0 staging ring read in
- * place, trellis records read in place, q8_0 / q4_0 block rows scored by integer dot
+ * place (keys in fp32, or by int16 dot products), trellis records read in place, q8_0 / q4_0 block rows scored by integer dot
  * products against int8 query pieces, and 4-bit records scored by int16 dot products.
  * Every kernel is tested against attn_ref.c (tests/test_attention.c).
  */
@@ -103,6 +103,27 @@ static inline void tq6_values64(const tq6_lut *t, __m512i code, __m512 f[4])
     f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(l01, l23));
     f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(h01, h23));
     f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(h01, h23));
+}
+
+/* Elements 16 o .. 16 o + 15 of a block from its values v[128] in decode order (tq6_elem):
+ * element 16 o + m is parity m % 2, vector 2 (o % 2) + m / 8, lane 4 (o / 2) + (m / 2) % 4;
+ * two two-source permutes (one per parity, over its vector pair) and a blend. idx[h]
+ * lane m: (m / 8) 16 + 4 h + (m / 2) % 4 (tq6_elem16_idx). */
+static inline __m512 tq6_elem16(const float *v, size_t o, const __m512i idx[4])
+{
+    const size_t k0 = 2 * (o % 2);
+    const __m512 x = _mm512_permutex2var_ps(vload(v + 16 * k0), idx[o / 2], vload(v + 16 * (k0 + 1)));
+    const __m512 y = _mm512_permutex2var_ps(vload(v + 64 + 16 * k0), idx[o / 2], vload(v + 64 + 16 * (k0 + 1)));
+    return _mm512_mask_blend_ps((__mmask16)0xAAAA, x, y);
+}
+
+static inline void tq6_elem16_idx(__m512i idx[4])
+{
+    for (int h = 0; h < 4; h++) {
+        int32_t x[16];
+        for (int m = 0; m < 16; m++) x[m] = (m / 8) * 16 + 4 * h + (m / 2) % 4;
+        idx[h] = _mm512_loadu_si512(x);
+    }
 }
 
 /* Element of a block held by position p (0..127) of the decode order: parity p / 64,
@@ -243,11 +264,10 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
     float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
     float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
     int16_t *qi = (int16_t *)(void *)(qp + RBX * D);    /* [RBX][D] int16 queries (q16) */
-    int32_t elem[SJK_TQ_BLOCK], qelem[SJK_TQ_BLOCK];
-    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) {
-        elem[i] = (int32_t)tq6_elem(i);
-        qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
-    }
+    int32_t qelem[SJK_TQ_BLOCK];
+    for (size_t i = 0; i < SJK_TQ_BLOCK; i++) qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
+    __m512i eidx[4];
+    tq6_elem16_idx(eidx);
     __m512i c16lo = _mm512_setzero_si512(), c16hi = c16lo;
     float csc = 0.0f;
     if (q16) {
@@ -330,11 +350,8 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
                 if (!nvis[r0 + r]) continue;
                 float *ad = acc + (r0 + r) * D + b * SJK_TQ_BLOCK;
                 const float *vr = va + r * SJK_TQ_BLOCK;
-                for (size_t i = 0; i < SJK_TQ_BLOCK; i += 16) {
-                    const __m512i ix = _mm512_loadu_si512((const void *)(elem + i));
-                    const __m512 x = _mm512_add_ps(_mm512_i32gather_ps(ix, ad, 4), _mm512_loadu_ps(vr + i));
-                    _mm512_i32scatter_ps(ad, ix, x, 4);
-                }
+                for (size_t o = 0; o < SJK_TQ_BLOCK / 16; o++)
+                    vstore(ad + 16 * o, vadd(vload(ad + 16 * o), tq6_elem16(vr, o, eidx)));
             }
         }
     }
@@ -748,15 +765,14 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
 
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
- * Scores by integer dot products against the int8 query pieces (attn_kernels.h,
- * sjk_attn_qint): a pair of blocks (64 codes) is one zmm of unsigned bytes u (q8_0: the
- * code + 128, by one xor; q4_0: the nibbles, lanes 0..15 and 32..47 the low ones, in
- * element order), and per query row
- *     a = corr8 (q8_0) or 0;  a = dpbusd(a, u, hi);  a <<= 7;  a = dpbusd(a, u, lo)
- * leaves in each int32 lane the exact Σ code · (128 hi + lo) over 4 channels (corr8
- * removes the +128 of q8_0's bytes); lanes 0..7 belong to the first block, 8..15 to the
- * second, so one fp32 multiply-add by the blocks' scales (d_j in lanes 0..7, d_j+1 in
- * 8..15) folds the pair into the row's 16 fp32 partials. q4_0's −8 offset is one more
+ * Scores by integer dot products against the query as int16 words 128 hi + lo
+ * (attn_kernels.h, sjk_attn_qint.w16): a pair of blocks (64 codes) is one zmm of bytes u
+ * (q8_0: the codes; q4_0: the nibbles, 128-bit lanes 0 and 2 the low ones, in element
+ * order), widened to two zmm of words by the in-lane byte unpacks (q8_0 sign-extended),
+ * and per query row two vpdpwssd against the words in the same order leave in each
+ * int32 lane the exact Σ code · (128 hi + lo) over 4 channels; lanes 0..7 belong to the
+ * first block, 8..15 to the second, so one fp32 multiply-add by the blocks' scales (d_j
+ * in lanes 0..7, d_j+1 in 8..15) folds the pair into the row's 16 fp32 partials. q4_0's −8 offset is one more
  * multiply-add per key (Σ_b d_b · 8 · bsum_b). One 4-row horizontal sum per key.
  * Values: V_ACCUM with the codes dequantized as they are loaded (q8_0: sign-extend and
  * convert; q4_0: the vpermps table of nib − 8), times the block's scale. The blocks'
@@ -775,8 +791,7 @@ static void qblk_scales(float *dst, const uint8_t *base, size_t nblk, size_t bn)
 
 /* Scores of keys [0, ntm) for the RB rows whose pieces are hi[r], lo[r], corr[r]. */
 static inline __attribute__((always_inline)) void qblk_scores(float *p, const uint8_t *K, size_t ntm, size_t D,
-                                                              const float *dkf, const int8_t *const hi[RBX],
-                                                              const int8_t *const lo[RBX], const int32_t *const corr[RBX],
+                                                              const float *dkf, const int16_t *const w16[RBX],
                                                               const float bs[RBX][16], const float sc[RBX],
                                                               const unsigned kbits, const size_t NR)
 {
@@ -794,23 +809,26 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
         for (size_t j = 0; j < nb; j += 2) {
             __m512i u;
             const uint8_t *b0 = row + j * bn + 2;
+            __m512i w0, w1;
             if (kbits == 8) {
                 u = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)b0)),
                                        _mm256_loadu_si256((const __m256i *)(const void *)(b0 + bn)), 1);
-                u = _mm512_xor_si512(u, _mm512_set1_epi8((char)0x80));
+                w0 = _mm512_srai_epi16(_mm512_unpacklo_epi8(u, u), 8); /* sign-extended codes */
+                w1 = _mm512_srai_epi16(_mm512_unpackhi_epi8(u, u), 8);
             } else {
                 __m512i z = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)b0));
                 z = _mm512_mask_broadcast_i32x4(z, (__mmask16)0xFF00, _mm_loadu_si128((const __m128i *)(const void *)(b0 + bn)));
                 z = _mm512_mask_srli_epi16(z, (__mmask32)0xFF00FF00u, z, 4);
                 u = _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+                w0 = _mm512_unpacklo_epi8(u, _mm512_setzero_si512());
+                w1 = _mm512_unpackhi_epi8(u, _mm512_setzero_si512());
             }
             const __m512 dk = _mm512_permutexvar_ps(_mm512_add_epi32(half, _mm512_set1_epi32((int)j)), dkz);
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) {
-                __m512i a = kbits == 8 ? _mm512_loadu_si512((const void *)(corr[r] + j * 8)) : _mm512_setzero_si512();
-                a = _mm512_dpbusd_epi32(a, u, _mm512_loadu_si512((const void *)(hi[r] + j * 32)));
-                a = _mm512_slli_epi32(a, 7);
-                a = _mm512_dpbusd_epi32(a, u, _mm512_loadu_si512((const void *)(lo[r] + j * 32)));
+                const int16_t *qw = w16[r] + j * 32;
+                __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512((const void *)qw));
+                a = _mm512_dpwssd_epi32(a, w1, _mm512_loadu_si512((const void *)(qw + 32)));
                 F[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), dk, F[r]);
             }
         }
@@ -844,19 +862,16 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
         size_t ntm;
         const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
-        const int8_t *hi[RBX], *lo[RBX];
-        const int32_t *corr[RBX];
+        const int16_t *w16[RBX];
         float bs[RBX][16], sc[RBX];
         for (size_t r = 0; r < NR; r++) {
             const int live = r < rb;
-            hi[r] = live ? qi->hi + (r0 + r) * D : zero8;
-            lo[r] = live ? qi->lo + (r0 + r) * D : zero8;
-            corr[r] = live ? qi->corr8 + (r0 + r) * (D / 4) : (const int32_t *)(const void *)(zero8 + D);
+            w16[r] = live ? qi->w16 + (r0 + r) * D : (const int16_t *)(const void *)zero8;
             sc[r] = live ? qi->scale[r0 + r] : 0.0f;
             for (size_t b = 0; b < 16; b++) bs[r][b] = live && b < nb ? qi->bsum[(r0 + r) * nb + b] : 0.0f;
         }
-        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 8, NR);
-        else qblk_scores(p, K, ntm, D, dkf, hi, lo, corr, bs, sc, 4, NR);
+        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 8, NR);
+        else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);

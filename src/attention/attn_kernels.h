@@ -76,11 +76,22 @@ typedef struct sjk_attn_qint {
     const int32_t *corr8;    /* [R][D/4]: −128 Σ hi − Σ lo over each group of 4 channels */
     const float *bsum;       /* [R][D/32]: Σ (128 hi + lo) over each block of 32 channels */
     const float *scale;      /* [R] */
+    /* [R][D]: 128 hi + lo as int16, in the order of the SIMD kernels' widened codes: per
+     * pair of blocks (64 channels from 64 p), two runs of 32 words h = 0, 1, word 8 L + i
+     * (L = 0..3) channel 64 p + 32 (L / 2) + 16 (L % 2) + 8 h + i (sjk_attn_qint_w16_chan) */
+    const int16_t *w16;
     size_t D;
 } sjk_attn_qint;
 
+/* Channel of a pair of blocks held by word k (0..63) of sjk_attn_qint.w16's order. */
+static inline size_t sjk_attn_qint_w16_chan(size_t k)
+{
+    const size_t h = k / 32, L = (k % 32) / 8, i = k % 8;
+    return 32 * (L / 2) + 16 * (L % 2) + 8 * h + i;
+}
+
 /* Bytes of the buffer sjk_attn_qint_prep fills for R rows of D channels. */
-#define SJK_ATTN_QINT_NBYTES(R, D) ((size_t)(R) * (2 * (size_t)(D) + (size_t)(D) + 4 * ((size_t)(D) / 32) + 4) + 64)
+#define SJK_ATTN_QINT_NBYTES(R, D) ((size_t)(R) * (2 * (size_t)(D) + (size_t)(D) + 4 * ((size_t)(D) / 32) + 4 + 2 * (size_t)(D)) + 64)
 
 /* Quantizes R rows q[R][D] (D a multiple of 32) into buf and points *qi at them. */
 void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);

@@ -2,6 +2,7 @@
  * (attn_kernels.h), and the run-time choice among the kernel tables. */
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "attention/attn_kernels.h"
 #include "common/cpu.h"
@@ -145,12 +146,24 @@ static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nv
     }
 }
 
-float sjk_attn_tq6_c16(int16_t c16[64])
+/* The int16 centroids, built once per process (immutable afterwards). */
+static int16_t g_tq6_c16[64];
+static float g_tq6_c16_scale;
+static pthread_once_t g_tq6_c16_once = PTHREAD_ONCE_INIT;
+
+static void tq6_c16_build(void)
 {
     float cmax = 0;
     for (int j = 0; j < 64; j++) cmax = fabsf(sjk_tq6_centroids[j]) > cmax ? fabsf(sjk_tq6_centroids[j]) : cmax;
-    for (int j = 0; j < 64; j++) c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (8191.0f / cmax));
-    return cmax / 8191.0f;
+    for (int j = 0; j < 64; j++) g_tq6_c16[j] = (int16_t)lrintf(sjk_tq6_centroids[j] * (8191.0f / cmax));
+    g_tq6_c16_scale = cmax / 8191.0f;
+}
+
+float sjk_attn_tq6_c16(int16_t c16[64])
+{
+    pthread_once(&g_tq6_c16_once, tq6_c16_build);
+    memcpy(c16, g_tq6_c16, sizeof g_tq6_c16);
+    return g_tq6_c16_scale;
 }
 
 /* Code j (0..127) of a tq6_0 block (docs/FORMAT.md: low 4 bits in the nibbles of qs,
@@ -298,7 +311,8 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
     uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
     float *scale = (float *)a, *bsum = scale + R;
     int32_t *corr8 = (int32_t *)(void *)(bsum + R * (D / 32));
-    int8_t *hi = (int8_t *)(void *)(corr8 + R * (D / 4)), *lo = hi + R * D;
+    int16_t *w16 = (int16_t *)(void *)(corr8 + R * (D / 4));
+    int8_t *hi = (int8_t *)(void *)(w16 + R * D), *lo = hi + R * D;
     for (size_t r = 0; r < R; r++) {
         const float *x = q + r * D;
         float amax = 0;
@@ -324,6 +338,10 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
             }
             corr8[r * (D / 4) + g] = -128 * sh - sl;
         }
+        for (size_t k = 0; k < D; k++) {
+            const size_t c = (k / 64) * 64 + sjk_attn_qint_w16_chan(k % 64);
+            w16[r * D + k] = (int16_t)(128 * hi[r * D + c] + lo[r * D + c]);
+        }
         for (size_t b = 0; b < D / 32; b++) {
             int32_t sum = 0;
             for (size_t i = 32 * b; i < 32 * b + 32; i++) sum += 128 * hi[r * D + i] + lo[r * D + i];
@@ -335,6 +353,7 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
     qi->corr8 = corr8;
     qi->bsum = bsum;
     qi->scale = scale;
+    qi->w16 = w16;
     qi->D = D;
 }
 
@@ -345,6 +364,7 @@ sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0)
     v.lo += r0 * qi->D;
     v.corr8 += r0 * (qi->D / 4);
     v.bsum += r0 * (qi->D / 32);
+    v.w16 += r0 * qi->D;
     v.scale += r0;
     return v;
 }
