@@ -574,14 +574,21 @@ static const gguf_kv *kv_by_key(const sjkh_gguf *g, const char *key)
     return i < 0 ? NULL : &g->kv[i];
 }
 
-sjk_status sjkh_gguf_get_i64(const sjkh_gguf *g, const char *key, int64_t *out)
+/* The integer value of key: SJK_ERR_RANGE if absent, SJK_ERR_FORMAT if not an integer. */
+static sjk_status kv_int(const sjkh_gguf *g, const char *key, int64_t *v, uint64_t *uv, int *is_unsigned)
 {
     const gguf_kv *kv = kv_by_key(g, key);
     if (!kv) return SJK_ERR_RANGE;
+    return read_int(kv->type, g->base + kv->val_off, v, uv, is_unsigned) ? SJK_OK : SJK_ERR_FORMAT;
+}
+
+sjk_status sjkh_gguf_get_i64(const sjkh_gguf *g, const char *key, int64_t *out)
+{
     int64_t v;
     uint64_t uv;
     int u;
-    if (!read_int(kv->type, g->base + kv->val_off, &v, &uv, &u)) return SJK_ERR_FORMAT;
+    sjk_status st = kv_int(g, key, &v, &uv, &u);
+    if (st) return st;
     if (u) {
         if (uv > (uint64_t)INT64_MAX) return SJK_ERR_FORMAT;
         v = (int64_t)uv;
@@ -592,12 +599,11 @@ sjk_status sjkh_gguf_get_i64(const sjkh_gguf *g, const char *key, int64_t *out)
 
 sjk_status sjkh_gguf_get_u64(const sjkh_gguf *g, const char *key, uint64_t *out)
 {
-    const gguf_kv *kv = kv_by_key(g, key);
-    if (!kv) return SJK_ERR_RANGE;
     int64_t v;
     uint64_t uv;
     int u;
-    if (!read_int(kv->type, g->base + kv->val_off, &v, &uv, &u)) return SJK_ERR_FORMAT;
+    sjk_status st = kv_int(g, key, &v, &uv, &u);
+    if (st) return st;
     if (!u && v < 0) return SJK_ERR_FORMAT;
     *out = uv;
     return SJK_OK;
@@ -638,12 +644,11 @@ sjk_status sjkh_gguf_get_f32(const sjkh_gguf *g, const char *key, float *out)
 
 sjk_status sjkh_gguf_get_bool(const sjkh_gguf *g, const char *key, int *out)
 {
-    const gguf_kv *kv = kv_by_key(g, key);
-    if (!kv) return SJK_ERR_RANGE;
     int64_t v;
     uint64_t uv;
     int u;
-    if (!read_int(kv->type, g->base + kv->val_off, &v, &uv, &u)) return SJK_ERR_FORMAT;
+    sjk_status st = kv_int(g, key, &v, &uv, &u);
+    if (st) return st;
     if (uv > 1) return SJK_ERR_FORMAT;
     *out = (int)uv;
     return SJK_OK;

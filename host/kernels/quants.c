@@ -386,31 +386,36 @@ float sjkh_vec_dot_q8_0_ref(size_t n, const void *w, const void *xv)
     return sum;
 }
 
+/* One super-block of Q4_K or Q5_K (qh: NULL, or Q5_K's fifth bits) against Q8_K: the
+ * integer sums ggml takes, sumi over the scaled sub-blocks and summ over the mins. */
+static float k45_block_dot(uint16_t wd, uint16_t wdmin, const uint8_t *scales, const uint8_t *q, const uint8_t *qh,
+                           const blk_q8_K *x)
+{
+    int sumi = 0, summ = 0;
+    const int8_t *y = x->qs;
+    for (int j = 0; j < 4; j++, q += 32, y += 64) {
+        uint8_t sc1, m1, sc2, m2;
+        sjkh_k_scale_min(2 * j, scales, &sc1, &m1);
+        sjkh_k_scale_min(2 * j + 1, scales, &sc2, &m2);
+        int s1 = 0, s2 = 0;
+        for (int l = 0; l < 32; l++) {
+            int h1 = qh ? ((qh[l] >> (2 * j)) & 1) << 4 : 0, h2 = qh ? ((qh[l] >> (2 * j + 1)) & 1) << 4 : 0;
+            s1 += ((q[l] & 0xF) + h1) * y[l];
+            s2 += ((q[l] >> 4) + h2) * y[l + 32];
+        }
+        sumi += sc1 * s1 + sc2 * s2;
+        summ += m1 * (x->bsums[4 * j] + x->bsums[4 * j + 1]) + m2 * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]);
+    }
+    float d = x->d * sjkh_f16_to_f32(wd), dmin = x->d * sjkh_f16_to_f32(wdmin);
+    return d * (float)sumi - dmin * (float)summ;
+}
+
 float sjkh_vec_dot_q4_K_ref(size_t n, const void *w, const void *xv)
 {
     const blk_q4_K *a = w;
     const blk_q8_K *x = xv;
     float sum = 0;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        int sumi = 0, summ = 0;
-        const uint8_t *q = a[b].qs;
-        const int8_t *y = x[b].qs;
-        for (int j = 0; j < 4; j++, q += 32, y += 64) {
-            uint8_t sc1, m1, sc2, m2;
-            sjkh_k_scale_min(2 * j, a[b].scales, &sc1, &m1);
-            sjkh_k_scale_min(2 * j + 1, a[b].scales, &sc2, &m2);
-            int s1 = 0, s2 = 0;
-            for (int l = 0; l < 32; l++) {
-                s1 += (q[l] & 0xF) * y[l];
-                s2 += (q[l] >> 4) * y[l + 32];
-            }
-            sumi += sc1 * s1 + sc2 * s2;
-            summ += m1 * (x[b].bsums[4 * j] + x[b].bsums[4 * j + 1]) +
-                    m2 * (x[b].bsums[4 * j + 2] + x[b].bsums[4 * j + 3]);
-        }
-        float d = x[b].d * sjkh_f16_to_f32(a[b].d), dmin = x[b].d * sjkh_f16_to_f32(a[b].dmin);
-        sum += d * (float)sumi - dmin * (float)summ;
-    }
+    for (size_t b = 0; b < n / QK_K; b++) sum += k45_block_dot(a[b].d, a[b].dmin, a[b].scales, a[b].qs, NULL, x + b);
     return sum;
 }
 
@@ -419,26 +424,8 @@ float sjkh_vec_dot_q5_K_ref(size_t n, const void *w, const void *xv)
     const blk_q5_K *a = w;
     const blk_q8_K *x = xv;
     float sum = 0;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        int sumi = 0, summ = 0;
-        const uint8_t *q = a[b].qs, *qh = a[b].qh;
-        const int8_t *y = x[b].qs;
-        for (int j = 0; j < 4; j++, q += 32, y += 64) {
-            uint8_t sc1, m1, sc2, m2;
-            sjkh_k_scale_min(2 * j, a[b].scales, &sc1, &m1);
-            sjkh_k_scale_min(2 * j + 1, a[b].scales, &sc2, &m2);
-            int s1 = 0, s2 = 0;
-            for (int l = 0; l < 32; l++) {
-                s1 += ((q[l] & 0xF) + (((qh[l] >> (2 * j)) & 1) << 4)) * y[l];
-                s2 += ((q[l] >> 4) + (((qh[l] >> (2 * j + 1)) & 1) << 4)) * y[l + 32];
-            }
-            sumi += sc1 * s1 + sc2 * s2;
-            summ += m1 * (x[b].bsums[4 * j] + x[b].bsums[4 * j + 1]) +
-                    m2 * (x[b].bsums[4 * j + 2] + x[b].bsums[4 * j + 3]);
-        }
-        float d = x[b].d * sjkh_f16_to_f32(a[b].d), dmin = x[b].d * sjkh_f16_to_f32(a[b].dmin);
-        sum += d * (float)sumi - dmin * (float)summ;
-    }
+    for (size_t b = 0; b < n / QK_K; b++)
+        sum += k45_block_dot(a[b].d, a[b].dmin, a[b].scales, a[b].qs, a[b].qh, x + b);
     return sum;
 }
 

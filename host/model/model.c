@@ -21,29 +21,33 @@
 
 #define FAIL(st, ...) sjkh_fail((st), err, err_cap, __VA_ARGS__)
 
-static sjk_status need_u32(const sjkh_gguf *g, const char *arch, const char *suffix, uint32_t *out, char *err,
-                           size_t err_cap)
+/* arch.suffix as an unsigned 32-bit integer; a missing key is an error when def is NULL,
+ * else *def. */
+static sjk_status key_u32(const sjkh_gguf *g, const char *arch, const char *suffix, uint32_t *out,
+                          const uint32_t *def, char *err, size_t err_cap)
 {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     sjk_status st = sjkh_gguf_get_u32(g, key, out);
+    if (st == SJK_ERR_RANGE && def) {
+        *out = *def;
+        return SJK_OK;
+    }
     if (st == SJK_ERR_RANGE) return FAIL(SJK_ERR_FORMAT, "model: missing metadata key '%s'", key);
     if (st) return FAIL(SJK_ERR_FORMAT, "model: metadata key '%s' is not an unsigned 32-bit integer", key);
     return SJK_OK;
 }
 
+static sjk_status need_u32(const sjkh_gguf *g, const char *arch, const char *suffix, uint32_t *out, char *err,
+                           size_t err_cap)
+{
+    return key_u32(g, arch, suffix, out, NULL, err, err_cap);
+}
+
 static sjk_status opt_u32(const sjkh_gguf *g, const char *arch, const char *suffix, uint32_t *out, uint32_t def,
                           char *err, size_t err_cap)
 {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    sjk_status st = sjkh_gguf_get_u32(g, key, out);
-    if (st == SJK_ERR_RANGE) {
-        *out = def;
-        return SJK_OK;
-    }
-    if (st) return FAIL(SJK_ERR_FORMAT, "model: metadata key '%s' is not an unsigned 32-bit integer", key);
-    return SJK_OK;
+    return key_u32(g, arch, suffix, out, &def, err, err_cap);
 }
 
 static sjk_status opt_f32(const sjkh_gguf *g, const char *arch, const char *suffix, float *out, float def,
