@@ -93,7 +93,7 @@ static int write_table(void *ctx, FILE *f)
     for (int i = 0; i < job->argc; i++) fprintf(f, " %s", job->argv[i]);
     fprintf(f, "\n *\n * Entry w is the reconstruction of window w = (code << 6) | previous 6 code bits,\n"
                " * for values normalised to zero mean and unit variance (src/codec/trellis.h). */\n"
-               "#include \"codec/trellis.h\"\n\n");
+               "#include \"codec/trellis_codebooks.h\"\n\n");
     int rc = 0;
     int have[5] = {0};
     for (int i = 0; i < job->nk; i++) {

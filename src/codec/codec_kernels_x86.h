@@ -12,7 +12,7 @@
  * for both widths. */
 #include <immintrin.h>
 
-#include "codec/codec_kernels.h"
+#include "codec/codec_kernels_table.h"
 #include "codec/record_layout.h"
 
 #define W SJK_CK_W

@@ -3,7 +3,7 @@
  * sjk_fmt_kernels_get() when sjk_cpu_features() reports SJK_CPU_AVX2. Decoders are
  * bit-identical to the references; dot and axpy use FMA and a different summation order
  * (tolerances in format_kernels.h). */
-#include "codec/format_kernels.h"
+#include "codec/format_kernels_table.h"
 
 #if defined(__x86_64__) && defined(__AVX2__)
 #include <float.h>

@@ -3,7 +3,7 @@
  * sjk_fmt_kernels_get() when sjk_cpu_features() reports SJK_CPU_AVX512). Entries not
  * overridden here keep their AVX2 versions. Decoders are bit-identical to the references;
  * dot products use FMA and a different summation order (format_kernels.h). */
-#include "codec/format_kernels.h"
+#include "codec/format_kernels_table.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__)
 #include <float.h>

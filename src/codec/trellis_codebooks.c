@@ -5,7 +5,7 @@
  *
  * Entry w is the reconstruction of window w = (code << 6) | previous 6 code bits,
  * for values normalised to zero mean and unit variance (src/codec/trellis.h). */
-#include "codec/trellis.h"
+#include "codec/trellis_codebooks.h"
 
 static const float cb2[256] = {
     -0x1.f2756ap-1f, 0x1.2816c8p-1f, -0x1.53e3bp-2f, 0x1.b0e74cp+0f,
