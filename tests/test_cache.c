@@ -117,9 +117,10 @@ static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
     const int kq = L->k_fmt == SJK_FMT_Q8_0 || L->k_fmt == SJK_FMT_Q4_0;
     const int vq = L->v_fmt == SJK_FMT_Q8_0 || L->v_fmt == SJK_FMT_Q4_0;
     const int decode = rows * c->gq < SJK_ATTN_MANY_MIN;
-    if (kq && vq && c->kern->chunk_qblk && decode && c->D % 64 == 0) return 5e-4;
-    if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_k == 4 && c->kern->chunk_rec_q16 && decode) return 5e-4;
-    if (L->compressed && L->k_fmt == SJK_FMT_TQ6_0_STAGE && c->kern->chunk_tq6_q16 && rows * c->gq <= 2 * SJK_ATTN_RB) return 5e-4;
+    const sjk_attn_kernels *k = c->kern ? c->kern : sjk_attn_kernels_get(); /* as attend.c picks */
+    if (kq && vq && k->chunk_qblk && decode && c->D % 64 == 0) return 5e-4;
+    if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_k == 4 && k->chunk_rec_q16 && decode) return 5e-4;
+    if (L->compressed && L->k_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6_q16 && rows * c->gq <= 2 * SJK_ATTN_RB) return 5e-4;
     return 1e-5;
 }
 

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "attention/attn_kernels.h"
-#include "attention/attn_layout.h"
+#include "cache/attn_layout.h"
 #include "cache/cache_internal.h"
 #include "codec/format.h"
 #include "codec/hadamard.h"
@@ -375,7 +375,7 @@ sjk_status sjk_cache_attend(sjk_cache *c, uint32_t seq, uint32_t layer, const fl
     attn_job j;
     j.c = c;
     j.L = L;
-    j.k = c->kern;
+    j.k = c->kern ? c->kern : sjk_attn_kernels_get();
     j.seq = seq;
     j.n = sl->n;
     j.b = sl->b;

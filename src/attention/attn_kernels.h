@@ -28,12 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/attn_layout.h" /* the sizes the cache reserves: rows per block, work, qint */
 #include "codec/record_layout.h"
 
 #define SJK_ATTN_RB 4 /* query rows per block: GQA heads share each key load */
-#define SJK_ATTN_RB_MAX 8 /* rows per block of the kernels that take up to 8 (AVX-512: R 5..8 in one block) */
-#define SJK_ATTN_MANY_MIN 16 /* rows per KV head from which attend.c uses chunk_f32_many */
-#define SJK_ATTN_MANY_RB 32  /* query rows per block inside chunk_f32_many */
 
 /* A record as the kernels read it: scales as fp32 (in the worker's scratch), codes either
  * unpacked to bytes (kc / vc) or, for 4-bit payloads, read in place from the record
@@ -90,10 +88,8 @@ static inline size_t sjk_attn_qint_w16_chan(size_t k)
     return 32 * (L / 2) + 16 * (L % 2) + 8 * h + i;
 }
 
-/* Bytes of the buffer sjk_attn_qint_prep fills for R rows of D channels. */
-#define SJK_ATTN_QINT_NBYTES(R, D) ((size_t)(R) * (2 * (size_t)(D) + (size_t)(D) + 4 * ((size_t)(D) / 32) + 4 + 2 * (size_t)(D)) + 64)
-
-/* Quantizes R rows q[R][D] (D a multiple of 32) into buf and points *qi at them. */
+/* Quantizes R rows q[R][D] (D a multiple of 32) into buf (SJK_ATTN_QINT_NBYTES(R, D)
+ * bytes, cache/attn_layout.h) and points *qi at them. */
 void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
 /* The view of rows r0.. of qi. */
 sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0);
@@ -168,18 +164,7 @@ float sjk_attn_tq6_c16(int16_t c16[64]);
  * are NaN, as the fp32 kernels would make them). The SIMD kernels compute the same bits. */
 void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D);
 
-/* Floats of `work` the chunk kernels need for head dim D: the larger of two layouts.
- * Decode kernels (RB = SJK_ATTN_RB_MAX, the most rows of one block): [RB][G] scores,
- * [RB][D] folded queries, [D] zeros, then a second area of RB*G*16 (+16 for alignment)
- * floats: the trellis kernel's score partials [16][RB][16], carried windows [D/16][16]
- * and lane-ordered queries [RB][2D] (10752 floats at D = 512), or the tq6 kernel's block
- * norms [2][G][D/128], norm-weighted probabilities [D/128][RB][G] and one block's values
- * per row [RB][128]. chunk_f32_many: transposed queries [D][MANY_RB], scores then
- * probabilities [G][MANY_RB] (row r of the block in column r), factors [MANY_RB]. */
-#define SJK_ATTN_DECODE_WORK_FLOATS(D) ((size_t)SJK_ATTN_RB_MAX * (2 * (D) + 4 * 128 + 8) + (size_t)SJK_ATTN_RB_MAX * 128 * 16 + 16)
-#define SJK_ATTN_MANY_WORK_FLOATS(D) ((size_t)SJK_ATTN_MANY_RB * ((D) + 128 + 1))
-#define SJK_ATTN_WORK_FLOATS(D) \
-    (SJK_ATTN_DECODE_WORK_FLOATS(D) > SJK_ATTN_MANY_WORK_FLOATS(D) ? SJK_ATTN_DECODE_WORK_FLOATS(D) : SJK_ATTN_MANY_WORK_FLOATS(D))
+/* The chunk kernels' `work`: SJK_ATTN_WORK_FLOATS(D) floats (cache/attn_layout.h). */
 
 const sjk_attn_kernels *sjk_attn_kernels_get(void);  /* fastest allowed, chosen once */
 const sjk_attn_kernels *sjk_attn_kernels_ref(void);

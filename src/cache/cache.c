@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention/attn_kernels.h"
 #include "cache/cache_internal.h"
 #include "codec/format.h"
 #include "codec/hadamard.h"
@@ -340,7 +339,6 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
             sl->n = 0;
             sl->b = c->layers[l].compressed ? c->layers[l].sink : 0;
         }
-    c->kern = sjk_attn_kernels_get();
     c->active_threads = p->n_threads;
     /* Probe each body once (a zero group sealed into scratch): a body this build cannot
      * encode fails here, not at the first seal. */

@@ -32,12 +32,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attention/attn_layout.h"
+#include "cache/attn_layout.h"
 #include "common/pool.h"
 #include "codec/record.h"
 #include "sjkvarn.h"
 
 #define SJK_CACHE_ALIGN 64
+
+struct sjk_attn_kernels; /* src/attention; the cache only holds a pointer (kern) */
 
 typedef struct sjk_cache_layer {
     sjk_layer_config cfg;
@@ -88,7 +90,8 @@ struct sjk_cache {
     float *part;              /* [n_kv_heads * n_splits] units of SJK_ATTN_PART_FLOATS */
     uint32_t n_splits;        /* position splits per KV head (at most) */
     uint32_t active_threads;  /* sjk_cache_set_threads, <= p.n_threads */
-    const struct sjk_attn_kernels *kern; /* attention kernels (tests may swap in another) */
+    const struct sjk_attn_kernels *kern; /* attention kernels: NULL (create) is attend.c's
+                                            sjk_attn_kernels_get(); tests may set another */
     size_t total_nbytes;
     size_t region_nbytes[4];  /* sink, body, ring, uniform */
 };

@@ -1,6 +1,5 @@
 /* attn_layout.c — the attention sizes the cache plans with (attn_layout.h). */
-#include "attention/attn_kernels.h"
-#include "attention/attn_layout.h"
+#include "cache/attn_layout.h"
 #include "sjkvarn.h"
 
 size_t sjk_attn_scratch_nbytes(size_t D)
