@@ -146,22 +146,32 @@ static inline int k_mins_dot(const uint8_t *scales, const int16_t *bsums, uint8_
     return summ;
 }
 
-float SJKH_SFX(sjkh_vec_dot_q4_K)(size_t n, const void *w, const void *xv)
+/* Q4_K and Q5_K against Q8_K: one body, the fifth bits (Q5_K's qh) only where five is set
+ * (a constant after inlining, so each entry compiles to its own straight loop). */
+static inline __attribute__((always_inline)) float k45_dot(size_t n, const void *w, const void *xv, int five)
 {
-    const blk_q4_K *a = w;
     const blk_q8_K *x = xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const size_t bb = five ? sizeof(blk_q5_K) : sizeof(blk_q4_K);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
     float accm = 0;
     for (size_t b = 0; b < n / QK_K; b++) {
+        const uint8_t *blk = (const uint8_t *)w + b * bb; /* d, dmin, scales[12], (qh[32]), qs[128] */
+        const uint8_t *qs = blk + (five ? offsetof(blk_q5_K, qs) : offsetof(blk_q4_K, qs));
         uint8_t sc[8];
-        int summ = k_mins_dot(a[b].scales, x[b].bsums, sc);
-        float d = x[b].d * f16(a[b].d);
-        accm += x[b].d * f16(a[b].dmin) * (float)summ;
+        int summ = k_mins_dot(blk + 4, x[b].bsums, sc);
+        float d = x[b].d * f16(sjkh_rd_u16(blk));
+        accm += x[b].d * f16(sjkh_rd_u16(blk + 2)) * (float)summ;
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(blk + offsetof(blk_q5_K, qh))) : _mm256_setzero_si256();
         __m256i sumi = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * j));
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (five) {
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+                qh = _mm256_srli_epi16(qh, 2);
+            }
             __m256i ylo = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j));
             __m256i yhi = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j + 32));
             __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * j]));
@@ -173,37 +183,9 @@ float SJKH_SFX(sjkh_vec_dot_q4_K)(size_t n, const void *w, const void *xv)
     return hsum8(acc) - accm;
 }
 
-float SJKH_SFX(sjkh_vec_dot_q5_K)(size_t n, const void *w, const void *xv)
-{
-    const blk_q5_K *a = w;
-    const blk_q8_K *x = xv;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
-    __m256 acc = _mm256_setzero_ps();
-    float accm = 0;
-    for (size_t b = 0; b < n / QK_K; b++) {
-        uint8_t sc[8];
-        int summ = k_mins_dot(a[b].scales, x[b].bsums, sc);
-        float d = x[b].d * f16(a[b].d);
-        accm += x[b].d * f16(a[b].dmin) * (float)summ;
-        __m256i qh = _mm256_loadu_si256((const __m256i *)a[b].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * j));
-            __m256i hlo = _mm256_slli_epi16(_mm256_and_si256(qh, one), 4);
-            __m256i hhi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4);
-            qh = _mm256_srli_epi16(qh, 2);
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), hlo);
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hhi);
-            __m256i ylo = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j));
-            __m256i yhi = _mm256_loadu_si256((const __m256i *)(x[b].qs + 64 * j + 32));
-            __m256i plo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_set1_epi16(sc[2 * j]));
-            __m256i phi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yhi), _mm256_set1_epi16(sc[2 * j + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(plo, phi));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    }
-    return hsum8(acc) - accm;
-}
+float SJKH_SFX(sjkh_vec_dot_q4_K)(size_t n, const void *w, const void *xv) { return k45_dot(n, w, xv, 0); }
+
+float SJKH_SFX(sjkh_vec_dot_q5_K)(size_t n, const void *w, const void *xv) { return k45_dot(n, w, xv, 1); }
 
 float SJKH_SFX(sjkh_vec_dot_q6_K)(size_t n, const void *w, const void *xv)
 {
