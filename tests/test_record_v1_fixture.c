@@ -16,12 +16,14 @@
  * keeps a ring). Hashes (64-bit FNV-1a): the bytes of every final block of every head
  * (sink rows and sealed records, sjk_cache_block_export), and the fp32 values of every
  * record decoded by the reference decoder (sjk_record_decode_ref). */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/record.h"
+#include "common/crc32c.h"
 #include "harness.h"
 #include "sjkvarn.h"
 
@@ -237,10 +239,72 @@ TEST(test_this_build_writes_the_v1_bytes_for_v1_widths)
     sjk_cache_free(c);
 }
 
+TEST(test_wide_bodies_write_record_format_2)
+{
+    /* A cache with a body above 4 bits saves record format 2, restores, and a file that
+     * claims format 1 for such layers is refused as corrupt (by restore and inspect). */
+    sjk_layer_config lc[2];
+    CHECK(sjk_cache_config_parse("sj:8/4:tail=128", 1, &lc[0], NULL, 0) == SJK_OK);
+    CHECK(sjk_cache_config_parse("sj:4/4:tail=128", 1, &lc[1], NULL, 0) == SJK_OK);
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = 2;
+    p.head_dim = HD;
+    p.max_pos = 512;
+    p.max_q_rows = 4;
+    p.layers = lc;
+    sjk_cache *c = NULL, *c2 = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK && sjk_cache_create(&p, &c2) == SJK_OK);
+    if (!c || !c2) return;
+    static float k[HD], v[HD];
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t pos = 0; pos < 500; pos++) {
+            fill_input(l, pos, k, v);
+            CHECK(sjk_cache_append(c, 0, l, k, v, 1) == SJK_OK);
+        }
+    size_t n = 0;
+    CHECK(sjk_cache_save_memory(c, NULL, NULL, 0, &n) == SJK_OK);
+    uint8_t *buf = malloc(n);
+    CHECK(buf && sjk_cache_save_memory(c, NULL, buf, n, &n) == SJK_OK);
+    if (buf) {
+        sjk_cache_file_info info;
+        char err[256] = "";
+        CHECK(sjk_cache_file_inspect(buf, n, &info, NULL, 0, NULL, 0, err, sizeof err) == SJK_OK);
+        CHECK(info.record_version == 2);
+        CHECKF(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_OK, "%s", err);
+        static float k1[SJK_GROUP * HD], v1[SJK_GROUP * HD], k2[SJK_GROUP * HD], v2[SJK_GROUP * HD];
+        uint8_t scr1[1 << 16];
+        CHECK(sjk_cache_read_scratch_nbytes(c) <= sizeof scr1);
+        CHECK(sjk_cache_read_rows(c, 0, 0, 0, 128, 128, k1, v1, NULL, scr1, sizeof scr1) == SJK_OK);
+        CHECK(sjk_cache_read_rows(c2, 0, 0, 0, 128, 128, k2, v2, NULL, scr1, sizeof scr1) == SJK_OK);
+        CHECK(!memcmp(k1, k2, sizeof k1) && !memcmp(v1, v2, sizeof v1));
+        /* the 8-bit K of the first record is close to the input */
+        double e = 0, s = 0;
+        for (uint32_t t = 0; t < 128; t++) {
+            fill_input(0, 128 + t, k, v);
+            for (uint32_t d = 0; d < HD; d++) e += (k1[t * HD + d] - k[d]) * (k1[t * HD + d] - k[d]), s += k[d] * k[d];
+        }
+        CHECKF(10 * log10(s / e) > 35, "8-bit K: %.1f dB", 10 * log10(s / e));
+        /* the same bytes claiming record format 1 */
+        sjk_wr_u32le(buf + 16, 1);
+        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
+        CHECK(sjk_cache_file_inspect(buf, n, &info, NULL, 0, NULL, 0, err, sizeof err) == SJK_ERR_CORRUPT);
+        CHECKF(strstr(err, "above 4 bits"), "%s", err);
+        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
+        CHECKF(strstr(err, "above 4 bits"), "%s", err);
+        sjk_wr_u32le(buf + 16, 3); /* a format this build does not know */
+        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
+        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_FORMAT);
+    }
+    free(buf);
+    sjk_cache_free(c);
+    sjk_cache_free(c2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--write")) return write_fixture(argv[2]);
     RUN(test_v1_cache_file_restores_to_the_same_values);
     RUN(test_this_build_writes_the_v1_bytes_for_v1_widths);
+    RUN(test_wide_bodies_write_record_format_2);
     return test_summary();
 }
