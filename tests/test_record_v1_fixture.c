@@ -1,6 +1,10 @@
-/* test_record_v1_fixture.c — old cache files stay readable: a small cache file of record
- * format v1 (tests/data/record-v1/cache.sjkc), written by the tree before record format
- * v2 existed, restores in this build and its records decode to the same values.
+/* test_record_v1_fixture.c — record format versions in cache files. Old cache files stay
+ * readable: a small cache file of record format v1 (tests/data/record-v1/cache.sjkc),
+ * written by the tree before record format v2 existed, restores in this build and its
+ * records decode to the same values; this build still writes v1 (the same section bytes)
+ * for v1 widths; a layer with a body above 4 bits makes a v2 file, and a file that says v1
+ * for one is refused. (Session files carry a cache file and restore through the same
+ * reader.)
  *
  * The fixture and its expected hashes (tests/data/record-v1/expected.txt) were made by
  * this file's generator, built against the tree of commit b25de4e (record format v1):
