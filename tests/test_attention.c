@@ -613,7 +613,7 @@ TEST(test_qblk_rows_match_reference)
                 state_init(&b, R, D, &s0), s0 = r;
                 state_init(&c, R, D, &s0);
                 ref->chunk_f32(q, R, D, nvis, Kd, Vd, G, a.m, a.l, a.acc, g_work);
-                ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work);
+                ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
                 ref->chunk_f32(q, R, D, nvis, K, V, G, c.m, c.l, c.acc, g_work);
                 const double e_int = output_diff(&a, &b, R, D), e_fmt = output_diff(&a, &c, R, D);
                 worst_e = fmax(worst_e, e_int);
@@ -627,7 +627,7 @@ TEST(test_qblk_rows_match_reference)
                     tested++;
                     s0 = r;
                     state_init(&c, R, D, &s0);
-                    k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work);
+                    k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, kq, G * (D / 32) * (kb == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES));
                     const double e = state_diff(&b, &c, R, D);
                     CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu: rel diff %.3g", k->name, kb, vb, D, R, e);
                 }

@@ -793,15 +793,23 @@ static void qblk_scales(float *dst, const uint8_t *base, size_t nblk, size_t bn)
 static inline __attribute__((always_inline)) void qblk_scores(float *p, const uint8_t *K, size_t ntm, size_t D,
                                                               const float *dkf, const int16_t *const w16[RBX],
                                                               const float bs[RBX][16], const float sc[RBX],
-                                                              const unsigned kbits, const size_t NR)
+                                                              const unsigned kbits, const size_t NR,
+                                                              const uint8_t *V, size_t vrow, const uint8_t *pf,
+                                                              size_t pfn)
 {
-    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
+    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, krow = nb * bn;
     const __mmask16 mnb = (__mmask16)((1u << nb) - 1);
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512 bsv[RBX];
     for (size_t r = 0; r < NR; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
     for (size_t t = 0; t < ntm; t++) {
-        const uint8_t *row = K + t * nb * bn;
+        const uint8_t *row = K + t * krow;
+        /* the chunk's V rows into L1 for the values that follow, the next chunk's K rows
+         * into L2, a key's worth of each per key */
+        if (V)
+            for (size_t o = (t * vrow) & ~(size_t)63; o < (t + 1) * vrow; o += 64) _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+        for (size_t o = (t * krow) & ~(size_t)63; o < (t + 1) * krow && o < pfn; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
         const __m512 dkz = _mm512_maskz_loadu_ps(mnb, dkf + t * nb);
         __m512 F[RBX];
         _Pragma("GCC unroll 8")
@@ -844,9 +852,10 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
 
 static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                                         unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                                        float *m, float *l, float *acc, float *work, const size_t NR)
+                                        float *m, float *l, float *acc, float *work, const uint8_t *pf,
+                                        size_t pf_nbytes, const size_t NR)
 {
-    const size_t nb = D / 32;
+    const size_t nb = D / 32, vrow = nb * (vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     float *p = work;                /* [RBX][G] scores, then probabilities */
     float *dkf = p + RBX * G;       /* [n * nb + 16] K block scales */
     float *dvf = dkf + G * nb + 16; /* [n * nb + 16] V block scales */
@@ -870,8 +879,11 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
             sc[r] = live ? qi->scale[r0 + r] : 0.0f;
             for (size_t b = 0; b < 16; b++) bs[r][b] = live && b < nb ? qi->bsum[(r0 + r) * nb + b] : 0.0f;
         }
-        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 8, NR);
-        else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR);
+        /* prefetches on the first block of rows only (later blocks find the lines) */
+        const uint8_t *pv = r0 == 0 ? V : NULL, *pk = r0 == 0 ? pf : NULL;
+        const size_t pkn = r0 == 0 ? pf_nbytes : 0;
+        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 8, NR, pv, vrow, pk, pkn);
+        else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR, pv, vrow, pk, pkn);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);
@@ -881,10 +893,10 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
 
 static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                               unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                              float *m, float *l, float *acc, float *work)
+                              float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RBX);
-    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RB);
+    if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, RBX);
+    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, RB);
 }
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */

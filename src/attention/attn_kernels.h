@@ -129,10 +129,12 @@ typedef struct sjk_attn_kernels {
     /* ggml block rows read in place (decode): K [n][D/32 blocks] in q8_0 (kbits 8) or
      * q4_0 (kbits 4), V likewise (vbits), D a multiple of 64; queries as int8 pieces
      * (sjk_attn_qint), scores by integer dot products, V dequantized inside the
-     * accumulation. NULL: the caller decodes the rows and uses chunk_f32. */
+     * accumulation. pf, pf_nbytes: the next chunk's K rows, or NULL / 0: a hint only (a
+     * kernel may prefetch them while it works; results never depend on it). NULL: the
+     * caller decodes the rows and uses chunk_f32. */
     void (*chunk_qblk)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                        unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                       float *m, float *l, float *acc, float *work);
+                       float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
     /* One scalar record whose K codes are 4-bit and read in place (rec.kp set, rec.kc and
      * rec.kt NULL), scored by integer dot products: per record and row the folded query
      * qs[d] = q[d]·Kscale[d] becomes int16 (sjk_attn_q16_prep), and

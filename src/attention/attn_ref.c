@@ -380,8 +380,10 @@ static inline float qblk_scale(const uint8_t *blk) { return sjk_fp16_to_f32(sjk_
 
 static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                            unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                           float *m, float *l, float *acc, float *work)
+                           float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
+    (void)pf; /* a prefetch hint: nothing to do here */
+    (void)pf_nbytes;
     const size_t nb = D / SJK_QK;
     const size_t kbn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vbn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
     float *s = work;
