@@ -339,7 +339,7 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
             corr8[r * (D / 4) + g] = -128 * sh - sl;
         }
         for (size_t k = 0; k < D; k++) {
-            const size_t c = (k / 64) * 64 + sjk_attn_qint_w16_chan(k % 64);
+            const size_t c = sjk_attn_qint_w16_chan(k, D);
             w16[r * D + k] = (int16_t)(128 * hi[r * D + c] + lo[r * D + c]);
         }
         for (size_t b = 0; b < D / 32; b++) {
