@@ -228,7 +228,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         /* What this chunk is, decoded as little as possible. */
         const uint16_t *K16 = NULL, *V16 = NULL;
         const float *K32 = NULL, *V32 = NULL;
-        const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL;
+        const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL, *qpf = NULL;
+        size_t qpf_n = 0;
         sjk_attn_rec rec;
         int is_rec = 0, rec_q16 = 0;
         const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
@@ -311,6 +312,16 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             } else if (qblk) {
                 KQ = kr;
                 VQ = vr;
+                /* the next chunk's K rows (ring or uniform layer alike), for the kernel
+                 * to prefetch as it goes: at long contexts the rows stream from memory
+                 * and the hardware prefetchers leave the kernel waiting */
+                if (ch + 1 < c1 && p0 + G < j->n) {
+                    const uint32_t p1 = p0 + (uint32_t)G;
+                    const size_t len1 = SJK_MIN((uint32_t)G, j->n - p1);
+                    qpf = !L->compressed ? kr + G * L->k_row_nbytes
+                                         : hb + L->off_ring_k + ((size_t)(p1 - L->sink) % L->ring_cap) * L->k_row_nbytes;
+                    qpf_n = len1 * L->k_row_nbytes;
+                }
             } else {
                 rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
                 K32 = kf;
@@ -347,7 +358,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                     qi_ready = 1;
                 }
                 const sjk_attn_qint qr = sjk_attn_qint_rows(&qi, r0);
-                k->chunk_qblk(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work);
+                k->chunk_qblk(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
             }
             else if (many) k->chunk_f32_many(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
