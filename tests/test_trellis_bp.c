@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "codec/record.h"
 #include "codec/trellis.h"
 #include "codec/trellis_impl.h"
 #include "common/rng.h"
@@ -307,6 +308,55 @@ TEST(test_trellis_bp_tiles_equal_old)
     free(y); free(pay_old); free(pay_new);
 }
 
+/* The cache's seal (input gathered into the scratch, the trellis scratch over it once
+ * the tiles are loaded) writes the bytes of sjk_record_encode, for every body, split and
+ * head dim, on clean and on non-finite input; its scratch is smaller for a trellis body
+ * and the same for the scalar one. */
+TEST(test_record_seal_in_scratch_equals_encode)
+{
+    const size_t Ds[] = {64, 128, 256}, G = SJK_GROUP;
+    const unsigned splits[][2] = {{4, 4}, {4, 2}, {3, 3}, {2, 4}};
+    const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL};
+    const size_t n_split = test_light() ? 2 : 4;
+    float *k = xalloc(256 * G * sizeof(float)), *v = xalloc(256 * G * sizeof(float));
+    uint8_t *r_enc = xalloc(1 << 17), *r_seal = xalloc(1 << 17);
+    size_t n = 0;
+    for (size_t di = 0; di < 3; di++) {
+        const size_t D = Ds[di];
+        for (size_t si = 0; si < n_split; si++)
+            for (int b = 0; b < 3; b++) {
+                sjk_record_params p = {(uint32_t)D, (uint8_t)splits[si][0], (uint8_t)splits[si][1], (uint8_t)bodies[b],
+                                       SJK_BALANCE_SJ};
+                const size_t rn = sjk_record_nbytes(&p), en = sjk_record_scratch_nbytes(&p);
+                const size_t sn = sjk_record_seal_scratch_nbytes(&p);
+                CHECK(rn > 0 && rn <= (1 << 17) && sn > 0);
+                if (bodies[b] == SJK_BODY_SCALAR) CHECK(sn == en + 2 * G * D * sizeof(float));
+                else CHECKF(sn < en + 2 * G * D * sizeof(float), "D=%zu body %d: %zu >= %zu", D, bodies[b], sn,
+                            en + 2 * G * D * sizeof(float));
+                void *e_scr = xalloc(en), *s_scr = xalloc(sn);
+                for (int nonfinite = 0; nonfinite < 2; nonfinite++) {
+                    sjk_rng r;
+                    sjk_rng_seed(&r, 99 + 7 * di + 3 * si + (uint64_t)b);
+                    sjk_synth_group(k, G, D, SJK_SYNTH_OUTLIER, 0, 1.0, 3 + di, &r);
+                    sjk_synth_group(v, G, D, SJK_SYNTH_OUTLIER, 1, 1.0, 3 + di, &r);
+                    if (nonfinite) k[5 * D + 3] = NAN, v[7] = INFINITY, k[9] = 1e30f;
+                    CHECK(sjk_record_encode(&p, r_enc, rn, k, v, e_scr, en) == SJK_OK);
+                    memcpy(s_scr, k, G * D * sizeof(float));
+                    memcpy((float *)s_scr + G * D, v, G * D * sizeof(float));
+                    CHECK(sjk_record_seal_in_scratch(&p, r_seal, rn, s_scr, sn) == SJK_OK);
+                    CHECKF(!memcmp(r_enc, r_seal, rn), "D=%zu %u/%u body %d nonfinite=%d: records differ", D,
+                           splits[si][0], splits[si][1], bodies[b], nonfinite);
+                    n++;
+                }
+                CHECK(sjk_record_seal_in_scratch(&p, r_seal, rn, s_scr, sn - 1) == SJK_ERR_BUFFER);
+                free(e_scr);
+                free(s_scr);
+            }
+    }
+    printf("     %zu records: sealed in scratch = encoded\n", n);
+    free(k); free(v); free(r_enc); free(r_seal);
+}
+
 /* The scratch is what the block uses: the work area ends where the first pass begins,
  * and the new sizes are what the header states (84 KiB at T = 128, 160 KiB at 256). */
 TEST(test_trellis_bp_scratch_sizes)
@@ -323,6 +373,7 @@ int main(void)
     RUN(test_trellis_bp_blocks_equal_old);
     RUN(test_trellis_bp_driver_equals_old);
     RUN(test_trellis_bp_tiles_equal_old);
+    RUN(test_record_seal_in_scratch_equals_encode);
     RUN(test_trellis_bp_scratch_sizes);
     return test_summary();
 }

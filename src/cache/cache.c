@@ -232,19 +232,19 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
     if (!sjk_mul_ok(T, sizeof(sjk_pool_worker), &n) || !take(&off, n, &off_workers))
         return SJK_ERR_NOMEM;
 
-    /* Per-thread scratch: the largest of append (2 rows), seal tile, attention chunk. */
+    /* Per-thread scratch: the larger of a seal (the group's K and V gathered at its start,
+     * sjk_record_seal_in_scratch, the largest over the layers) and an attention chunk;
+     * append's two rows and a read fit in either. One per worker thread, shared by every
+     * layer: a thread seals one tile at a time. */
     size_t rec_scratch = 0;
     for (uint32_t l = 0; l < p->n_layers; l++) {
         const sjk_layer_config *lc = layer_cfg(p, l);
         if (lc->kind == SJK_KIND_UNIFORM) continue;
         sjk_record_params rp = {D, lc->bits_k, lc->bits_v, lc->body, lc->balance};
-        size_t s = sjk_record_scratch_nbytes(&rp);
+        size_t s = sjk_record_seal_scratch_nbytes(&rp);
         if (s > rec_scratch) rec_scratch = s;
     }
-    size_t tile = (size_t)2 * SJK_GROUP * D * sizeof(float);
-    size_t seal_off, scr;
-    if (!sjk_align_up_ok(tile, SJK_CACHE_ALIGN, &seal_off) || !sjk_add_ok(seal_off, rec_scratch, &scr))
-        return SJK_ERR_NOMEM;
+    size_t scr = rec_scratch;
     size_t attn = sjk_attn_scratch_nbytes(D);
     if (attn > scr) scr = attn;
     if (!sjk_align_up_ok(scr, SJK_CACHE_ALIGN, &scr)) return SJK_ERR_NOMEM;
@@ -289,7 +289,6 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
         c->workers = (sjk_pool_worker *)(void *)(base + off_workers);
         c->scratch = base + off_scratch;
         c->scratch_nbytes = scr;
-        c->seal_scratch_off = seal_off;
         c->rec_scratch_nbytes = rec_scratch;
         c->q_rot = (float *)(void *)(base + off_q);
         c->part = (float *)(void *)(base + off_part);
@@ -345,12 +344,10 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
     for (uint32_t l = 0; l < p->n_layers; l++) {
         const sjk_cache_layer *L = &c->layers[l];
         if (!L->compressed) continue;
-        float *k = (float *)(void *)c->scratch, *v = k + (size_t)SJK_GROUP * c->D;
-        memset(k, 0, 2 * (size_t)SJK_GROUP * c->D * sizeof *k);
+        memset(c->scratch, 0, 2 * (size_t)SJK_GROUP * c->D * sizeof(float)); /* K, V of the group */
         if (L->n_rec == 0) continue;
         uint8_t *rec = sjk_cache_head(c, L, 0, 0) + L->off_body;
-        st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, c->scratch + c->seal_scratch_off,
-                               c->rec_scratch_nbytes);
+        st = sjk_record_seal_in_scratch(&L->rp, rec, L->rec_nbytes, c->scratch, c->rec_scratch_nbytes);
         memset(rec, 0, L->rec_nbytes);
         if (st != SJK_OK) { free(base); return st == SJK_ERR_PARAM ? SJK_ERR_UNSUPPORTED : st; }
     }
@@ -453,8 +450,7 @@ static void seal_tile(void *arg, uint32_t item, uint32_t worker)
             }
     }
     uint8_t *rec = hb + L->off_body + (size_t)g * L->rec_nbytes;
-    sjk_status st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, scr + c->seal_scratch_off,
-                                      c->rec_scratch_nbytes);
+    sjk_status st = sjk_record_seal_in_scratch(&L->rp, rec, L->rec_nbytes, scr, c->rec_scratch_nbytes);
     if (st != SJK_OK) {
         int expect = SJK_OK;
         atomic_compare_exchange_strong(&j->status, &expect, (int)st);
