@@ -14,8 +14,10 @@
 #include <stdlib.h>
 
 #include "codec/record.h"
+#include "codec/record_layout.h"
 #include "codec/trellis.h"
 #include "codec/trellis_impl.h"
+#include "common/fp16.h"
 #include "common/rng.h"
 #include "common/synth.h"
 #include "harness.h"
@@ -359,6 +361,92 @@ TEST(test_record_seal_in_scratch_equals_encode)
     free(k); free(v); free(r_enc); free(r_seal);
 }
 
+/* The trellis record body as it was until 2026-12 (trellis_record.c at 99f372a): it
+ * copied each balanced tile into a token-major buffer with the column scale divided out
+ * and coded that with sjk_trellis_tile_encode. Now the tile layer reads the tile in
+ * place (sjk_trellis_tile_encode_in); the records must be the same bytes. */
+typedef struct old_ctx {
+    uint8_t axis;
+    float *y, *ic, *a, *z;
+    void *ts;
+    size_t ts_nbytes;
+} old_ctx;
+
+static float old_inv_stored(float inv_col)
+{
+    float q = sjk_fp16_to_f32(sjk_record_f16(1.0f / inv_col));
+    return q > 0 ? 1.0f / q : 0.0f;
+}
+
+static sjk_status old_quantize_tile(const sjk_tile_view *tile, uint8_t *payload, size_t row_nbytes, float *step,
+                                    float *lo, void *ctx)
+{
+    old_ctx *o = ctx;
+    const int is_v = tile->is_v != 0;
+    const size_t D = is_v ? tile->n_cols : tile->n_rows, G = is_v ? tile->n_rows : tile->n_cols;
+    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)tile->bits,
+                           is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
+                           o->axis ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ};
+    (void)row_nbytes;
+    const float *M = tile->M;
+    if (is_v) {
+        for (size_t d = 0; d < D; d++) o->ic[d] = old_inv_stored(tile->inv_col[d]);
+        for (size_t t = 0; t < G; t++)
+            for (size_t d = 0; d < D; d++) o->y[t * D + d] = M[t * D + d] * o->ic[d];
+    } else {
+        for (size_t t = 0; t < G; t++) o->ic[t] = old_inv_stored(tile->inv_col[t]);
+        for (size_t t = 0; t < G; t++)
+            for (size_t d = 0; d < D; d++) o->y[t * D + d] = M[d * G + t] * o->ic[t];
+    }
+    sjk_status st = sjk_trellis_tile_encode(&tt, payload, o->a, o->z, o->y, o->ts, o->ts_nbytes);
+    if (st != SJK_OK) return st;
+    for (size_t r = 0; r < tile->n_rows; r++) {
+        step[r] = o->a[r] * tile->inv_row[r];
+        lo[r] = o->z[r] * tile->inv_row[r];
+    }
+    return SJK_OK;
+}
+
+TEST(test_trellis_record_in_place_equals_old_copy)
+{
+    const size_t Ds[] = {64, 128, 256}, G = SJK_GROUP;
+    const unsigned splits[][2] = {{4, 4}, {4, 2}, {3, 3}, {2, 3}};
+    const size_t n_split = test_light() ? 1 : 4, n_D = test_light() ? 1 : 3;
+    float *k = xalloc(256 * G * sizeof(float)), *v = xalloc(256 * G * sizeof(float));
+    uint8_t *r_new = xalloc(1 << 17), *r_old = xalloc(1 << 17);
+    size_t n = 0;
+    for (size_t di = 0; di < n_D; di++) {
+        const size_t D = Ds[di];
+        for (size_t si = 0; si < n_split; si++)
+            for (int axis = 0; axis < 2; axis++) {
+                sjk_record_params p = {(uint32_t)D, (uint8_t)splits[si][0], (uint8_t)splits[si][1],
+                                       (uint8_t)(axis ? SJK_BODY_TRELLIS_CHANNEL : SJK_BODY_TRELLIS), SJK_BALANCE_SJ};
+                const size_t rn = sjk_record_nbytes(&p), sn = sjk_record_scratch_nbytes(&p);
+                sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, 4, 0, (uint8_t)axis, SJK_TRELLIS_REFIT_LSQ};
+                old_ctx o = {(uint8_t)axis, xalloc(D * G * sizeof(float)), xalloc(512 * sizeof(float)),
+                             xalloc(512 * sizeof(float)), xalloc(512 * sizeof(float)), NULL, 0};
+                o.ts_nbytes = sjk_trellis_tile_scratch_nbytes(&tt);
+                o.ts = xalloc(o.ts_nbytes);
+                void *scr = xalloc(sn);
+                for (int src = 0; src < 2; src++) {
+                    sjk_rng r;
+                    sjk_rng_seed(&r, 31 + 5 * di + 3 * si + (uint64_t)axis + 100 * (uint64_t)src);
+                    sjk_synth_kind kind = src ? SJK_SYNTH_OUTLIER : SJK_SYNTH_GAUSSIAN;
+                    sjk_synth_group(k, G, D, kind, 0, 0.7, 11 + di, &r);
+                    sjk_synth_group(v, G, D, kind, 1, 0.7, 11 + di, &r);
+                    CHECK(sjk_record_encode(&p, r_new, rn, k, v, scr, sn) == SJK_OK);
+                    CHECK(sjk_record_encode_body(&p, r_old, rn, k, v, scr, sn, old_quantize_tile, &o, NULL) == SJK_OK);
+                    CHECKF(!memcmp(r_new, r_old, rn), "D=%zu %u/%u axis=%d src=%d: records differ", D, splits[si][0],
+                           splits[si][1], axis, src);
+                    n++;
+                }
+                free(scr); free(o.y); free(o.ic); free(o.a); free(o.z); free(o.ts);
+            }
+    }
+    printf("     %zu trellis records: the in-place tile gives the old copy's bytes\n", n);
+    free(k); free(v); free(r_new); free(r_old);
+}
+
 /* The scratch is what the block uses: the work area ends where the first pass begins,
  * and the new sizes are what the header states (84 KiB at T = 128, 160 KiB at 256). */
 TEST(test_trellis_bp_scratch_sizes)
@@ -376,6 +464,7 @@ int main(void)
     RUN(test_trellis_bp_driver_equals_old);
     RUN(test_trellis_bp_tiles_equal_old);
     RUN(test_record_seal_in_scratch_equals_encode);
+    RUN(test_trellis_record_in_place_equals_old_copy);
     RUN(test_trellis_bp_scratch_sizes);
     return test_summary();
 }

@@ -397,11 +397,20 @@ static float fp16_clamped(double x)
     return sjk_round_fp16((float)x);
 }
 
+/* Value (t, d) of the tile as the input view gives it: x[t*st + d*sd], times the factor
+ * of its token or channel when there is one (one float multiply, as a caller that
+ * stored the products would have rounded them). */
+static inline float in_at(const sjk_trellis_input *in, size_t t, size_t d)
+{
+    float x = in->x[t * in->st + d * in->sd];
+    return in->mul ? x * in->mul[in->mul_on_token ? t : d] : x;
+}
+
 static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_tile *tt, uint8_t *payload,
-                                   float *row_scale, float *row_zero, const float *y,
+                                   float *row_scale, float *row_zero, const sjk_trellis_input *in,
                                    void *scratch, size_t scratch_nbytes)
 {
-    if (!tile_ok(tt) || !payload || !row_scale || !row_zero || !y || !scratch)
+    if (!tile_ok(tt) || !payload || !row_scale || !row_zero || !in || !in->x || !scratch)
         return SJK_ERR_PARAM;
     size_t need = sjk_trellis_tile_scratch_nbytes(tt);
     if (scratch_nbytes < need) return SJK_ERR_BUFFER;
@@ -425,12 +434,12 @@ static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_
         double s = 0, s2 = 0;
         size_t m = v.rows_are_channels ? v.G : v.D;
         for (size_t i = 0; i < m; i++) {
-            double x = v.rows_are_channels ? y[i * v.D + r] : y[r * v.D + i];
+            double x = v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i);
             s += x;
         }
         double mu = s / (double)m;
         for (size_t i = 0; i < m; i++) {
-            double x = (v.rows_are_channels ? y[i * v.D + r] : y[r * v.D + i]) - mu;
+            double x = (v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i)) - mu;
             s2 += x * x;
         }
         double sd = sqrt(s2 / (double)m);
@@ -441,7 +450,7 @@ static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_
     for (size_t t = 0; t < v.G; t++) {
         for (size_t d = 0; d < v.D; d++) {
             size_t r = v.rows_are_channels ? d : t;
-            float x = (y[t * v.D + d] - mean[r]) * istd[r];
+            float x = (in_at(in, t, d) - mean[r]) * istd[r];
             if (v.token_axis) u[t * v.D + d] = x;
             else u[d * v.G + t] = x;
         }
@@ -456,13 +465,13 @@ static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_
         double sx = 0, sc = 0;
         for (size_t i = 0; i < m; i++) {
             size_t idx = v.rows_are_channels ? i * v.D + r : r * v.D + i;
-            sx += y[idx];
+            sx += v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i);
             sc += c[idx];
         }
         double mx = sx / (double)m, mc = sc / (double)m, sxc = 0, scc = 0, sxx = 0;
         for (size_t i = 0; i < m; i++) {
             size_t idx = v.rows_are_channels ? i * v.D + r : r * v.D + i;
-            double dx = y[idx] - mx, dc = c[idx] - mc;
+            double dx = (double)(v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i)) - mx, dc = c[idx] - mc;
             sxc += dx * dc;
             scc += dc * dc;
             sxx += dx * dx;
@@ -482,11 +491,26 @@ static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_
     return SJK_OK;
 }
 
+static sjk_trellis_input token_major(const sjk_trellis_tile *tt, const float *y)
+{
+    sjk_trellis_input in = {y, tt ? tt->D : 0, 1, NULL, 0};
+    return in;
+}
+
 sjk_status sjk_trellis_tile_encode(const sjk_trellis_tile *tt, uint8_t *payload,
                                    float *row_scale, float *row_zero, const float *y,
                                    void *scratch, size_t scratch_nbytes)
 {
-    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, y, scratch,
+    sjk_trellis_input in = token_major(tt, y);
+    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, &in, scratch,
+                            scratch_nbytes);
+}
+
+sjk_status sjk_trellis_tile_encode_in(const sjk_trellis_tile *tt, uint8_t *payload,
+                                      float *row_scale, float *row_zero, const sjk_trellis_input *in,
+                                      void *scratch, size_t scratch_nbytes)
+{
+    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, in, scratch,
                             scratch_nbytes);
 }
 
@@ -495,14 +519,16 @@ sjk_status sjk_trellis_tile_encode_on(sjk_trellis_encode_fn enc, const sjk_trell
                                       const float *y, void *scratch, size_t scratch_nbytes)
 {
     if (!enc) return SJK_ERR_PARAM;
-    return tile_encode_with(enc, tt, payload, row_scale, row_zero, y, scratch, scratch_nbytes);
+    sjk_trellis_input in = token_major(tt, y);
+    return tile_encode_with(enc, tt, payload, row_scale, row_zero, &in, scratch, scratch_nbytes);
 }
 
 sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payload,
                                        float *row_scale, float *row_zero, const float *y,
                                        void *scratch, size_t scratch_nbytes)
 {
-    return tile_encode_with(sjk_trellis_encode_ref, tt, payload, row_scale, row_zero, y,
+    sjk_trellis_input in = token_major(tt, y);
+    return tile_encode_with(sjk_trellis_encode_ref, tt, payload, row_scale, row_zero, &in,
                             scratch, scratch_nbytes);
 }
 

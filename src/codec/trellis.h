@@ -137,6 +137,20 @@ sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payl
                                        float *row_scale, float *row_zero, const float *y,
                                        void *scratch, size_t scratch_nbytes);
 
+/* The same tile read in place: value (t, d) is x[t*st + d*sd], multiplied by mul[t]
+ * (mul_on_token) or mul[d] when mul is not NULL. The trellis record body codes its
+ * balanced tiles this way (dividing out the stored column scales) with no copy; the
+ * result is the bytes sjk_trellis_tile_encode gives for the stored products. */
+typedef struct sjk_trellis_input {
+    const float *x;
+    size_t st, sd;
+    const float *mul;
+    int mul_on_token;
+} sjk_trellis_input;
+sjk_status sjk_trellis_tile_encode_in(const sjk_trellis_tile *tt, uint8_t *payload,
+                                      float *row_scale, float *row_zero, const sjk_trellis_input *in,
+                                      void *scratch, size_t scratch_nbytes);
+
 /* The search sjk_trellis_tile_encode calls (the signature of sjk_trellis_encode), and the
  * tile encode with another one: for tests that hold a search to a reference algorithm.
  * The search gets the scratch past the tile layer's own, all of what remains. */
