@@ -125,7 +125,11 @@ sjk_status sjk_trellis_record_decode(const sjk_record_params *p, float *k, float
     }
     sjk_trellis_tile tk, tv;
     tiles_of(p, &tk, &tv);
-    sjk_status st = sjk_trellis_tile_decode(&tk, k, rec + L.off_k, kscale, kzero, ktok);
-    if (st != SJK_OK) return st;
+    /* a tile above 4 bits has the scalar body: record.c decodes it */
+    if (p->bits_k <= SJK_TRELLIS_MAX_BITS) {
+        sjk_status st = sjk_trellis_tile_decode(&tk, k, rec + L.off_k, kscale, kzero, ktok);
+        if (st != SJK_OK) return st;
+    }
+    if (p->bits_v > SJK_TRELLIS_MAX_BITS) return SJK_OK;
     return sjk_trellis_tile_decode(&tv, v, rec + L.off_v, vscale, vzero, vch);
 }
