@@ -473,6 +473,10 @@ typedef struct sjk_cache_memory {
 
 /* Memory report (current occupancy counts every sequence and layer). */
 sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
+/* The allocation parts of the report (total, regions, scratch, seal scratch, allocated
+ * bits) of the cache sjk_cache_create(p) would make, without making it; the occupancy
+ * fields are 0. The same numbers as sjk_cache_memory_report on a new cache of p. */
+sjk_status sjk_cache_estimate_memory(const sjk_cache_params *p, sjk_cache_memory *m);
 
 /* Where a stored position lives (sjk_cache_read_rows). */
 typedef enum sjk_region {

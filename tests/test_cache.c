@@ -338,7 +338,8 @@ TEST(test_attend_head_dims_and_gqa)
 
 TEST(test_estimate_equals_allocation)
 {
-    const char *cfgs[] = {"f16", "q8_0/q4_0", "sj:4/4", "sj:3/2s:stage=q8_0", "kvarn:4/4:tail=1024", "sj:3/3:edge=4/4", "sj:3/3s"};
+    const char *cfgs[] = {"f16", "q8_0/q4_0", "sj:4/4", "sj:3/2s:stage=q8_0", "kvarn:4/4:tail=1024", "sj:3/3:edge=4/4", "sj:3/3s",
+                          "sj:3/3t", "sj:4/4t", "sj:4/2"};
     for (size_t i = 0; i < SJK_ARRAY_LEN(cfgs); i++) {
         sjk_layer_config layers[4];
         sjk_cache_params p = small_params(cfgs[i], 4, 2, 8, 128, 5000, 3, layers);
@@ -358,8 +359,18 @@ TEST(test_estimate_equals_allocation)
         CHECKF(uniform ? m.seal_scratch_nbytes == 0 : m.seal_scratch_nbytes > 0, "%s: seal scratch %zu",
                cfgs[i], m.seal_scratch_nbytes);
         CHECK(m.seal_scratch_nbytes <= m.scratch_nbytes);
+        /* the estimate of the same parts, without a cache */
+        sjk_cache_memory e;
+        CHECK(sjk_cache_estimate_memory(&p, &e) == SJK_OK);
+        CHECKF(e.total_nbytes == m.total_nbytes && e.sink_nbytes == m.sink_nbytes && e.body_nbytes == m.body_nbytes &&
+                   e.ring_nbytes == m.ring_nbytes && e.uniform_nbytes == m.uniform_nbytes &&
+                   e.scratch_nbytes == m.scratch_nbytes && e.seal_scratch_nbytes == m.seal_scratch_nbytes &&
+                   e.allocated_bits_per_value == m.allocated_bits_per_value && e.occupied_nbytes == 0,
+               "%s: estimate_memory differs from the report", cfgs[i]);
         sjk_cache_free(c);
     }
+    sjk_cache_memory e;
+    CHECK(sjk_cache_estimate_memory(NULL, &e) != SJK_OK);
 }
 
 /* sjk_cache_read_rows: every position decodes to the oracle's row (stored basis) rotated

@@ -41,13 +41,29 @@ static size_t scratch_floats(size_t D)
     return 2 * D * G + sjk_balance_scratch_floats(D, G) + 4 * (D + G) + 3 * RC;
 }
 
+/* record.c's own part of the scratch (what sjk_record_encode_body uses). */
+static size_t own_nbytes(size_t D) { return 64 + 4 * scratch_floats(D) + (D > SJK_GROUP ? D : SJK_GROUP); }
+
 size_t sjk_record_scratch_nbytes(const sjk_record_params *p)
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
-    const size_t D = p->head_dim;
-    size_t own = 64 + 4 * scratch_floats(D) + (D > SJK_GROUP ? D : SJK_GROUP);
     /* a trellis body's scratch follows record.c's own (trellis_record.h) */
-    return own + (p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0);
+    return own_nbytes(p->head_dim) + (p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0);
+}
+
+/* The seal in scratch: | k, v [2][G][D] floats, later the body's scratch | own |. The
+ * first part is the larger of the two, rounded to 64 bytes. */
+static size_t seal_head_nbytes(const sjk_record_params *p)
+{
+    size_t in = 2 * (size_t)SJK_GROUP * p->head_dim * sizeof(float);
+    size_t body = p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0;
+    return ((in > body ? in : body) + 63) / 64 * 64;
+}
+
+size_t sjk_record_seal_scratch_nbytes(const sjk_record_params *p)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
+    return seal_head_nbytes(p) + own_nbytes(p->head_dim);
 }
 
 
@@ -84,7 +100,7 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     if (!dst || !k || !v || !scratch) return SJK_ERR_PARAM;
     sjk_record_layout L;
     sjk_record_layout_init(&L, p->head_dim, p->bits_k, p->bits_v);
-    if (dst_cap < L.nbytes || scratch_nbytes < sjk_record_scratch_nbytes(p)) return SJK_ERR_BUFFER;
+    if (dst_cap < L.nbytes || scratch_nbytes < own_nbytes(p->head_dim)) return SJK_ERR_BUFFER;
     if (!kern) kern = sjk_codec_kernels_get();
     if (!quantize) quantize = sjk_record_quantize_scalar;
 
@@ -104,7 +120,8 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     float *step = brow + RC, *lo = step + RC; /* [RC] [RC] */
     uint8_t *codes = (uint8_t *)(lo + RC);    /* [RC] bytes */
 
-    /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks */
+    /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks. Nothing below
+     * reads k or v again (sjk_record_seal_in_scratch reuses their memory). */
     kern->load_tiles(kt, vt, k, v, D);
 
     /* 2. balance */
@@ -151,6 +168,22 @@ sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t ds
                               (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
     return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
                                   quantize_trellis_or_scalar, &ts, kern);
+}
+
+sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                      void *scratch, size_t scratch_nbytes)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
+    if (!dst || !scratch || (uintptr_t)scratch % sizeof(float)) return SJK_ERR_PARAM;
+    if (scratch_nbytes < sjk_record_seal_scratch_nbytes(p)) return SJK_ERR_BUFFER;
+    const size_t head = seal_head_nbytes(p), own = scratch_nbytes - head;
+    const float *k = scratch, *v = k + (size_t)SJK_GROUP * p->head_dim;
+    uint8_t *rest = (uint8_t *)scratch + head;
+    if (p->body == SJK_BODY_SCALAR)
+        return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, NULL, NULL, NULL);
+    /* the body's scratch over k and v, which the seal has loaded before the body runs */
+    sjk_trellis_scratch ts = {scratch, head, (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
+    return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, sjk_trellis_quantize_tile, &ts, NULL);
 }
 
 sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
