@@ -319,9 +319,9 @@ TEST(test_trellis_bp_tiles_equal_old)
 TEST(test_record_seal_in_scratch_equals_encode)
 {
     const size_t Ds[] = {64, 128, 256}, G = SJK_GROUP;
-    const unsigned splits[][2] = {{4, 4}, {4, 2}, {3, 3}, {2, 4}};
+    const unsigned splits[][2] = {{4, 4}, {4, 2}, {3, 3}, {2, 4}, {8, 3}, {3, 8}}; /* 8: a scalar tile beside the trellis one */
     const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL};
-    const size_t n_split = test_light() ? 1 : 4;
+    const size_t n_split = test_light() ? 1 : 6;
     float *k = xalloc(256 * G * sizeof(float)), *v = xalloc(256 * G * sizeof(float));
     uint8_t *r_enc = xalloc(1 << 17), *r_seal = xalloc(1 << 17);
     size_t n = 0;
