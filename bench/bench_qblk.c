@@ -84,7 +84,7 @@ int main(int argc, char **argv)
             sjk_attn_qint qi;
             if (ri == 2 || ri == 4) sjk_attn_qint_prep(&qi, qbuf, q, R, D);
             for (size_t c = 0; c < N / G; c++) {
-                const size_t e0 = c * G * D;
+                const size_t e0 = c * G * D, more = c + 1 < N / G; /* the next chunk: a prefetch hint */
                 switch (ri) {
                 case 0: k->chunk_f16(q, R, D, nvis, K16 + e0, V16 + e0, G, m, l, acc, work); break;
                 case 1:
@@ -94,7 +94,7 @@ int main(int argc, char **argv)
                     break;
                 case 2:
                     kq->chunk_qblk(&qi, R, D, nvis, 8, 8, K8 + e0 / 32 * SJK_Q8_0_NBYTES, V8 + e0 / 32 * SJK_Q8_0_NBYTES, G, m, l,
-                                   acc, work);
+                                   acc, work, more ? K8 + (e0 + G * D) / 32 * SJK_Q8_0_NBYTES : NULL, more ? G * D / 32 * SJK_Q8_0_NBYTES : 0);
                     break;
                 case 3:
                     sjk_decode_q4_0(kf, K4 + e0 / 32 * SJK_Q4_0_NBYTES, G * D);
@@ -103,7 +103,7 @@ int main(int argc, char **argv)
                     break;
                 default:
                     kq->chunk_qblk(&qi, R, D, nvis, 4, 4, K4 + e0 / 32 * SJK_Q4_0_NBYTES, V4 + e0 / 32 * SJK_Q4_0_NBYTES, G, m, l,
-                                   acc, work);
+                                   acc, work, more ? K4 + (e0 + G * D) / 32 * SJK_Q4_0_NBYTES : NULL, more ? G * D / 32 * SJK_Q4_0_NBYTES : 0);
                     break;
                 }
             }

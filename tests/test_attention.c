@@ -143,8 +143,8 @@ TEST(test_simd_kernels_match_reference)
             k->f16_to_f32(f2, h, 77);
             CHECK(!memcmp(f1, f2, sizeof f1));
         }
-        /* unpack: bit-exact with the reference for every width */
-        for (unsigned bits = 2; bits <= 4; bits++)
+        /* unpack: bit-exact with the reference for every width (5..8: record format v2) */
+        for (unsigned bits = 2; bits <= 8; bits++)
             for (size_t n = 64; n <= MAXD; n *= 2) {
                 for (size_t i = 0; i < n * bits / 8; i++) row[i] = (uint8_t)sjk_rng_u64(&r);
                 ref->unpack_row(u1, row, n, bits);
@@ -460,7 +460,9 @@ TEST(test_config_strings_parse)
                           "sj:4/4:stage=q8_0", "sj:4/4:stage=f16", "sj:2/2:balance=reference",
                           "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2", "sj:3/3tc", "sj:3/3",
                           "sj:3/3s", "sj:2/2", "sj:2/2s", "sj:4/4t", "sj:4/4s", "sj:3/2:edge=4/4t",
-                          "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1"};
+                          "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1",
+                          "sj:8/4", "sj:5/4", "sj:6/4:stage=q8_0", "sj:7/7", "sj:8/8", "sj:8/3t", "sj:3/8t",
+                          "sj:8/3s", "sj:8/2tc", "kvarn:8/4", "sj:3/3t:edge=8/4", "sj:8/4:edge=4/4"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
@@ -482,6 +484,11 @@ TEST(test_config_strings_parse)
         {"sj", SJK_BODY_SCALAR, "sj:4/4"}, {"sj:3/3s", SJK_BODY_SCALAR, "sj:3/3s"},
         {"sj:4/4t", SJK_BODY_TRELLIS, "sj:4/4t"}, {"sj:4/4s", SJK_BODY_SCALAR, "sj:4/4"},
         {"kvarn:3/2", SJK_BODY_SCALAR, "kvarn:3/2"}, {"sj:3/2tc", SJK_BODY_TRELLIS_CHANNEL, "sj:3/2tc"},
+        /* a tile above 4 bits is scalar; the body follows the tiles of 2..4 bits */
+        {"sj:8/4", SJK_BODY_SCALAR, "sj:8/4"}, {"sj:8/8", SJK_BODY_SCALAR, "sj:8/8"},
+        {"sj:5/4s", SJK_BODY_SCALAR, "sj:5/4"}, {"sj:8/3", SJK_BODY_TRELLIS, "sj:8/3t"},
+        {"sj:8/3s", SJK_BODY_SCALAR, "sj:8/3s"}, {"sj:4/6", SJK_BODY_SCALAR, "sj:4/6"},
+        {"sj:2/8", SJK_BODY_TRELLIS, "sj:2/8t"}, {"sj:8/4t", SJK_BODY_TRELLIS, "sj:8/4t"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bodies); i++) {
         CHECKF(sjk_cache_config_parse(bodies[i].s, 1, c, err, sizeof err) == SJK_OK, "%s", err);
@@ -508,7 +515,7 @@ TEST(test_config_strings_parse)
     CHECK(sjk_layer_config_str(&c[0], str, sizeof str) == SJK_OK && !strcmp(str, "sj:4/4:center=0"));
 
     const struct { const char *s, *part; } bad[] = {
-        {"sj:5/4", "'5/4'"}, {"q9_0", "'q9_0'"}, {"q8_0/q3_0", "'q3_0'"}, {"sj:4/4:tial=5", "'tial=5'"},
+        {"sj:9/4", "'9/4'"}, {"sj:8/8t", "'8/8t'"}, {"q9_0", "'q9_0'"}, {"q8_0/q3_0", "'q3_0'"}, {"sj:4/4:tial=5", "'tial=5'"},
         {"kvarn:3/3t", "scalar bodies only"}, {"sj:4/4:stage=q4_0", "'stage=q4_0'"},
         {"sj:4/4:tail_min=4096:tail_max=4100", "tail_max"}, {"q8_0:tail=5", "'tail=5'"}, {"", "empty"},
         {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:center=2", "'center=2'"}, {"q8_0:center=1", "'center=1'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},
@@ -525,8 +532,8 @@ TEST(test_config_strings_parse)
  *
  * 1. The pieces: each query value is rebuilt from scale · (128 hi + lo) within
  *    max|q| / 32512 (+ fp32 rounding), corr8 / bsum are the sums they claim to be, and
- *    w16 holds 128 hi + lo of the channels its order names (every channel once per pair
- *    of blocks: sjk_attn_qint_w16_chan is a permutation of 0..63).
+ *    w16 holds 128 hi + lo of the channels its order names (every channel once:
+ *    sjk_attn_qint_w16_chan is a permutation of 0..D-1 for every D tested).
  * 2. Every SIMD table's chunk_qblk against the reference chunk_qblk: 1e-5, as for every
  *    kernel (the integer parts are exact; only fp32 summation order differs).
  * 3. The int8 path against the fp32 path it replaces (rows decoded to fp32, chunk_f32):
@@ -537,15 +544,21 @@ TEST(test_config_strings_parse)
  *    against the fp32 path on the rows before encoding), and below 2e-3 of the outputs'
  *    magnitude (output_diff: acc / l, since the running maxima differ slightly between
  *    the paths). Measured on these data (queries with a 6x outlier channel, keys with 8x
- *    outlier channels, as the bench's): at most 1.3e-3, 2.4 % of the format's error
- *    (which is 0.9e-2 to 8e-2 here). ggml's own CPU path quantizes the query to 8 bits
+ *    outlier channels, as the bench's; D = 64, 128, 192, 256, 512): at most 4.3e-4, and
+ *    at most 3.9 % of the format's error. ggml's own CPU path quantizes the query to 8 bits
  *    per block of 32 (q8_0), about 128x coarser per value. */
 TEST(test_qblk_rows_match_reference)
 {
-    {
-        int seen[64] = {0};
-        for (size_t k = 0; k < 64; k++) seen[sjk_attn_qint_w16_chan(k) % 64]++;
-        for (size_t c = 0; c < 64; c++) CHECKF(seen[c] == 1, "w16 order: channel %zu taken %d times", c, seen[c]);
+    static const size_t dims[] = {64, 128, 192, 256, 512};
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        const size_t D = dims[di];
+        int seen[MAXD] = {0};
+        for (size_t k = 0; k < D; k++) {
+            const size_t c = sjk_attn_qint_w16_chan(k, D);
+            CHECKF(c < D, "w16 order D=%zu: word %zu names channel %zu", D, k, c);
+            if (c < D) seen[c]++;
+        }
+        for (size_t c = 0; c < D; c++) CHECKF(seen[c] == 1, "w16 order D=%zu: channel %zu taken %d times", D, c, seen[c]);
     }
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
     const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
@@ -557,9 +570,10 @@ TEST(test_qblk_rows_match_reference)
     static const unsigned bits[3][2] = {{8, 8}, {4, 4}, {8, 4}};
     double worst_ratio = 0, worst_e = 0;
     int tested = 0;
-    for (size_t D = 64; D <= MAXD; D *= 2)
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
         for (size_t R = 1; R <= 11; R += 5)
             for (int bi = 0; bi < 3; bi++) {
+                const size_t D = dims[di]; /* 192: whole quads of blocks and a pair */
                 const unsigned kb = bits[bi][0], vb = bits[bi][1];
                 float off[MAXD];
                 for (size_t d = 0; d < D; d++) off[d] = (float)(0.5 * sjk_rng_normal(&r)) * (d % 23 == 1 ? 8.0f : 1.0f);
@@ -600,7 +614,7 @@ TEST(test_qblk_rows_match_reference)
                         CHECK(qi.bsum[i * (D / 32) + b] == (float)sum);
                     }
                     for (size_t k = 0; k < D; k++) {
-                        const size_t d = k / 64 * 64 + sjk_attn_qint_w16_chan(k % 64);
+                        const size_t d = sjk_attn_qint_w16_chan(k, D);
                         CHECK(qi.w16[i * D + k] == 128 * qi.hi[i * D + d] + qi.lo[i * D + d]);
                     }
                 }
@@ -613,7 +627,7 @@ TEST(test_qblk_rows_match_reference)
                 state_init(&b, R, D, &s0), s0 = r;
                 state_init(&c, R, D, &s0);
                 ref->chunk_f32(q, R, D, nvis, Kd, Vd, G, a.m, a.l, a.acc, g_work);
-                ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work);
+                ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
                 ref->chunk_f32(q, R, D, nvis, K, V, G, c.m, c.l, c.acc, g_work);
                 const double e_int = output_diff(&a, &b, R, D), e_fmt = output_diff(&a, &c, R, D);
                 worst_e = fmax(worst_e, e_int);
@@ -627,7 +641,7 @@ TEST(test_qblk_rows_match_reference)
                     tested++;
                     s0 = r;
                     state_init(&c, R, D, &s0);
-                    k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work);
+                    k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, kq, G * (D / 32) * (kb == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES));
                     const double e = state_diff(&b, &c, R, D);
                     CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu: rel diff %.3g", k->name, kb, vb, D, R, e);
                 }

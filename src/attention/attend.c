@@ -73,8 +73,11 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     j->c_sink = SJK_MIN(j->n_chunks, L->sink / G);
     j->c_body = SJK_MIN(j->n_chunks, SJK_MAX(j->c_sink, sl->b / G));
     j->w_sink = 9;
+    /* scalar records of 5..8 bits take the unpacked path of the other widths (13, not
+     * measured separately); a trellis tile beside a wider scalar one is decoded (16) */
+    const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
     if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
-    else j->w_body = j->k->trellis_inplace ? 13 : 16;
+    else j->w_body = j->k->trellis_inplace && !mixed ? 13 : 16;
     if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 10 : j->k->chunk_tq6 ? 12 : 16;
     else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;
 }
@@ -225,7 +228,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         /* What this chunk is, decoded as little as possible. */
         const uint16_t *K16 = NULL, *V16 = NULL;
         const float *K32 = NULL, *V32 = NULL;
-        const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL;
+        const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL, *qpf = NULL;
+        size_t qpf_n = 0;
         sjk_attn_rec rec;
         int is_rec = 0, rec_q16 = 0;
         const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
@@ -268,7 +272,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
-            } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace) {
+            } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace &&
+                       RL->bits_k <= SJK_TRELLIS_MAX_BITS && RL->bits_v <= SJK_TRELLIS_MAX_BITS) {
                 /* Token-axis trellis bodies: the kernel reads the codes in place. */
                 memset(&rec, 0, sizeof rec);
                 rec.pf = pf;
@@ -282,8 +287,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
             } else {
-                /* Channel-axis trellis bodies (or a table without in-place trellis):
-                 * decode the record (one table lookup per value). */
+                /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
+                 * 4 bits (or a table without in-place trellis): decode the record. */
                 record_to_f32(L, kf, vf, rp, D);
                 K32 = kf;
                 V32 = vf;
@@ -307,6 +312,16 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             } else if (qblk) {
                 KQ = kr;
                 VQ = vr;
+                /* the next chunk's K rows (ring or uniform layer alike), for the kernel
+                 * to prefetch as it goes: at long contexts the rows stream from memory
+                 * and the hardware prefetchers leave the kernel waiting */
+                if (ch + 1 < c1 && p0 + G < j->n) {
+                    const uint32_t p1 = p0 + (uint32_t)G;
+                    const size_t len1 = SJK_MIN((uint32_t)G, j->n - p1);
+                    qpf = !L->compressed ? kr + G * L->k_row_nbytes
+                                         : hb + L->off_ring_k + ((size_t)(p1 - L->sink) % L->ring_cap) * L->k_row_nbytes;
+                    qpf_n = len1 * L->k_row_nbytes;
+                }
             } else {
                 rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
                 K32 = kf;
@@ -343,7 +358,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                     qi_ready = 1;
                 }
                 const sjk_attn_qint qr = sjk_attn_qint_rows(&qi, r0);
-                k->chunk_qblk(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work);
+                k->chunk_qblk(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
             }
             else if (many) k->chunk_f32_many(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);

@@ -766,14 +766,19 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
  * Scores by integer dot products against the query as int16 words 128 hi + lo
- * (attn_kernels.h, sjk_attn_qint.w16): a pair of blocks (64 codes) is one zmm of bytes u
- * (q8_0: the codes; q4_0: the nibbles, 128-bit lanes 0 and 2 the low ones, in element
- * order), widened to two zmm of words by the in-lane byte unpacks (q8_0 sign-extended),
- * and per query row two vpdpwssd against the words in the same order leave in each
- * int32 lane the exact Σ code · (128 hi + lo) over 4 channels; lanes 0..7 belong to the
- * first block, 8..15 to the second, so one fp32 multiply-add by the blocks' scales (d_j
- * in lanes 0..7, d_j+1 in 8..15) folds the pair into the row's 16 fp32 partials. q4_0's −8 offset is one more
- * multiply-add per key (Σ_b d_b · 8 · bsum_b). One 4-row horizontal sum per key.
+ * (attn_kernels.h, sjk_attn_qint.w16). A quad of blocks (128 codes) goes into 128-bit
+ * lanes, lane b block j + b (q4_0: its 16 qs bytes, split into the low and the high
+ * nibbles; q8_0: bytes 0..15 and 16..31 of each block in two zmm), and the in-lane byte
+ * unpacks widen it to four zmm of words (q8_0 sign-extended) in which int32 lanes 4b..4b+3
+ * always belong to block j + b. Per query row four vpdpwssd against the words in the
+ * same order leave in each lane the exact Σ code · (128 hi + lo) over 8 channels (below
+ * 2^24, so its conversion is exact), and one conversion and one fp32 multiply-add by
+ * the blocks' scales (d_j+b in lanes 4b..4b+3) fold the quad into the row's 16 fp32
+ * partials: per row and block 1 vpdpwssd and half an op besides (a pair of blocks per
+ * zmm, the previous layout, took one op per row and block besides). A last pair of
+ * blocks (D % 128 = 64) takes two vpdpwssd, lanes 0..7 the first block and 8..15 the
+ * second. q4_0's −8 offset is one more multiply-add per key (Σ_b d_b · 8 · bsum_b). One
+ * 4-row horizontal sum per key.
  * Values: V_ACCUM with the codes dequantized as they are loaded (q8_0: sign-extend and
  * convert; q4_0: the vpermps table of nib − 8), times the block's scale. The blocks'
  * fp16 scales of the chunk are converted once per call, 16 at a time by one gather. */
@@ -793,20 +798,70 @@ static void qblk_scales(float *dst, const uint8_t *base, size_t nblk, size_t bn)
 static inline __attribute__((always_inline)) void qblk_scores(float *p, const uint8_t *K, size_t ntm, size_t D,
                                                               const float *dkf, const int16_t *const w16[RBX],
                                                               const float bs[RBX][16], const float sc[RBX],
-                                                              const unsigned kbits, const size_t NR)
+                                                              const unsigned kbits, const size_t NR,
+                                                              const uint8_t *V, size_t vrow, const uint8_t *pf,
+                                                              size_t pfn)
 {
-    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
+    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, krow = nb * bn;
     const __mmask16 mnb = (__mmask16)((1u << nb) - 1);
     const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     __m512 bsv[RBX];
     for (size_t r = 0; r < NR; r++) bsv[r] = _mm512_mul_ps(_mm512_loadu_ps(bs[r]), _mm512_set1_ps(8.0f));
     for (size_t t = 0; t < ntm; t++) {
-        const uint8_t *row = K + t * nb * bn;
+        const uint8_t *row = K + t * krow;
+        /* the chunk's V rows into L1 for the values that follow, the next chunk's K rows
+         * into L2, a key's worth of each per key */
+        if (V)
+            for (size_t o = (t * vrow) & ~(size_t)63; o < (t + 1) * vrow; o += 64) _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+        for (size_t o = (t * krow) & ~(size_t)63; o < (t + 1) * krow && o < pfn; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
         const __m512 dkz = _mm512_maskz_loadu_ps(mnb, dkf + t * nb);
         __m512 F[RBX];
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) F[r] = _mm512_setzero_ps();
-        for (size_t j = 0; j < nb; j += 2) {
+        size_t j = 0;
+        for (; j + 4 <= nb; j += 4) { /* a quad of blocks: 128-bit lane b holds block j + b */
+            const uint8_t *b0 = row + j * bn + 2;
+            __m512i w[4];
+            if (kbits == 8) {
+                /* blocks j, j+1 and j+2, j+3 as 32 bytes each, then lanes regrouped:
+                 * x lane b bytes 0..15 of block j + b, y lane b bytes 16..31 */
+                const __m512i u0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)b0)),
+                                                      _mm256_loadu_si256((const __m256i *)(const void *)(b0 + bn)), 1);
+                const __m512i u1 = _mm512_inserti64x4(
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(b0 + 2 * bn))),
+                    _mm256_loadu_si256((const __m256i *)(const void *)(b0 + 3 * bn)), 1);
+                const __m512i x = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
+                const __m512i y = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+                w[0] = _mm512_srai_epi16(_mm512_unpacklo_epi8(x, x), 8); /* sign-extended codes */
+                w[1] = _mm512_srai_epi16(_mm512_unpackhi_epi8(x, x), 8);
+                w[2] = _mm512_srai_epi16(_mm512_unpacklo_epi8(y, y), 8);
+                w[3] = _mm512_srai_epi16(_mm512_unpackhi_epi8(y, y), 8);
+            } else {
+                __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)b0));
+                z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(const void *)(b0 + bn)), 1);
+                z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 2 * bn)), 2);
+                z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 3 * bn)), 3);
+                const __m512i m4 = _mm512_set1_epi8(0x0F);
+                const __m512i ul = _mm512_and_si512(z, m4), uh = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                w[0] = _mm512_unpacklo_epi8(ul, _mm512_setzero_si512());
+                w[1] = _mm512_unpackhi_epi8(ul, _mm512_setzero_si512());
+                w[2] = _mm512_unpacklo_epi8(uh, _mm512_setzero_si512());
+                w[3] = _mm512_unpackhi_epi8(uh, _mm512_setzero_si512());
+            }
+            const __m512 dk = _mm512_permutexvar_ps(_mm512_add_epi32(quad, _mm512_set1_epi32((int)j)), dkz);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const int16_t *qw = w16[r] + j * 32;
+                __m512i a = _mm512_dpwssd_epi32(_mm512_setzero_si512(), w[0], _mm512_loadu_si512((const void *)qw));
+                a = _mm512_dpwssd_epi32(a, w[1], _mm512_loadu_si512((const void *)(qw + 32)));
+                a = _mm512_dpwssd_epi32(a, w[2], _mm512_loadu_si512((const void *)(qw + 64)));
+                a = _mm512_dpwssd_epi32(a, w[3], _mm512_loadu_si512((const void *)(qw + 96)));
+                F[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), dk, F[r]);
+            }
+        }
+        for (; j < nb; j += 2) { /* the last pair (D % 128 = 64) */
             __m512i u;
             const uint8_t *b0 = row + j * bn + 2;
             __m512i w0, w1;
@@ -844,9 +899,10 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
 
 static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                                         unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                                        float *m, float *l, float *acc, float *work, const size_t NR)
+                                        float *m, float *l, float *acc, float *work, const uint8_t *pf,
+                                        size_t pf_nbytes, const size_t NR)
 {
-    const size_t nb = D / 32;
+    const size_t nb = D / 32, vrow = nb * (vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     float *p = work;                /* [RBX][G] scores, then probabilities */
     float *dkf = p + RBX * G;       /* [n * nb + 16] K block scales */
     float *dvf = dkf + G * nb + 16; /* [n * nb + 16] V block scales */
@@ -870,8 +926,11 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
             sc[r] = live ? qi->scale[r0 + r] : 0.0f;
             for (size_t b = 0; b < 16; b++) bs[r][b] = live && b < nb ? qi->bsum[(r0 + r) * nb + b] : 0.0f;
         }
-        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 8, NR);
-        else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR);
+        /* prefetches on the first block of rows only (later blocks find the lines) */
+        const uint8_t *pv = r0 == 0 ? V : NULL, *pk = r0 == 0 ? pf : NULL;
+        const size_t pkn = r0 == 0 ? pf_nbytes : 0;
+        if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 8, NR, pv, vrow, pk, pkn);
+        else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR, pv, vrow, pk, pkn);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);
@@ -881,10 +940,10 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
 
 static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                               unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                              float *m, float *l, float *acc, float *work)
+                              float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RBX);
-    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, RB);
+    if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, RBX);
+    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, RB);
 }
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */

@@ -74,18 +74,26 @@ typedef struct sjk_attn_qint {
     const int32_t *corr8;    /* [R][D/4]: −128 Σ hi − Σ lo over each group of 4 channels */
     const float *bsum;       /* [R][D/32]: Σ (128 hi + lo) over each block of 32 channels */
     const float *scale;      /* [R] */
-    /* [R][D]: 128 hi + lo as int16, in the order of the SIMD kernels' widened codes: per
-     * pair of blocks (64 channels from 64 p), two runs of 32 words h = 0, 1, word 8 L + i
-     * (L = 0..3) channel 64 p + 32 (L / 2) + 16 (L % 2) + 8 h + i (sjk_attn_qint_w16_chan) */
+    /* [R][D]: 128 hi + lo as int16, in the order of the SIMD kernels' widened codes
+     * (sjk_attn_qint_w16_chan): per quad of blocks (128 channels from 128 p), four runs
+     * of 32 words v = 0..3, word 8 b + i channel 128 p + 32 b + 8 v + i (b = 0..3, the
+     * block of the quad: 128-bit lane b); channels past the last whole quad (D % 128 = 64)
+     * per pair of blocks, two runs of 32 words h = 0, 1, word 8 L + i (L = 0..3) channel
+     * 64 p + 32 (L / 2) + 16 (L % 2) + 8 h + i */
     const int16_t *w16;
     size_t D;
 } sjk_attn_qint;
 
-/* Channel of a pair of blocks held by word k (0..63) of sjk_attn_qint.w16's order. */
-static inline size_t sjk_attn_qint_w16_chan(size_t k)
+/* Channel held by word k (0..D-1) of a row of sjk_attn_qint.w16 (rows of D channels). */
+static inline size_t sjk_attn_qint_w16_chan(size_t k, size_t D)
 {
-    const size_t h = k / 32, L = (k % 32) / 8, i = k % 8;
-    return 32 * (L / 2) + 16 * (L % 2) + 8 * h + i;
+    const size_t nq = D / 128 * 128; /* channels in whole quads of blocks */
+    if (k < nq) {
+        const size_t v = (k % 128) / 32, b = (k % 32) / 8, i = k % 8;
+        return k / 128 * 128 + 32 * b + 8 * v + i;
+    }
+    const size_t k2 = k - nq, h = (k2 % 64) / 32, L = (k2 % 32) / 8, i = k2 % 8;
+    return nq + k2 / 64 * 64 + 32 * (L / 2) + 16 * (L % 2) + 8 * h + i;
 }
 
 /* Quantizes R rows q[R][D] (D a multiple of 32) into buf (SJK_ATTN_QINT_NBYTES(R, D)
@@ -129,10 +137,12 @@ typedef struct sjk_attn_kernels {
     /* ggml block rows read in place (decode): K [n][D/32 blocks] in q8_0 (kbits 8) or
      * q4_0 (kbits 4), V likewise (vbits), D a multiple of 64; queries as int8 pieces
      * (sjk_attn_qint), scores by integer dot products, V dequantized inside the
-     * accumulation. NULL: the caller decodes the rows and uses chunk_f32. */
+     * accumulation. pf, pf_nbytes: the next chunk's K rows, or NULL / 0: a hint only (a
+     * kernel may prefetch them while it works; results never depend on it). NULL: the
+     * caller decodes the rows and uses chunk_f32. */
     void (*chunk_qblk)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                        unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                       float *m, float *l, float *acc, float *work);
+                       float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
     /* One scalar record whose K codes are 4-bit and read in place (rec.kp set, rec.kc and
      * rec.kt NULL), scored by integer dot products: per record and row the folded query
      * qs[d] = q[d]·Kscale[d] becomes int16 (sjk_attn_q16_prep), and

@@ -339,7 +339,7 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
             corr8[r * (D / 4) + g] = -128 * sh - sl;
         }
         for (size_t k = 0; k < D; k++) {
-            const size_t c = (k / 64) * 64 + sjk_attn_qint_w16_chan(k % 64);
+            const size_t c = sjk_attn_qint_w16_chan(k, D);
             w16[r * D + k] = (int16_t)(128 * hi[r * D + c] + lo[r * D + c]);
         }
         for (size_t b = 0; b < D / 32; b++) {
@@ -380,8 +380,10 @@ static inline float qblk_scale(const uint8_t *blk) { return sjk_fp16_to_f32(sjk_
 
 static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                            unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                           float *m, float *l, float *acc, float *work)
+                           float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
+    (void)pf; /* a prefetch hint: nothing to do here */
+    (void)pf_nbytes;
     const size_t nb = D / SJK_QK;
     const size_t kbn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vbn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
     float *s = work;
