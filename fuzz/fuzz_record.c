@@ -22,8 +22,8 @@ int FUZZ_NAME(const uint8_t *data, size_t size)
     sjk_record_params p = sjk_record_params_default();
     p.head_dim = dims[data[0] & 3];
     p.body = (uint8_t)((data[0] >> 2) % 3);
-    p.bits_k = (uint8_t)(2 + data[1] % 3);
-    p.bits_v = (uint8_t)(2 + data[2] % 3);
+    p.bits_k = (uint8_t)(2 + data[1] % 7); /* 2..8 (record format v2) */
+    p.bits_v = (uint8_t)(2 + data[2] % 7);
     if (sjk_record_params_validate(&p, NULL) != SJK_OK) return 0;
     size_t need = sjk_record_nbytes(&p);
     const uint8_t *rec = data + 3;

@@ -230,9 +230,10 @@ typedef enum sjk_body {
 
 typedef struct sjk_record_params {
     uint32_t head_dim;          /* D: 64, 128, 256 or 512 */
-    uint8_t bits_k;             /* 2, 3 or 4 */
-    uint8_t bits_v;             /* 2, 3 or 4 */
-    uint8_t body;               /* sjk_body */
+    uint8_t bits_k;             /* 2..8 (5..8: record format v2, scalar body only) */
+    uint8_t bits_v;             /* 2..8 */
+    uint8_t body;               /* sjk_body: of the tiles of 2..4 bits; a tile above 4 bits
+                                   is always scalar (a trellis body needs one tile of 2..4) */
     uint8_t balance;            /* sjk_balance_mode */
 } sjk_record_params;
 
@@ -314,8 +315,8 @@ typedef struct sjk_layer_config {
     uint8_t k_format;   /* UNIFORM: sjk_format of K rows (any format of sjk_format_get) */
     uint8_t v_format;   /* UNIFORM: sjk_format of V rows */
     uint8_t rotate;     /* UNIFORM: 1 = store Hadamard-rotated rows (SJ/KVARN always do) */
-    uint8_t bits_k;     /* SJ/KVARN: body bits of K, 2..4 */
-    uint8_t bits_v;     /* SJ/KVARN: body bits of V, 2..4 */
+    uint8_t bits_k;     /* SJ/KVARN: body bits of K, 2..8 (above 4: a scalar tile) */
+    uint8_t bits_v;     /* SJ/KVARN: body bits of V, 2..8 */
     uint8_t body;       /* SJ/KVARN: sjk_body (KVARN: scalar only) */
     uint8_t balance;    /* SJ/KVARN: sjk_balance_mode (SJ default SJK_BALANCE_SJ,
                            KVARN SJK_BALANCE_REFERENCE) */
@@ -472,6 +473,10 @@ typedef struct sjk_cache_memory {
 
 /* Memory report (current occupancy counts every sequence and layer). */
 sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m);
+/* The allocation parts of the report (total, regions, scratch, seal scratch, allocated
+ * bits) of the cache sjk_cache_create(p) would make, without making it; the occupancy
+ * fields are 0. The same numbers as sjk_cache_memory_report on a new cache of p. */
+sjk_status sjk_cache_estimate_memory(const sjk_cache_params *p, sjk_cache_memory *m);
 
 /* Where a stored position lives (sjk_cache_read_rows). */
 typedef enum sjk_region {

@@ -143,8 +143,8 @@ TEST(test_simd_kernels_match_reference)
             k->f16_to_f32(f2, h, 77);
             CHECK(!memcmp(f1, f2, sizeof f1));
         }
-        /* unpack: bit-exact with the reference for every width */
-        for (unsigned bits = 2; bits <= 4; bits++)
+        /* unpack: bit-exact with the reference for every width (5..8: record format v2) */
+        for (unsigned bits = 2; bits <= 8; bits++)
             for (size_t n = 64; n <= MAXD; n *= 2) {
                 for (size_t i = 0; i < n * bits / 8; i++) row[i] = (uint8_t)sjk_rng_u64(&r);
                 ref->unpack_row(u1, row, n, bits);
@@ -460,7 +460,9 @@ TEST(test_config_strings_parse)
                           "sj:4/4:stage=q8_0", "sj:4/4:stage=f16", "sj:2/2:balance=reference",
                           "sj:4/4:sink=256", "sj:4/4:tail=0", "kvarn:3/2", "sj:3/3tc", "sj:3/3",
                           "sj:3/3s", "sj:2/2", "sj:2/2s", "sj:4/4t", "sj:4/4s", "sj:3/2:edge=4/4t",
-                          "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1"};
+                          "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1",
+                          "sj:8/4", "sj:5/4", "sj:6/4:stage=q8_0", "sj:7/7", "sj:8/8", "sj:8/3t", "sj:3/8t",
+                          "sj:8/3s", "sj:8/2tc", "kvarn:8/4", "sj:3/3t:edge=8/4", "sj:8/4:edge=4/4"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
@@ -482,6 +484,11 @@ TEST(test_config_strings_parse)
         {"sj", SJK_BODY_SCALAR, "sj:4/4"}, {"sj:3/3s", SJK_BODY_SCALAR, "sj:3/3s"},
         {"sj:4/4t", SJK_BODY_TRELLIS, "sj:4/4t"}, {"sj:4/4s", SJK_BODY_SCALAR, "sj:4/4"},
         {"kvarn:3/2", SJK_BODY_SCALAR, "kvarn:3/2"}, {"sj:3/2tc", SJK_BODY_TRELLIS_CHANNEL, "sj:3/2tc"},
+        /* a tile above 4 bits is scalar; the body follows the tiles of 2..4 bits */
+        {"sj:8/4", SJK_BODY_SCALAR, "sj:8/4"}, {"sj:8/8", SJK_BODY_SCALAR, "sj:8/8"},
+        {"sj:5/4s", SJK_BODY_SCALAR, "sj:5/4"}, {"sj:8/3", SJK_BODY_TRELLIS, "sj:8/3t"},
+        {"sj:8/3s", SJK_BODY_SCALAR, "sj:8/3s"}, {"sj:4/6", SJK_BODY_SCALAR, "sj:4/6"},
+        {"sj:2/8", SJK_BODY_TRELLIS, "sj:2/8t"}, {"sj:8/4t", SJK_BODY_TRELLIS, "sj:8/4t"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bodies); i++) {
         CHECKF(sjk_cache_config_parse(bodies[i].s, 1, c, err, sizeof err) == SJK_OK, "%s", err);
@@ -508,7 +515,7 @@ TEST(test_config_strings_parse)
     CHECK(sjk_layer_config_str(&c[0], str, sizeof str) == SJK_OK && !strcmp(str, "sj:4/4:center=0"));
 
     const struct { const char *s, *part; } bad[] = {
-        {"sj:5/4", "'5/4'"}, {"q9_0", "'q9_0'"}, {"q8_0/q3_0", "'q3_0'"}, {"sj:4/4:tial=5", "'tial=5'"},
+        {"sj:9/4", "'9/4'"}, {"sj:8/8t", "'8/8t'"}, {"q9_0", "'q9_0'"}, {"q8_0/q3_0", "'q3_0'"}, {"sj:4/4:tial=5", "'tial=5'"},
         {"kvarn:3/3t", "scalar bodies only"}, {"sj:4/4:stage=q4_0", "'stage=q4_0'"},
         {"sj:4/4:tail_min=4096:tail_max=4100", "tail_max"}, {"q8_0:tail=5", "'tail=5'"}, {"", "empty"},
         {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:center=2", "'center=2'"}, {"q8_0:center=1", "'center=1'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},

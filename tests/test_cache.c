@@ -204,6 +204,9 @@ static const char *const g_configs[] = {
     "sj:4/4", "sj:3/3s", "sj:3/2s", "sj:2/2s", "sj:2/4s", "sj:4/4:stage=q8_0", "sj:4/4:stage=f16",
     "sj:4/4:tail=128", "sj:4/3s:sink=256", "kvarn:4/4", "kvarn:4/2", "kvarn:4/4:tail=256",
     "sj:3/3t", "sj:3/2t", "sj:3/3t:edge=4/4", "sj:3/2tc", "sj:2/2", "sj:4/4t",
+    /* record format v2: scalar bodies of 5..8 bits, and beside a trellis tile */
+    "sj:8/4:stage=q8_0", "sj:5/4", "sj:6/4", "sj:7/5s", "sj:8/8:stage=f16", "sj:4/8", "kvarn:8/4",
+    "sj:8/3t:stage=q8_0", "sj:2/6t",
 };
 
 static int trellis_ok(void)
@@ -296,7 +299,7 @@ TEST(test_attend_matches_decoded_cache_every_config)
     g_short_tails = test_light();
     for (size_t i = 0; i < SJK_ARRAY_LEN(g_configs); i++) {
         int trellis = strstr(g_configs[i], "3t") || strstr(g_configs[i], "2t") || strstr(g_configs[i], "4t") ||
-                      !strcmp(g_configs[i], "sj:2/2"); /* also "tc" */
+                      strstr(g_configs[i], "6t") || !strcmp(g_configs[i], "sj:2/2"); /* also "tc" */
         if (trellis && !tr) continue;
         uint32_t D = strstr(g_configs[i], "tq6_0") ? 128 : 64;
         run_context_sweep(g_configs[i], D, 2, 4, strstr(g_configs[i], "edge") ? 3 : 1, 1);
@@ -335,7 +338,8 @@ TEST(test_attend_head_dims_and_gqa)
 
 TEST(test_estimate_equals_allocation)
 {
-    const char *cfgs[] = {"f16", "q8_0/q4_0", "sj:4/4", "sj:3/2s:stage=q8_0", "kvarn:4/4:tail=1024", "sj:3/3:edge=4/4", "sj:3/3s"};
+    const char *cfgs[] = {"f16", "q8_0/q4_0", "sj:4/4", "sj:3/2s:stage=q8_0", "kvarn:4/4:tail=1024", "sj:3/3:edge=4/4", "sj:3/3s",
+                          "sj:3/3t", "sj:4/4t", "sj:4/2"};
     for (size_t i = 0; i < SJK_ARRAY_LEN(cfgs); i++) {
         sjk_layer_config layers[4];
         sjk_cache_params p = small_params(cfgs[i], 4, 2, 8, 128, 5000, 3, layers);
@@ -355,8 +359,18 @@ TEST(test_estimate_equals_allocation)
         CHECKF(uniform ? m.seal_scratch_nbytes == 0 : m.seal_scratch_nbytes > 0, "%s: seal scratch %zu",
                cfgs[i], m.seal_scratch_nbytes);
         CHECK(m.seal_scratch_nbytes <= m.scratch_nbytes);
+        /* the estimate of the same parts, without a cache */
+        sjk_cache_memory e;
+        CHECK(sjk_cache_estimate_memory(&p, &e) == SJK_OK);
+        CHECKF(e.total_nbytes == m.total_nbytes && e.sink_nbytes == m.sink_nbytes && e.body_nbytes == m.body_nbytes &&
+                   e.ring_nbytes == m.ring_nbytes && e.uniform_nbytes == m.uniform_nbytes &&
+                   e.scratch_nbytes == m.scratch_nbytes && e.seal_scratch_nbytes == m.seal_scratch_nbytes &&
+                   e.allocated_bits_per_value == m.allocated_bits_per_value && e.occupied_nbytes == 0,
+               "%s: estimate_memory differs from the report", cfgs[i]);
         sjk_cache_free(c);
     }
+    sjk_cache_memory e;
+    CHECK(sjk_cache_estimate_memory(NULL, &e) != SJK_OK);
 }
 
 /* sjk_cache_read_rows: every position decodes to the oracle's row (stored basis) rotated
@@ -629,7 +643,7 @@ TEST(test_params_validate_names_field)
     p.layer.tail_max = p.layer.tail_min + 5;
     CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "tail_max"));
     p = sjk_cache_params_default();
-    p.layer.bits_k = 5;
+    p.layer.bits_k = 9; /* 2..8 */
     CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && !strcmp(bad, "bits_k"));
     size_t est;
     CHECK(sjk_cache_estimate(&p, &est) == SJK_ERR_PARAM);
@@ -693,7 +707,7 @@ TEST(test_params_check_names_the_layer_index)
     CHECKF(!strcmp(why, "layers[3].tail_max"), "why = '%s'", why);
     const char *bad = NULL;
     CHECK(sjk_cache_params_validate(&p, &bad) == SJK_ERR_PARAM && bad && !strcmp(bad, "layers[].tail_max"));
-    layers[1].bits_v = 7; /* the first bad layer is named */
+    layers[1].bits_v = 9; /* the first bad layer is named */
     CHECK(sjk_cache_params_check(&p, why, sizeof why) == SJK_ERR_PARAM && !strcmp(why, "layers[1].bits_v"));
     char small[8];
     CHECK(sjk_cache_params_check(&p, small, sizeof small) == SJK_ERR_PARAM && !strcmp(small, "layers["));

@@ -60,8 +60,8 @@ TEST(test_eval_cli_rejects_bad_arguments)
     if (!*cli) SKIP("no CLI binary");
     CHECK(eval("") == 2 && file_has("err", "-m MODEL is required"));
     CHECK(eval("--synthetic") == 2 && file_has("err", "--kv is required"));
-    CHECK(eval("--synthetic --kv sj:5/4 --docs none --text /dev/null") == 2 &&
-          file_has("err", "sj:5/4"));
+    CHECK(eval("--synthetic --kv sj:9/4 --docs none --text /dev/null") == 2 &&
+          file_has("err", "sj:9/4"));
     CHECK(eval("--synthetic --kv q8_0,q8_0 --docs none --text x") == 2 &&
           file_has("err", "given twice"));
     CHECK(eval("--synthetic --kv q8_0 --ctx 100 -n 100 --docs none --text x") == 2 &&

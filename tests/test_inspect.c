@@ -84,7 +84,7 @@ TEST(test_cache_file_inspect_reports_what_was_saved)
     uint32_t st[8];
     char err[256];
     CHECKF(sjk_cache_file_inspect(b, n, &in, lay, 2, st, 8, err, sizeof err) == SJK_OK, "%s", err);
-    CHECK(in.file_version == SJK_CACHE_FILE_VERSION && in.record_version == SJK_RECORD_FORMAT_VERSION);
+    CHECK(in.file_version == SJK_CACHE_FILE_VERSION && in.record_version == 1); /* v1 widths: a v1 file */
     CHECK(in.n_layers == 2 && in.n_kv_heads == 1 && in.n_q_heads == 2 && in.head_dim == 64 && in.max_pos == 1024 &&
           in.n_seqs == 2);
     CHECK(in.file_nbytes == n && in.n_sections == 2 + 2 * 2 && in.n_sections_ok == 6 && in.n_sections_bad == 0);
@@ -160,7 +160,7 @@ TEST(test_cache_file_inspect_hostile_header_fields)
     uint8_t *t = malloc(n);
     const struct { size_t off; uint32_t v; } patches[] = {
         {24, 0}, {24, 0xFFFFFFFFu}, {24, 1u << 28}, {44, 0}, {44, 0xFFFFFFFFu}, {48, 0}, {48, 0xFFFFFFFFu},
-        {48, 7}, {56, 0}, {56, 0xFFFFFFFFu}, {60, 1}, {8, 1}, {8, 3}, {16, 2}, {12, 64},
+        {48, 7}, {56, 0}, {56, 0xFFFFFFFFu}, {60, 1}, {8, 1}, {8, 3}, {16, 3}, {16, 0}, {12, 64},
     };
     for (size_t k = 0; k < sizeof patches / sizeof patches[0]; k++) {
         memcpy(t, b, n);

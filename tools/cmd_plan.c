@@ -45,7 +45,8 @@ static void usage(FILE *f)
             "  -b, --batch-size N prefill chunk, as `run` (default 512)\n"
             "      --window T     storage of sliding-window layers, as `run`: f16 (default) | q8_0\n"
             "      --kl-floor X|off, --quality-floor FILE   the floor of the auto-tier line\n"
-            "      --json         JSON on stdout instead of the table\n"
+            "      --json         JSON on stdout instead of the table (it adds each configuration's\n"
+            "                     allocated K/V bytes and bits per value as `eval` counts them)\n"
             "\n"
             "       sjkvarn plan --make-quality-floor MODEL=STUDY.csv [MODEL=STUDY.csv ...]\n"
             "                     the quality-floor table (docs/quality-floor.csv) from study CSVs\n"
@@ -247,11 +248,13 @@ int sjk_cmd_plan(int argc, char **argv)
                    r->s.n_full ? r->s.token_nbytes / r->s.n_full : 0.0);
             printf(", \"bytes_per_token\": %.4f, \"kib_per_token\": %.4f, \"pct_f16\": %.3f, "
                    "\"bits_per_value\": %.4f, \"session_bytes\": %zu, \"growing_bytes\": %zu, \"window_bytes\": %zu, "
-                   "\"recurrent_bytes\": %zu, \"total_bytes\": %zu, \"max_ctx\": %u, \"sessions_at_ctx\": %zu}",
+                   "\"recurrent_bytes\": %zu, \"total_bytes\": %zu, \"max_ctx\": %u, \"sessions_at_ctx\": %zu, "
+                   "\"kv_allocated_bytes\": %zu, \"bits_per_value_allocated\": %.4f}",
                    r->s.token_nbytes, r->s.token_nbytes / 1024.0,
                    r->s.f16_token_nbytes > 0 ? 100.0 * r->s.token_nbytes / r->s.f16_token_nbytes : 0.0,
                    r->s.bits_per_value, r->s.session_nbytes, r->s.growing_nbytes, r->s.window_nbytes,
-                   r->s.recurrent_nbytes, r->s.session_nbytes * (size_t)sessions, r->max_ctx, r->sessions);
+                   r->s.recurrent_nbytes, r->s.session_nbytes * (size_t)sessions, r->max_ctx, r->sessions,
+                   r->s.kv_alloc_nbytes, r->s.bits_per_value_allocated);
         }
         printf("\n ],\n \"auto\": {\"kv\": ");
         json_str(stdout, tc.kv);

@@ -102,6 +102,12 @@ typedef struct sjkh_plan_size {
                                 summed over the growing layers (the "KiB per token") */
     double f16_token_nbytes; /* the same for an f16 cache (the 100% reference) */
     double bits_per_value;   /* 8 * token_nbytes / (2 * K/V values per position) */
+    size_t kv_alloc_nbytes;  /* one session, growing layers: the K/V regions (sink, record
+                                slots, the whole ring, uniform rows) + the scratch only
+                                compressed layers need (seal_scratch_nbytes): what
+                                `sjkvarn eval` counts as allocated (docs/EVAL.md) */
+    double bits_per_value_allocated; /* 8 * kv_alloc_nbytes / (n_ctx * K/V values per
+                                        position of the growing layers) */
     uint32_t n_full, n_window, n_recurrent;
 } sjkh_plan_size;
 /* (window_nbytes uses p->window_type; a q8_0 window at a head size that is not a

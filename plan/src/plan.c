@@ -236,10 +236,14 @@ sjk_status sjkh_plan_model_open(const char *path, sjkh_plan_model *m, char *err,
 /* ---- the estimate ------------------------------------------------------------------ */
 
 /* Bytes of the growing layers of one session at n_ctx (see the top of the file). */
+/* The growing layers' caches at n_ctx: *out their allocation; *alloc (if given) what of
+ * it holds K/V or only compressed layers need (regions + seal scratch: eval's
+ * "allocated", docs/EVAL.md; a host-f16 layer counts whole). */
 static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const sjkh_plan_params *p,
-                                 uint32_t n_ctx, size_t *out, char *err, size_t err_cap)
+                                 uint32_t n_ctx, size_t *out, size_t *alloc, char *err, size_t err_cap)
 {
     *out = 0;
+    if (alloc) *alloc = 0;
     const uint32_t B = PLAN_MIN(p->n_batch, n_ctx); /* as sjkh_session_create */
     int host = !strcmp(kv, "host-f16");
     uint8_t done[SJKH_PLAN_MAX_LAYERS];
@@ -252,10 +256,11 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
                 done[j] = 1;
                 n++;
             }
-        size_t nb = 0;
+        size_t nb = 0, na = 0;
         if (host) {
             size_t one = sjkh_kv_host_layer_nbytes(nkv, m->head_dim, n_ctx, B, 0, SJKH_WINDOW_F16);
             if (!one || !plan_mul_ok(one, n, &nb)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
+            na = nb;
         } else {
             /* the parameters sjkh_kv_create passes to sjk_cache_create */
             sjk_layer_config lc[SJKH_PLAN_MAX_LAYERS];
@@ -279,8 +284,14 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
                             m->head_dim, bad[0] ? bad : "invalid");
             sjk_status st = sjk_cache_estimate(&cp, &nb);
             if (st) return FAIL(st, "plan: '%s': %s", kv, sjk_status_str(st));
+            if (alloc) {
+                sjk_cache_memory cm;
+                if ((st = sjk_cache_estimate_memory(&cp, &cm))) return FAIL(st, "plan: '%s': %s", kv, sjk_status_str(st));
+                na = cm.sink_nbytes + cm.body_nbytes + cm.ring_nbytes + cm.uniform_nbytes + cm.seal_scratch_nbytes;
+            }
         }
         if (!plan_add_ok(*out, nb, out)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
+        if (alloc && !plan_add_ok(*alloc, na, alloc)) return FAIL(SJK_ERR_NOMEM, "plan: sizes overflow");
     }
     return SJK_OK;
 }
@@ -289,7 +300,7 @@ static sjk_status growing_nbytes(const sjkh_plan_model *m, const char *kv, const
 static sjk_status session_nbytes(const sjkh_plan_model *m, const char *kv, const sjkh_plan_params *p,
                                  uint32_t n_ctx, sjkh_plan_size *s, char *err, size_t err_cap)
 {
-    sjk_status st = growing_nbytes(m, kv, p, n_ctx, &s->growing_nbytes, err, err_cap);
+    sjk_status st = growing_nbytes(m, kv, p, n_ctx, &s->growing_nbytes, &s->kv_alloc_nbytes, err, err_cap);
     if (st) return st;
     const uint32_t B = PLAN_MIN(p->n_batch, n_ctx);
     s->window_nbytes = s->recurrent_nbytes = 0;
@@ -352,11 +363,13 @@ sjk_status sjkh_plan_estimate(const sjkh_plan_model *m, const char *kv, const sj
     if (values > 0) {
         for (uint32_t lo = 1u << 21; lo >= 1u << 16; lo >>= 1) {
             size_t a, b;
-            if (growing_nbytes(m, kv, p, lo, &a, NULL, 0) || growing_nbytes(m, kv, p, 2 * lo, &b, NULL, 0)) continue;
+            if (growing_nbytes(m, kv, p, lo, &a, NULL, NULL, 0) || growing_nbytes(m, kv, p, 2 * lo, &b, NULL, NULL, 0))
+                continue;
             out->token_nbytes = (double)(b - a) / (double)lo;
             break;
         }
         out->bits_per_value = 8.0 * out->token_nbytes / values;
+        out->bits_per_value_allocated = 8.0 * (double)out->kv_alloc_nbytes / (values * (double)p->n_ctx);
     }
     return SJK_OK;
 }

@@ -73,8 +73,11 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     j->c_sink = SJK_MIN(j->n_chunks, L->sink / G);
     j->c_body = SJK_MIN(j->n_chunks, SJK_MAX(j->c_sink, sl->b / G));
     j->w_sink = 9;
+    /* scalar records of 5..8 bits take the unpacked path of the other widths (13, not
+     * measured separately); a trellis tile beside a wider scalar one is decoded (16) */
+    const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
     if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
-    else j->w_body = j->k->trellis_inplace ? 13 : 16;
+    else j->w_body = j->k->trellis_inplace && !mixed ? 13 : 16;
     if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 10 : j->k->chunk_tq6 ? 12 : 16;
     else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;
 }
@@ -269,7 +272,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
-            } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace) {
+            } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace &&
+                       RL->bits_k <= SJK_TRELLIS_MAX_BITS && RL->bits_v <= SJK_TRELLIS_MAX_BITS) {
                 /* Token-axis trellis bodies: the kernel reads the codes in place. */
                 memset(&rec, 0, sizeof rec);
                 rec.pf = pf;
@@ -283,8 +287,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
             } else {
-                /* Channel-axis trellis bodies (or a table without in-place trellis):
-                 * decode the record (one table lookup per value). */
+                /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
+                 * 4 bits (or a table without in-place trellis): decode the record. */
                 record_to_f32(L, kf, vf, rp, D);
                 K32 = kf;
                 V32 = vf;

@@ -12,6 +12,26 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
 {
     const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
+    if (bits == 8) {
+        memcpy(codes, row, n);
+        return;
+    }
+    if (bits > 4) { /* record format v2: a 4-bit row of low nibbles, then the high bits */
+        uint8_t hi[512]; /* n <= max(D, G) = 512 */
+        if (n > sizeof hi) return;
+        if (bits == 5) {
+            for (size_t i = 0; i < n; i++) hi[i] = (uint8_t)((row[n / 2 + i / 8] >> (i % 8)) & 1u);
+        } else {
+            sjk_attn_unpack_row_avx2(hi, row + n / 2, n, bits - 4);
+        }
+        sjk_attn_unpack_row_avx2(codes, row, n, 4);
+        for (size_t i = 0; i < n; i += 16) {
+            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(codes + i));
+            __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(hi + i));
+            _mm_storeu_si128((__m128i *)(void *)(codes + i), _mm_or_si128(c, _mm_and_si128(_mm_slli_epi16(h, 4), _mm_set1_epi8((char)0xF0))));
+        }
+        return;
+    }
     if (bits == 4) {
         for (size_t u = 0; u < n; u += 32) {
             __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(row + u / 2));

@@ -217,7 +217,15 @@ static int plan_layer(const sjk_cache_params *p, uint32_t l, sjk_cache_layer *L)
 }
 
 /* Walks the whole block. With c == NULL only *total is computed. */
-static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, size_t *total)
+/* What plan() found besides the total, for sjk_cache_estimate_memory. */
+typedef struct plan_sizes {
+    size_t region[4];   /* sink, body, ring, uniform */
+    size_t scr;         /* one thread's scratch */
+    int any_compressed;
+} plan_sizes;
+
+static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, size_t *total,
+                       plan_sizes *ps)
 {
     const uint32_t D = p->head_dim, T = p->n_threads;
     const size_t gq = p->n_q_heads / p->n_kv_heads;
@@ -232,19 +240,19 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
     if (!sjk_mul_ok(T, sizeof(sjk_pool_worker), &n) || !take(&off, n, &off_workers))
         return SJK_ERR_NOMEM;
 
-    /* Per-thread scratch: the largest of append (2 rows), seal tile, attention chunk. */
+    /* Per-thread scratch: the larger of a seal (the group's K and V gathered at its start,
+     * sjk_record_seal_in_scratch, the largest over the layers) and an attention chunk;
+     * append's two rows and a read fit in either. One per worker thread, shared by every
+     * layer: a thread seals one tile at a time. */
     size_t rec_scratch = 0;
     for (uint32_t l = 0; l < p->n_layers; l++) {
         const sjk_layer_config *lc = layer_cfg(p, l);
         if (lc->kind == SJK_KIND_UNIFORM) continue;
         sjk_record_params rp = {D, lc->bits_k, lc->bits_v, lc->body, lc->balance};
-        size_t s = sjk_record_scratch_nbytes(&rp);
+        size_t s = sjk_record_seal_scratch_nbytes(&rp);
         if (s > rec_scratch) rec_scratch = s;
     }
-    size_t tile = (size_t)2 * SJK_GROUP * D * sizeof(float);
-    size_t seal_off, scr;
-    if (!sjk_align_up_ok(tile, SJK_CACHE_ALIGN, &seal_off) || !sjk_add_ok(seal_off, rec_scratch, &scr))
-        return SJK_ERR_NOMEM;
+    size_t scr = rec_scratch;
     size_t attn = sjk_attn_scratch_nbytes(D);
     if (attn > scr) scr = attn;
     if (!sjk_align_up_ok(scr, SJK_CACHE_ALIGN, &scr)) return SJK_ERR_NOMEM;
@@ -283,13 +291,18 @@ static sjk_status plan(const sjk_cache_params *p, sjk_cache *c, uint8_t *base, s
     }
     if (!sjk_align_up_ok(off, SJK_CACHE_ALIGN, &off)) return SJK_ERR_NOMEM;
     *total = off;
+    if (ps) {
+        memcpy(ps->region, region, sizeof region);
+        ps->scr = scr;
+        ps->any_compressed = 0;
+        for (uint32_t l = 0; l < p->n_layers; l++) ps->any_compressed |= layer_cfg(p, l)->kind != SJK_KIND_UNIFORM;
+    }
     if (c) {
         c->layers = (sjk_cache_layer *)(void *)(base + off_layers);
         c->state = (sjk_seq_layer *)(void *)(base + off_state);
         c->workers = (sjk_pool_worker *)(void *)(base + off_workers);
         c->scratch = base + off_scratch;
         c->scratch_nbytes = scr;
-        c->seal_scratch_off = seal_off;
         c->rec_scratch_nbytes = rec_scratch;
         c->q_rot = (float *)(void *)(base + off_q);
         c->part = (float *)(void *)(base + off_part);
@@ -306,7 +319,7 @@ sjk_status sjk_cache_estimate(const sjk_cache_params *p, size_t *nbytes)
     *nbytes = 0;
     sjk_status st = sjk_cache_params_validate(p, NULL);
     if (st != SJK_OK) return st;
-    return plan(p, NULL, NULL, nbytes);
+    return plan(p, NULL, NULL, nbytes, NULL);
 }
 
 sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
@@ -323,7 +336,7 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
         }
     }
     size_t total;
-    if ((st = plan(p, NULL, NULL, &total)) != SJK_OK) return st;
+    if ((st = plan(p, NULL, NULL, &total, NULL)) != SJK_OK) return st;
     uint8_t *base = aligned_alloc(SJK_CACHE_ALIGN, total);
     if (!base) return SJK_ERR_NOMEM;
     memset(base, 0, total);
@@ -332,7 +345,7 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
     c->p.layers = NULL;
     c->D = p->head_dim;
     c->gq = p->n_q_heads / p->n_kv_heads;
-    if ((st = plan(p, c, base, &total)) != SJK_OK) { free(base); return st; }
+    if ((st = plan(p, c, base, &total, NULL)) != SJK_OK) { free(base); return st; }
     for (uint32_t s = 0; s < p->n_seqs; s++)
         for (uint32_t l = 0; l < p->n_layers; l++) {
             sjk_seq_layer *sl = sjk_cache_state(c, s, l);
@@ -345,12 +358,10 @@ sjk_status sjk_cache_create(const sjk_cache_params *p, sjk_cache **out)
     for (uint32_t l = 0; l < p->n_layers; l++) {
         const sjk_cache_layer *L = &c->layers[l];
         if (!L->compressed) continue;
-        float *k = (float *)(void *)c->scratch, *v = k + (size_t)SJK_GROUP * c->D;
-        memset(k, 0, 2 * (size_t)SJK_GROUP * c->D * sizeof *k);
+        memset(c->scratch, 0, 2 * (size_t)SJK_GROUP * c->D * sizeof(float)); /* K, V of the group */
         if (L->n_rec == 0) continue;
         uint8_t *rec = sjk_cache_head(c, L, 0, 0) + L->off_body;
-        st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, c->scratch + c->seal_scratch_off,
-                               c->rec_scratch_nbytes);
+        st = sjk_record_seal_in_scratch(&L->rp, rec, L->rec_nbytes, c->scratch, c->rec_scratch_nbytes);
         memset(rec, 0, L->rec_nbytes);
         if (st != SJK_OK) { free(base); return st == SJK_ERR_PARAM ? SJK_ERR_UNSUPPORTED : st; }
     }
@@ -453,8 +464,7 @@ static void seal_tile(void *arg, uint32_t item, uint32_t worker)
             }
     }
     uint8_t *rec = hb + L->off_body + (size_t)g * L->rec_nbytes;
-    sjk_status st = sjk_record_encode(&L->rp, rec, L->rec_nbytes, k, v, scr + c->seal_scratch_off,
-                                      c->rec_scratch_nbytes);
+    sjk_status st = sjk_record_seal_in_scratch(&L->rp, rec, L->rec_nbytes, scr, c->rec_scratch_nbytes);
     if (st != SJK_OK) {
         int expect = SJK_OK;
         atomic_compare_exchange_strong(&j->status, &expect, (int)st);
@@ -650,6 +660,37 @@ sjk_status sjk_cache_length(const sjk_cache *c, uint32_t seq, uint32_t layer, ui
 
 /* ---- memory and invariants ----------------------------------------------------- */
 
+/* Per-thread scratch is the larger of attention's and a seal's (plan()); what a seal
+ * needs beyond attention, over all threads, is the compressed layers' own cost. */
+static size_t seal_scratch_of(size_t scr, uint32_t D, int any_compressed, uint32_t n_threads)
+{
+    size_t attn_al;
+    if (!any_compressed || !sjk_align_up_ok(sjk_attn_scratch_nbytes(D), SJK_CACHE_ALIGN, &attn_al) ||
+        scr <= attn_al)
+        return 0;
+    return (scr - attn_al) * n_threads;
+}
+
+sjk_status sjk_cache_estimate_memory(const sjk_cache_params *p, sjk_cache_memory *m)
+{
+    if (!m) return SJK_ERR_PARAM;
+    memset(m, 0, sizeof *m);
+    sjk_status st = sjk_cache_params_validate(p, NULL);
+    if (st != SJK_OK) return st;
+    plan_sizes ps;
+    if ((st = plan(p, NULL, NULL, &m->total_nbytes, &ps)) != SJK_OK) return st;
+    m->sink_nbytes = ps.region[0];
+    m->body_nbytes = ps.region[1];
+    m->ring_nbytes = ps.region[2];
+    m->uniform_nbytes = ps.region[3];
+    size_t kv = m->sink_nbytes + m->body_nbytes + m->ring_nbytes + m->uniform_nbytes;
+    m->scratch_nbytes = m->total_nbytes - kv;
+    m->seal_scratch_nbytes = seal_scratch_of(ps.scr, p->head_dim, ps.any_compressed, p->n_threads);
+    double cap = (double)p->max_pos * p->n_seqs * p->n_layers * (double)p->n_kv_heads * (double)p->head_dim * 2;
+    m->allocated_bits_per_value = cap > 0 ? (double)kv * 8 / cap : 0;
+    return SJK_OK;
+}
+
 sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m)
 {
     if (!c || !m) return SJK_ERR_PARAM;
@@ -662,13 +703,9 @@ sjk_status sjk_cache_memory_report(const sjk_cache *c, sjk_cache_memory *m)
     size_t kv = m->sink_nbytes + m->body_nbytes + m->ring_nbytes + m->uniform_nbytes;
     m->scratch_nbytes = c->total_nbytes - kv;
     const size_t H = c->p.n_kv_heads, D = c->D;
-    /* Per-thread scratch is the larger of attention's and a seal's (plan()); what a seal
-     * needs beyond attention is the compressed layers' own cost. */
     int any_compressed = 0;
     for (uint32_t l = 0; l < c->p.n_layers; l++) any_compressed |= c->layers[l].compressed;
-    size_t attn = sjk_attn_scratch_nbytes(D), attn_al = attn;
-    if (any_compressed && sjk_align_up_ok(attn, SJK_CACHE_ALIGN, &attn_al) && c->scratch_nbytes > attn_al)
-        m->seal_scratch_nbytes = (c->scratch_nbytes - attn_al) * c->p.n_threads;
+    m->seal_scratch_nbytes = seal_scratch_of(c->scratch_nbytes, c->D, any_compressed, c->p.n_threads);
     double occ = 0, values = 0;
     for (uint32_t s = 0; s < c->p.n_seqs; s++)
         for (uint32_t l = 0; l < c->p.n_layers; l++) {

@@ -139,13 +139,32 @@ static void put_layer_conf(uint8_t *p, const sjk_layer_config *cf)
     sjk_wr_u32le(p + 24, cf->rot_block);
 }
 
+/* The record format a file of these layers needs: 1 unless a compressed layer has a body
+ * above 4 bits (record format 2 is a superset of 1 with the same bytes for v1's widths,
+ * so a file without the new widths stays readable by older builds). */
+static uint32_t conf_record_version(uint8_t kind, uint8_t bits_k, uint8_t bits_v)
+{
+    if (kind == SJK_KIND_UNIFORM) return 1;
+    return bits_k > SJK_RECORD_FORMAT_V1_MAX_BITS || bits_v > SJK_RECORD_FORMAT_V1_MAX_BITS ? 2 : 1;
+}
+
+static uint32_t cache_record_version(const sjk_cache *c)
+{
+    uint32_t v = 1;
+    for (uint32_t l = 0; l < c->p.n_layers; l++) {
+        const sjk_layer_config *cf = &c->layers[l].cfg;
+        v = SJK_MAX(v, conf_record_version(cf->kind, cf->bits_k, cf->bits_v));
+    }
+    return v;
+}
+
 static void put_header(const sjk_cache *c, const uint8_t *fp, uint64_t file_nbytes, uint8_t *h)
 {
     memset(h, 0, HDR_NBYTES);
     memcpy(h, k_magic, 8);
     sjk_wr_u32le(h + 8, SJK_CACHE_FILE_VERSION);
     sjk_wr_u32le(h + 12, HDR_NBYTES);
-    sjk_wr_u32le(h + 16, SJK_RECORD_FORMAT_VERSION);
+    sjk_wr_u32le(h + 16, cache_record_version(c));
     sjk_wr_u32le(h + 20, (SJK_VERSION_MAJOR << 16) | (SJK_VERSION_MINOR << 8) | SJK_VERSION_PATCH);
     sjk_wr_u32le(h + 24, c->p.n_layers);
     sjk_wr_u32le(h + 28, c->p.n_kv_heads);
@@ -504,8 +523,9 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
     if (ver != SJK_CACHE_FILE_VERSION)
         FAILF(SJK_ERR_FORMAT, "cache file version %u; this build reads version %u", ver, SJK_CACHE_FILE_VERSION);
     if (sjk_rd_u32le(h + 12) != HDR_NBYTES) FAILF(SJK_ERR_CORRUPT, "cache file header: bad header size");
-    if (sjk_rd_u32le(h + 16) != SJK_RECORD_FORMAT_VERSION)
-        FAILF(SJK_ERR_FORMAT, "cache file holds record format %u; this build reads %u", sjk_rd_u32le(h + 16),
+    const uint32_t rec_ver = sjk_rd_u32le(h + 16);
+    if (rec_ver < 1 || rec_ver > SJK_RECORD_FORMAT_VERSION)
+        FAILF(SJK_ERR_FORMAT, "cache file holds record format %u; this build reads 1 to %u", rec_ver,
               SJK_RECORD_FORMAT_VERSION);
     uint64_t fsize = sjk_rd_u32le(h + 56) | (uint64_t)sjk_rd_u32le(h + 60) << 32;
     if (fsize != src->size)
@@ -538,6 +558,8 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
     }
     if ((st = read_sec_crc(&r, "CONF", 0, err, err_cap))) return st;
     if (bad) FAILF(SJK_ERR_MISMATCH, "cache file layer %u differs from this cache in %s", bad_l, bad);
+    if (rec_ver < cache_record_version(c))
+        FAILF(SJK_ERR_CORRUPT, "cache file says record format %u but its layers have bodies above 4 bits", rec_ver);
 
     /* STAT */
     const uint64_t stat_off = r.off + SEC_HDR_NBYTES;
@@ -702,8 +724,8 @@ sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_
     if (info->file_version != SJK_CACHE_FILE_VERSION)
         IFAIL(SJK_ERR_FORMAT, "cache file version %u; this build reads version %u", info->file_version,
               SJK_CACHE_FILE_VERSION);
-    if (info->record_version != SJK_RECORD_FORMAT_VERSION)
-        IFAIL(SJK_ERR_FORMAT, "cache file holds record format %u; this build reads %u", info->record_version,
+    if (info->record_version < 1 || info->record_version > SJK_RECORD_FORMAT_VERSION)
+        IFAIL(SJK_ERR_FORMAT, "cache file holds record format %u; this build reads 1 to %u", info->record_version,
               SJK_RECORD_FORMAT_VERSION);
     if (sjk_rd_u32le(f + 12) != HDR_NBYTES) IFAIL(SJK_ERR_CORRUPT, "cache file header: bad header size");
     if (info->file_nbytes != src_nbytes)
@@ -746,6 +768,12 @@ sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_
         }
         if (k == 0 && layers)
             for (uint64_t l = 0; l < NL && l < layers_cap; l++) get_layer_conf(pl + l * LAYER_CONF_NBYTES, &layers[l]);
+        for (uint64_t l = 0; k == 0 && l < NL; l++) {
+            const uint8_t *q = pl + l * LAYER_CONF_NBYTES;
+            if (conf_record_version(q[0], q[4], q[5]) > info->record_version)
+                IFAIL(SJK_ERR_CORRUPT, "cache file says record format %u but layer %llu has a body above 4 bits",
+                      info->record_version, (unsigned long long)l);
+        }
         if (k == 1 && states)
             for (uint64_t i = 0; i < NS * NL && i < states_cap / 2; i++) {
                 states[2 * i] = sjk_rd_u32le(pl + i * STATE_NBYTES);

@@ -83,8 +83,8 @@ struct sjk_cache {
     sjk_pool_worker *workers; /* [n_threads - 1] */
     uint8_t *scratch;         /* [n_threads][scratch_nbytes] */
     size_t scratch_nbytes;
-    size_t seal_scratch_off;  /* record encode scratch inside a thread's scratch */
-    size_t rec_scratch_nbytes;
+    size_t rec_scratch_nbytes; /* a seal's part of a thread's scratch (from its start:
+                                  the group's K, V, then the record encoder's scratch) */
     /* attention */
     float *q_rot;             /* [n_kv_heads][max_q_rows * gq][D] packed rotated queries */
     float *part;              /* [n_kv_heads * n_splits] units of SJK_ATTN_PART_FLOATS */

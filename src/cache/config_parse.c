@@ -4,10 +4,13 @@
  *   config  := spec (":" option)*
  *   spec    := FORMAT | FORMAT "/" FORMAT          uniform K/V row formats ("q8_0/q4_0")
  *            | "sj" [":" BITS] | "kvarn" [":" BITS]
- *   BITS    := K "/" V ["s" | "t" | "tc"]           "4/4", "3/3", "3/3s", "3/3t" (s = scalar
- *                                                   body, t = trellis, tc = trellis along the
- *                                                   channel axis; none: sj is scalar at 4/4
- *                                                   and trellis otherwise, kvarn scalar)
+ *   BITS    := K "/" V ["s" | "t" | "tc"]           K, V in 2..8: "4/4", "3/3", "3/3s", "3/3t",
+ *                                                   "8/4" (s = scalar body, t = trellis, tc =
+ *                                                   trellis along the channel axis; a tile
+ *                                                   above 4 bits is always scalar; none: sj
+ *                                                   is scalar when its tiles of 2..4 bits
+ *                                                   are all 4 bits and trellis otherwise,
+ *                                                   kvarn scalar)
  *   option  := "tail=" N        fixed tail of N positions (kvarn: extra fp16 exact tail)
  *            | "tail_min=" N | "tail_max=" N        adaptive tail bounds (tail_max 0 = fixed)
  *            | "stage=" FORMAT  staging ring format: tq6_0 | q8_0 | f16
@@ -21,7 +24,7 @@
  *
  * `edge=4/4` makes the first and last `edges` layers the same kind with those bits and
  * the body those bits select (the same suffix rules); everything else in the string applies to
- * both tiers. Errors name the offending part: "config 'sj:5/4': bits '5/4' ...". The
+ * both tiers. Errors name the offending part: "config 'sj:9/4': bits '9/4' ...". The
  * syntax is strict: numbers are plain decimals ("tail= 128" and "tail=+128" are both
  * refused), an option may appear once ("tail=128:tail=256" is refused, as is "tail" with
  * "tail_min"/"tail_max"), an empty option (a trailing or doubled ':') is refused, and
@@ -51,10 +54,13 @@ sjk_layer_config sjk_layer_config_default(void)
     return c;
 }
 
-/* docs/DESIGN.md §2.4: trellis bodies by default at 3/3, 3/2, 2/2 (every width but 4/4). */
+/* docs/DESIGN.md §2.4: a tile above 4 bits is always scalar; the record's body (of its
+ * tiles of 2..4 bits) is scalar when each such tile has 4 bits and trellis when one has
+ * 2 or 3. So 4/4, 8/4, 6/4, 8/8 are scalar; 3/3, 3/2, 2/2, 8/3 (scalar K, trellis V) are
+ * trellis. */
 static uint8_t default_body(uint8_t bk, uint8_t bv)
 {
-    return bk == 4 && bv == 4 ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS;
+    return (bk == 4 || bk > 4) && (bv == 4 || bv > 4) ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS;
 }
 
 static void set_err(char *err, size_t cap, const char *str, const char *fmt, const char *part)
@@ -90,16 +96,19 @@ static int parse_u32(const char *s, uint32_t *out)
     return 1;
 }
 
-/* "4/4", "3/3", "3/3s", "3/3t", "3/3tc" -> bits and body. Suffix: s = scalar body,
- * t = trellis with sequences along the token axis, tc = trellis along the channel axis.
- * Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4 (scalar at 4/4, trellis
- * at every other width, default_body); kvarn is always scalar. */
+/* "4/4", "3/3", "3/3s", "3/3t", "3/3tc", "8/4" -> bits and body. Suffix: s = scalar body,
+ * t = trellis with sequences along the token axis, tc = trellis along the channel axis
+ * (of the tiles of 2..4 bits: a wider tile is scalar, and a trellis suffix needs one tile
+ * of 2..4 bits). Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4
+ * (default_body); kvarn is always scalar. */
 static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_t *body)
 {
     if (strlen(s) < 3 || s[1] != '/') return 0;
-    if (s[0] < '2' || s[0] > '4' || s[2] < '2' || s[2] > '4') return 0;
+    if (s[0] < '2' || s[0] > '8' || s[2] < '2' || s[2] > '8') return 0;
     const char *sfx = s + 3;
     if (*sfx && strcmp(sfx, "s") && strcmp(sfx, "t") && strcmp(sfx, "tc")) return 0;
+    /* a trellis body codes tiles of 2..4 bits: "8/8t" has none */
+    if (*sfx == 't' && s[0] > '4' && s[2] > '4') return 0;
     *bk = (uint8_t)(s[0] - '0');
     *bv = (uint8_t)(s[2] - '0');
     if (!*sfx) *body = kvarn ? SJK_BODY_SCALAR : default_body(*bk, *bv);
@@ -153,7 +162,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         char bt[64];
         if (*s && next_token(&s, bt, sizeof bt) && strchr(bt, '/') && !strchr(bt, '=')) {
             if (!parse_bits(bt, c.kind == SJK_KIND_KVARN, &c.bits_k, &c.bits_v, &c.body)) {
-                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..4 and an optional 's', 't' or 'tc'", bt);
+                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..8 and an optional 's', 't' or 'tc' (a trellis needs a width of 2..4)", bt);
                 return SJK_ERR_PARAM;
             }
         } else {

@@ -56,9 +56,11 @@ static inline vf sanitize(vf x)
     return _mm512_maskz_mov_ps(ok, x);
 }
 
-/* Codes i..i+15 (i % 16 == 0) of a payload row of n codes, as 32-bit lanes. */
-static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
+/* Codes i..i+15 (i % 16 == 0) of a payload row of n codes of 1..4 bits (1: the high
+ * field of a 5-bit row), as 32-bit lanes. */
+static inline vi unpack_le4(const uint8_t *row, size_t n, unsigned bits, size_t i)
 {
+    if (bits == 1) return _mm512_maskz_mov_epi32((vmask)sjk_rd_u16le(row + i / 8), _mm512_set1_epi32(1));
     if (bits == 4) {
         vi b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + (i / 32) * 16)));
         return _mm512_and_si512(_mm512_srli_epi32(b, (unsigned)(4 * ((i % 32) / 16))), _mm512_set1_epi32(15));
@@ -70,6 +72,15 @@ static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
         c = _mm512_mask_or_epi32(c, h, c, _mm512_set1_epi32(4));
     }
     return c;
+}
+
+/* Codes i..i+15 of a payload row of any width (2..8 bits, docs/FORMAT.md §3). */
+static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
+{
+    if (bits == 8) return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(row + i)));
+    if (bits > 4)
+        return _mm512_or_si512(unpack_le4(row, n, 4, i), _mm512_slli_epi32(unpack_le4(row + n / 2, n, bits - 4, i), 4));
+    return unpack_le4(row, n, bits, i);
 }
 
 /* The last stage of the W x W transpose (transpose_store below): u holds, per 128-bit
@@ -137,9 +148,15 @@ static inline vf sanitize(vf x)
     return _mm256_andnot_ps(_mm256_castsi256_ps(bad), x);
 }
 
-/* Codes i..i+7 (i % 8 == 0) of a payload row of n codes, as 32-bit lanes. */
-static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
+/* Codes i..i+7 (i % 8 == 0) of a payload row of n codes of 1..4 bits (1: the high
+ * field of a 5-bit row), as 32-bit lanes. */
+static inline vi unpack_le4(const uint8_t *row, size_t n, unsigned bits, size_t i)
 {
+    if (bits == 1) {
+        const vi sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        vi h = _mm256_and_si256(_mm256_set1_epi32(row[i / 8]), sel);
+        return _mm256_and_si256(_mm256_cmpeq_epi32(h, sel), _mm256_set1_epi32(1));
+    }
     if (bits == 4) {
         vi b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + (i / 32) * 16 + i % 16)));
         return _mm256_and_si256(_mm256_srli_epi32(b, (int)(4 * ((i % 32) / 16))), _mm256_set1_epi32(15));
@@ -152,6 +169,15 @@ static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
         c = _mm256_or_si256(c, _mm256_and_si256(_mm256_cmpeq_epi32(h, sel), _mm256_set1_epi32(4)));
     }
     return c;
+}
+
+/* Codes i..i+7 of a payload row of any width (2..8 bits, docs/FORMAT.md §3). */
+static inline vi unpack(const uint8_t *row, size_t n, unsigned bits, size_t i)
+{
+    if (bits == 8) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(row + i)));
+    if (bits > 4)
+        return _mm256_or_si256(unpack_le4(row, n, 4, i), _mm256_slli_epi32(unpack_le4(row + n / 2, n, bits - 4, i), 4));
+    return unpack_le4(row, n, bits, i);
 }
 
 static inline void transpose_finish(const vf u[8], float *out, size_t stride)

@@ -1,5 +1,5 @@
 /* record.c — sealing (encode) and decoding of one record: K and V of one 128-token group
- * of one KV head (docs/DESIGN.md §2.3, record format v1 in docs/FORMAT.md, layout in record_layout.h).
+ * of one KV head (docs/DESIGN.md §2.3, record format v2 in docs/FORMAT.md, layout in record_layout.h).
  *
  * The seal, for each of the two tiles (K as [D channels][G tokens], V as [G tokens][D
  * channels], "rows" = the axis quantized as one group):
@@ -41,13 +41,29 @@ static size_t scratch_floats(size_t D)
     return 2 * D * G + sjk_balance_scratch_floats(D, G) + 4 * (D + G) + 3 * RC;
 }
 
+/* record.c's own part of the scratch (what sjk_record_encode_body uses). */
+static size_t own_nbytes(size_t D) { return 64 + 4 * scratch_floats(D) + (D > SJK_GROUP ? D : SJK_GROUP); }
+
 size_t sjk_record_scratch_nbytes(const sjk_record_params *p)
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
-    const size_t D = p->head_dim;
-    size_t own = 64 + 4 * scratch_floats(D) + (D > SJK_GROUP ? D : SJK_GROUP);
     /* a trellis body's scratch follows record.c's own (trellis_record.h) */
-    return own + (p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0);
+    return own_nbytes(p->head_dim) + (p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0);
+}
+
+/* The seal in scratch: | k, v [2][G][D] floats, later the body's scratch | own |. The
+ * first part is the larger of the two, rounded to 64 bytes. */
+static size_t seal_head_nbytes(const sjk_record_params *p)
+{
+    size_t in = 2 * (size_t)SJK_GROUP * p->head_dim * sizeof(float);
+    size_t body = p->body != SJK_BODY_SCALAR ? sjk_trellis_record_scratch_nbytes(p) : 0;
+    return ((in > body ? in : body) + 63) / 64 * 64;
+}
+
+size_t sjk_record_seal_scratch_nbytes(const sjk_record_params *p)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
+    return seal_head_nbytes(p) + own_nbytes(p->head_dim);
 }
 
 
@@ -84,7 +100,7 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     if (!dst || !k || !v || !scratch) return SJK_ERR_PARAM;
     sjk_record_layout L;
     sjk_record_layout_init(&L, p->head_dim, p->bits_k, p->bits_v);
-    if (dst_cap < L.nbytes || scratch_nbytes < sjk_record_scratch_nbytes(p)) return SJK_ERR_BUFFER;
+    if (dst_cap < L.nbytes || scratch_nbytes < own_nbytes(p->head_dim)) return SJK_ERR_BUFFER;
     if (!kern) kern = sjk_codec_kernels_get();
     if (!quantize) quantize = sjk_record_quantize_scalar;
 
@@ -104,7 +120,8 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     float *step = brow + RC, *lo = step + RC; /* [RC] [RC] */
     uint8_t *codes = (uint8_t *)(lo + RC);    /* [RC] bytes */
 
-    /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks */
+    /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks. Nothing below
+     * reads k or v again (sjk_record_seal_in_scratch reuses their memory). */
     kern->load_tiles(kt, vt, k, v, D);
 
     /* 2. balance */
@@ -127,6 +144,15 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     return SJK_OK;
 }
 
+/* A trellis record's quantizer: the trellis for tiles of 2..4 bits, the scalar body for
+ * a wider tile (docs/FORMAT.md: a trellis body never codes more than 4 bits). */
+static sjk_status quantize_trellis_or_scalar(const sjk_tile_view *tile, uint8_t *payload, size_t row_nbytes,
+                                             float *step, float *lo, void *ctx)
+{
+    if (tile->bits > SJK_TRELLIS_MAX_BITS) return sjk_record_quantize_scalar(tile, payload, row_nbytes, step, lo, ctx);
+    return sjk_trellis_quantize_tile(tile, payload, row_nbytes, step, lo, ctx);
+}
+
 sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t dst_cap,
                                 const float *k, const float *v, void *scratch,
                                 size_t scratch_nbytes, const sjk_codec_kernels *kern)
@@ -141,7 +167,23 @@ sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t ds
     sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra,
                               (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
     return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
-                                  sjk_trellis_quantize_tile, &ts, kern);
+                                  quantize_trellis_or_scalar, &ts, kern);
+}
+
+sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                      void *scratch, size_t scratch_nbytes)
+{
+    if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
+    if (!dst || !scratch || (uintptr_t)scratch % sizeof(float)) return SJK_ERR_PARAM;
+    if (scratch_nbytes < sjk_record_seal_scratch_nbytes(p)) return SJK_ERR_BUFFER;
+    const size_t head = seal_head_nbytes(p), own = scratch_nbytes - head;
+    const float *k = scratch, *v = k + (size_t)SJK_GROUP * p->head_dim;
+    uint8_t *rest = (uint8_t *)scratch + head;
+    if (p->body == SJK_BODY_SCALAR)
+        return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, NULL, NULL, NULL);
+    /* the body's scratch over k and v, which the seal has loaded before the body runs */
+    sjk_trellis_scratch ts = {scratch, head, (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
+    return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, sjk_trellis_quantize_tile, &ts, NULL);
 }
 
 sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
@@ -163,7 +205,6 @@ static sjk_status decode_prepare(const sjk_record_params *p, float *k, float *v,
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
     if (!k || !v || !src) return SJK_ERR_PARAM;
-    if (p->body != SJK_BODY_SCALAR) return SJK_ERR_UNSUPPORTED;
     sjk_record_layout_init(L, p->head_dim, p->bits_k, p->bits_v);
     if (src_nbytes < L->nbytes) return SJK_ERR_BUFFER;
     const uint8_t *rec = src;
@@ -189,7 +230,15 @@ static sjk_status decode_prepare(const sjk_record_params *p, float *k, float *v,
 static sjk_status record_decode(const sjk_record_params *p, float *k, float *v, const void *src,
                                 size_t src_nbytes, int ref)
 {
-    if (p && p->body != SJK_BODY_SCALAR) return sjk_trellis_record_decode(p, k, v, src, src_nbytes);
+    /* A trellis record: its trellis tiles first; a tile above 4 bits is scalar (below). */
+    int do_k = 1, do_v = 1;
+    if (p && p->body != SJK_BODY_SCALAR) {
+        sjk_status st = sjk_trellis_record_decode(p, k, v, src, src_nbytes);
+        if (st != SJK_OK) return st;
+        do_k = p->bits_k > SJK_TRELLIS_MAX_BITS;
+        do_v = p->bits_v > SJK_TRELLIS_MAX_BITS;
+        if (!do_k && !do_v) return SJK_OK;
+    }
     sjk_record_layout L;
     scales S;
     sjk_status st = decode_prepare(p, k, v, src, src_nbytes, &L, &S);
@@ -201,16 +250,16 @@ static sjk_status record_decode(const sjk_record_params *p, float *k, float *v, 
             for (size_t d = 0; d < D; d++) {
                 float qk = (float)sjk_payload_get(rec + L.off_k + d * L.k_row_nbytes, G, L.bits_k, t);
                 float qv = (float)sjk_payload_get(rec + L.off_v + t * L.v_row_nbytes, D, L.bits_v, d);
-                k[t * D + d] = (qk * S.kscale[d] + S.kzero[d]) * S.ktok[t];
-                v[t * D + d] = (qv * S.vscale[t] + S.vzero[t]) * S.vch[d];
+                if (do_k) k[t * D + d] = (qk * S.kscale[d] + S.kzero[d]) * S.ktok[t];
+                if (do_v) v[t * D + d] = (qv * S.vscale[t] + S.vzero[t]) * S.vch[d];
             }
         return SJK_OK;
     }
     const sjk_codec_kernels *kern = sjk_codec_kernels_get();
-    for (size_t d0 = 0; d0 < D; d0 += 16)
+    for (size_t d0 = 0; do_k && d0 < D; d0 += 16)
         kern->decode_k16(k + d0, D, rec + L.off_k + d0 * L.k_row_nbytes, L.k_row_nbytes, L.bits_k,
                          S.kscale + d0, S.kzero + d0, S.ktok);
-    for (size_t t = 0; t < G; t++)
+    for (size_t t = 0; do_v && t < G; t++)
         kern->decode_v_row(v + t * D, D, rec + L.off_v + t * L.v_row_nbytes, L.bits_v, S.vscale[t],
                            S.vzero[t], S.vch);
     return SJK_OK;

@@ -32,6 +32,17 @@ sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t ds
                                 const float *k, const float *v, void *scratch,
                                 size_t scratch_nbytes, const sjk_codec_kernels *kern);
 
+/* The seal as the cache runs it, with its input inside the scratch: k [G][D] and v [G][D]
+ * floats at the start of `scratch` (float-aligned, sjk_record_seal_scratch_nbytes(p)
+ * bytes), where the caller gathers them. They are consumed: once the seal has loaded
+ * them into its tiles, a trellis body's scratch reuses their memory. The record is the
+ * same bytes as sjk_record_encode's of the same k and v. For the scalar body the
+ * scratch is 2*G*D floats + record.c's own; for a trellis body the larger of those
+ * floats and the body's scratch, + record.c's own. */
+size_t sjk_record_seal_scratch_nbytes(const sjk_record_params *p);
+sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                      void *scratch, size_t scratch_nbytes);
+
 /* The deliberately simple reference decoder of docs/FORMAT.md (one code at a time through
  * sjk_payload_get). The fast decoder is tested bit-exact against it. */
 sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v,

@@ -22,7 +22,7 @@ typedef struct sjk_tile_view {
     size_t n_rows, n_cols;   /* K: D x G (rows = channels); V: G x D (rows = tokens) */
     const float *inv_row;    /* [n_rows] balanced B[i][j] = (M[i][j] * inv_col[j]) * inv_row[i] */
     const float *inv_col;    /* [n_cols] */
-    unsigned bits;           /* 2, 3 or 4 */
+    unsigned bits;           /* 2..8 (a trellis body sees 2..4 only) */
     int is_v;                /* 0: the K tile, 1: the V tile */
     const sjk_codec_kernels *kern; /* the kernel path in use */
     uint8_t *codes;          /* scratch: max(D, G) bytes */

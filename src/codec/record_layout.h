@@ -1,4 +1,4 @@
-/* record_layout.h — the in-memory layout of a sealed record (record format v1,
+/* record_layout.h — the in-memory layout of a sealed record (record format v2,
  * docs/FORMAT.md), with offsets and inline accessors so the seal, the codec kernels and
  * attention kernels can read and write records in place. A leaf: it includes nothing of
  * the codec.
@@ -31,9 +31,14 @@
  *          code 64u + 16s + k.
  *   b = 3: a 2-bit field of the low two bits of every code (n/4 bytes, as b = 2), then a
  *          1-bit field of the third bit (n/8 bytes): code i's bit is bit i%8 of byte i/8.
+ *   b = 8: one byte per code, code i = byte i (record format v2).
+ *   b = 5, 6, 7 (record format v2): the low nibble of every code as a b = 4 row (n/2
+ *          bytes), then the high b - 4 bits of every code as a row of b - 4 bits in the
+ *          order above (b = 5: the 1-bit field; 6: as b = 2; 7: as b = 3).
  *
  * So 16 consecutive codes (one SIMD vector of 32-bit lanes) come from 16 consecutive bytes
- * with one shift and one mask (plus, for b = 3, 16 consecutive bits).
+ * with one shift and one mask (plus, for b = 3, 16 consecutive bits; for b = 5..7 the
+ * same again in the high field).
  */
 #ifndef SJK_RECORD_LAYOUT_H
 #define SJK_RECORD_LAYOUT_H
@@ -46,7 +51,14 @@
 #include "common/util.h"
 #include "sjkvarn.h"
 
-#define SJK_RECORD_FORMAT_VERSION 1
+/* Version 2 adds scalar bodies of 5..8 bits and changes nothing else: a record of v1
+ * widths (2..4 bits) has the same bytes in both. A cache file says 1 when every layer's
+ * widths are v1's (old readers keep reading it) and 2 otherwise (cache_file.c). */
+#define SJK_RECORD_FORMAT_VERSION 2
+#define SJK_RECORD_FORMAT_V1_MAX_BITS 4
+/* The widest body of any record, and of a trellis body (wider tiles are scalar). */
+#define SJK_RECORD_MAX_BITS 8
+#define SJK_TRELLIS_MAX_BITS 4
 
 /* Byte offsets of every field of a record, from (D, bK, bV). All fields are little-endian;
  * fp16 arrays start at even offsets. */
@@ -86,6 +98,7 @@ _Static_assert(SJK_RECORD_NBYTES(256, 4, 4) == 35072, "record 4/4 at D=256");
 _Static_assert(SJK_RECORD_NBYTES(256, 3, 3) == 26880, "record 3/3 at D=256");
 _Static_assert(SJK_RECORD_NBYTES(256, 3, 2) == 22784, "record 3/2 at D=256");
 _Static_assert(SJK_RECORD_NBYTES(256, 2, 2) == 18688, "record 2/2 at D=256");
+_Static_assert(SJK_RECORD_NBYTES(256, 8, 4) == 51456, "record 8/4 at D=256");
 
 /* Code i of a payload row of n codes of `bits` bits: the simple reference accessor. */
 static inline unsigned sjk_payload_get(const uint8_t *row, size_t n, unsigned bits, size_t i)
@@ -98,6 +111,10 @@ static inline unsigned sjk_payload_get(const uint8_t *row, size_t n, unsigned bi
         unsigned hi = (row[n / 4 + i / 8] >> (i % 8)) & 1u;
         return lo | (hi << 2);
     }
+    case 1: return (row[i / 8] >> (i % 8)) & 1u; /* the high field of b = 5 */
+    case 5: case 6: case 7:
+        return sjk_payload_get(row, n, 4, i) | (sjk_payload_get(row + n / 2, n, bits - 4, i) << 4);
+    case 8: return row[i];
     default: return 0;
     }
 }
@@ -113,8 +130,42 @@ static inline uint64_t sjk_le64(uint64_t w)
 }
 
 /* Packs n codes (each < 2^bits) into one payload row of n*bits/8 bytes. */
+static inline void sjk_payload_pack_bits1(uint8_t *dst, size_t n, const uint8_t *codes, unsigned shift)
+{
+    /* bit `shift` of 8 code bytes -> one byte, code s at bit s: the multiply moves bit 0 of
+     * byte s to bit 56 + s without carries (8s + 7k are distinct for s, k < 8) */
+    for (size_t m = 0; m < n / 8; m++) {
+        uint64_t w;
+        memcpy(&w, codes + 8 * m, 8);
+        w = sjk_le64(w);
+        dst[m] = (uint8_t)((((w >> shift) & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56);
+    }
+}
+
 static inline void sjk_payload_pack_row(uint8_t *row, size_t n, unsigned bits, const uint8_t *codes)
 {
+    if (bits == 8) {
+        memcpy(row, codes, n);
+        return;
+    }
+    if (bits >= 5 && bits <= 7) {
+        /* the low nibbles as a 4-bit row, then the high bits as a (bits - 4)-bit row */
+        for (size_t u = 0; u < n; u += 32)
+            for (size_t k = 0; k < 16; k++)
+                row[u / 2 + k] = (uint8_t)((codes[u + k] & 15u) | ((codes[u + 16 + k] & 15u) << 4));
+        uint8_t *hi = row + n / 2;
+        if (bits == 5) {
+            sjk_payload_pack_bits1(hi, n, codes, 4);
+            return;
+        }
+        for (size_t u = 0; u < n; u += 64)
+            for (size_t k = 0; k < 16; k++)
+                hi[u / 4 + k] = (uint8_t)(((codes[u + k] >> 4) & 3u) | (((codes[u + 16 + k] >> 4) & 3u) << 2) |
+                                          (((codes[u + 32 + k] >> 4) & 3u) << 4) |
+                                          (((codes[u + 48 + k] >> 4) & 3u) << 6));
+        if (bits == 7) sjk_payload_pack_bits1(hi + n / 4, n, codes, 6);
+        return;
+    }
     if (bits == 4) {
         for (size_t u = 0; u < n; u += 32)
             for (size_t k = 0; k < 16; k++)
@@ -126,17 +177,7 @@ static inline void sjk_payload_pack_row(uint8_t *row, size_t n, unsigned bits, c
         for (size_t k = 0; k < 16; k++)
             row[u / 4 + k] = (uint8_t)((codes[u + k] & 3u) | ((codes[u + 16 + k] & 3u) << 2) |
                                        ((codes[u + 32 + k] & 3u) << 4) | ((codes[u + 48 + k] & 3u) << 6));
-    if (bits == 3) {
-        /* bit 2 of 8 code bytes -> one byte, code s at bit s: the multiply moves bit 0 of
-         * byte s to bit 56 + s without carries (8s + 7k are distinct for s, k < 8) */
-        uint8_t *hi = row + n / 4;
-        for (size_t m = 0; m < n / 8; m++) {
-            uint64_t w;
-            memcpy(&w, codes + 8 * m, 8);
-            w = sjk_le64(w);
-            hi[m] = (uint8_t)((((w >> 2) & 0x0101010101010101ull) * 0x0102040810204080ull) >> 56);
-        }
-    }
+    if (bits == 3) sjk_payload_pack_bits1(row + n / 4, n, codes, 2);
 }
 
 /* fp16 for a stored scale: saturates to +-65504 (never Inf), NaN becomes 0. */

@@ -12,9 +12,13 @@
  * add-compare-selects producing 64 minima, and the symbol emitted at step t is simply
  * ns >> (6 - k): the best predecessor of a state depends only on that state. We run
  * SJK_TRELLIS_LANES sequences side by side, one per SIMD lane, so everything is vertical
- * (no shuffles); the forward pass keeps the whole cost history and the traceback
- * recomputes the 2^k candidates of the chosen state, taking the first minimum (lowest
- * j), which makes every path produce the same codes.
+ * (no shuffles). The forward pass keeps two rows of costs and, per step, state and lane,
+ * a 4-bit back-pointer: the j of the first minimum (the lowest j on ties); the traceback
+ * follows the pointers (trellis_impl.h). Every path computes the same costs and applies
+ * the same rule, so every path produces the same codes. (Until 2026-12 the forward pass
+ * kept the whole float cost history, 4 KiB per value, and the traceback re-derived each
+ * choice from it; the codes are the same, tests/test_trellis_bp.c keeps that algorithm
+ * as its reference. The back-pointers take 512 bytes per value.)
  *
  * Start state. Records have no room for start bits, so a sequence is coded tail-biting:
  * its bit stream is a ring and the first window reads the last 6 bits. The search is the
@@ -98,72 +102,54 @@ const char *sjk_trellis_path(void)
 
 static void block_ref_k(const unsigned k, const float *cb, uint8_t *codes, const float *u,
                         size_t T, size_t stride, const uint8_t *init_state,
-                        const uint8_t *end_state, float *hist, uint8_t *state_at)
+                        const uint8_t *end_state, void *work, uint8_t *state_at)
 {
     enum { NL = SJK_TRELLIS_LANES };
-    const unsigned nb = 1u << k, sh = SJK_TRELLIS_STATE_BITS - k;
+    const unsigned nb = 1u << k;
+    float *first = sjk_trellis_cost_row(work, 0);
     for (unsigned s = 0; s < SJK_TRELLIS_STATES; s++)
         for (unsigned l = 0; l < NL; l++)
-            hist[s * NL + l] = (!init_state || init_state[l] == s) ? 0.0f : INFINITY;
+            first[s * NL + l] = (!init_state || init_state[l] == s) ? 0.0f : INFINITY;
 
     for (size_t t = 0; t < T; t++) {
-        const float *prev = hist + t * SJK_TRELLIS_STEP_FLOATS;
-        float *cur = hist + (t + 1) * SJK_TRELLIS_STEP_FLOATS;
+        const float *prev = sjk_trellis_cost_row(work, t);
+        float *cur = sjk_trellis_cost_row(work, t + 1);
+        uint8_t *bp = sjk_trellis_bp_step(work, t);
         const float *ut = u + t * stride;
         for (unsigned ns = 0; ns < SJK_TRELLIS_STATES; ns++) {
             float acc[NL];
-            for (unsigned l = 0; l < NL; l++) acc[l] = INFINITY;
+            uint8_t bj[NL];
+            for (unsigned l = 0; l < NL; l++) acc[l] = INFINITY, bj[l] = 0;
+            /* the first minimum over j (the lowest j on ties) */
             for (unsigned j = 0; j < nb; j++) {
                 unsigned w = (ns << k) | j, p = w & 63u;
                 float c = cb[w];
                 for (unsigned l = 0; l < NL; l++) {
                     float cand = sjk_trellis_cand(ut[l], c, prev[p * NL + l]);
-                    acc[l] = cand < acc[l] ? cand : acc[l];
+                    if (cand < acc[l]) acc[l] = cand, bj[l] = (uint8_t)j;
                 }
             }
             memcpy(cur + ns * NL, acc, sizeof acc);
+            for (unsigned l = 0; l < NL; l += 2)
+                bp[ns * (NL / 2) + l / 2] = (uint8_t)(bj[l] | bj[l + 1] << 4);
         }
     }
-
-    for (unsigned l = 0; l < NL; l++) {
-        unsigned s;
-        if (end_state) {
-            s = end_state[l];
-        } else {
-            const float *last = hist + T * SJK_TRELLIS_STEP_FLOATS;
-            s = 0;
-            for (unsigned q = 1; q < SJK_TRELLIS_STATES; q++)
-                if (last[q * NL + l] < last[s * NL + l]) s = q;
-        }
-        for (size_t t = T; t-- > 0;) {
-            const float *prev = hist + t * SJK_TRELLIS_STEP_FLOATS;
-            if (state_at) state_at[(t + 1) * NL + l] = (uint8_t)s;
-            codes[t * stride + l] = (uint8_t)(s >> sh);
-            float best = INFINITY;
-            unsigned bj = 0;
-            for (unsigned j = 0; j < nb; j++) {
-                unsigned w = (s << k) | j, p = w & 63u;
-                float cand = sjk_trellis_cand(u[t * stride + l], cb[w], prev[p * NL + l]);
-                if (cand < best) { best = cand; bj = j; }
-            }
-            s = ((s << k) | bj) & 63u;
-        }
-        if (state_at) state_at[l] = (uint8_t)s;
-    }
+    sjk_trellis_traceback(k, work, codes, T, stride, end_state, state_at);
 }
 
 void sjk_trellis_block_ref(const float *cb, unsigned k, uint8_t *codes, const float *u,
                            size_t T, size_t stride, const uint8_t *init_state,
-                           const uint8_t *end_state, float *hist, uint8_t *state_at)
+                           const uint8_t *end_state, void *work, uint8_t *state_at)
 {
     /* Constant k per instantiation so the inner loops have fixed trip counts. */
-    SJK_TRELLIS_WITH_K(k, block_ref_k, cb, codes, u, T, stride, init_state, end_state, hist, state_at);
+    SJK_TRELLIS_WITH_K(k, block_ref_k, cb, codes, u, T, stride, init_state, end_state, work, state_at);
 }
 
 /* ---- the search driver -------------------------------------------------------------- */
 
 /* Scratch layout (all float-aligned):
- *   hist     [(T+1)][64][LANES] float
+ *   work     two cost rows [2][64][LANES] float, then back-pointers [T][64][LANES/2]
+ *            bytes (trellis_impl.h)
  *   urot     [P][LANES] float           (the rotated first pass)
  *   crot     [P][LANES] uint8           (its codes)
  *   st       [(P+1)][LANES] uint8       (its states)
@@ -174,9 +160,8 @@ size_t sjk_trellis_scratch_nbytes(size_t T)
 {
     if (T < 2 || T > SJK_TRELLIS_MAX_T) return 0;
     size_t P = T; /* room for any first-pass length up to T */
-    return (T + 1) * SJK_TRELLIS_STEP_FLOATS * sizeof(float) +
-           P * SJK_TRELLIS_LANES * sizeof(float) + P * SJK_TRELLIS_LANES +
-           (P + 1) * SJK_TRELLIS_LANES + SJK_TRELLIS_LANES + 64;
+    return sjk_trellis_work_nbytes(T) + P * SJK_TRELLIS_LANES * sizeof(float) +
+           P * SJK_TRELLIS_LANES + (P + 1) * SJK_TRELLIS_LANES + SJK_TRELLIS_LANES + 64;
 }
 
 static void encode_with(sjk_trellis_block_fn fn, const float *cb, unsigned k,
@@ -185,8 +170,8 @@ static void encode_with(sjk_trellis_block_fn fn, const float *cb, unsigned k,
 {
     enum { NL = SJK_TRELLIS_LANES };
     const size_t h = P / 2;
-    float *hist = (float *)scratch;
-    float *urot = hist + (T + 1) * SJK_TRELLIS_STEP_FLOATS;
+    void *work = scratch;
+    float *urot = (float *)(void *)((uint8_t *)scratch + sjk_trellis_work_nbytes(T));
     uint8_t *crot = (uint8_t *)(urot + T * NL);
     uint8_t *st = crot + T * NL;
     uint8_t *s0 = st + (T + 1) * NL;
@@ -194,7 +179,7 @@ static void encode_with(sjk_trellis_block_fn fn, const float *cb, unsigned k,
     for (size_t b = 0; b < n_seq; b += NL) {
         if (start == SJK_TRELLIS_FIXED) {
             memset(s0, 0, NL);
-            fn(cb, k, codes + b, u + b, T, stride, s0, NULL, hist, NULL);
+            fn(cb, k, codes + b, u + b, T, stride, s0, NULL, work, NULL);
             continue;
         }
         /* Pass 1: u[T-h .. T) then u[0 .. P-h); the wrap point is index h. */
@@ -202,11 +187,19 @@ static void encode_with(sjk_trellis_block_fn fn, const float *cb, unsigned k,
             size_t t = (i + T - h) % T;
             memcpy(urot + i * NL, u + t * stride + b, NL * sizeof(float));
         }
-        fn(cb, k, crot, urot, P, NL, NULL, NULL, hist, st);
+        fn(cb, k, crot, urot, P, NL, NULL, NULL, work, st);
         memcpy(s0, st + h * NL, NL);
         /* Pass 2: in order, start and end pinned to the wrap state. */
-        fn(cb, k, codes + b, u + b, T, stride, s0, s0, hist, NULL);
+        fn(cb, k, codes + b, u + b, T, stride, s0, s0, work, NULL);
     }
+}
+
+void sjk_trellis_encode_on(sjk_trellis_block_fn fn, const float *cb, unsigned k,
+                           sjk_trellis_start start, uint8_t *codes, const float *u, size_t T,
+                           size_t n_seq, size_t stride, void *scratch)
+{
+    encode_with(fn ? fn : sjk_trellis_block_ref, cb, k, start, codes, u, T, n_seq, stride,
+                scratch, pass1_len(T));
 }
 
 void sjk_trellis_encode(const float *cb, unsigned k, sjk_trellis_start start,
@@ -347,8 +340,9 @@ size_t sjk_trellis_tile_payload_nbytes(const sjk_trellis_tile *tt)
     return (size_t)tt->D * tt->G * tt->bits / 8;
 }
 
-/* Tile scratch: codes [D*G] bytes, normalised/transposed values [D*G] floats, decoded
- * values [D*G] floats, per-row stats, then the search scratch. */
+/* Tile scratch: normalised/transposed values [D*G] floats (after the search the same
+ * floats hold the decoded values), per-row stats, codes [D*G] bytes, then the search
+ * scratch. */
 size_t sjk_trellis_tile_scratch_nbytes(const sjk_trellis_tile *tt)
 {
     if (!tile_ok(tt)) return 0;
@@ -356,7 +350,7 @@ size_t sjk_trellis_tile_scratch_nbytes(const sjk_trellis_tile *tt)
     size_t T = tt->axis == SJK_TRELLIS_AXIS_TOKEN ? tt->G : tt->D;
     size_t nrows = SJK_MAX(tt->D, tt->G);
     size_t cb = 0;
-    cb += n * 2 * sizeof(float);        /* u (search layout), c (decoded, [t][d]) */
+    cb += n * sizeof(float);            /* u (search layout), then c (decoded, [t][d]) */
     cb += 2 * nrows * sizeof(float);    /* provisional mean, 1/std */
     cb += n;                            /* codes */
     cb = (cb + 63) & ~(size_t)63;
@@ -403,14 +397,20 @@ static float fp16_clamped(double x)
     return sjk_round_fp16((float)x);
 }
 
-static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trellis_start,
-                                               uint8_t *, const float *, size_t, size_t,
-                                               size_t, void *),
-                                   const sjk_trellis_tile *tt, uint8_t *payload,
-                                   float *row_scale, float *row_zero, const float *y,
+/* Value (t, d) of the tile as the input view gives it: x[t*st + d*sd], times the factor
+ * of its token or channel when there is one (one float multiply, as a caller that
+ * stored the products would have rounded them). */
+static inline float in_at(const sjk_trellis_input *in, size_t t, size_t d)
+{
+    float x = in->x[t * in->st + d * in->sd];
+    return in->mul ? x * in->mul[in->mul_on_token ? t : d] : x;
+}
+
+static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_tile *tt, uint8_t *payload,
+                                   float *row_scale, float *row_zero, const sjk_trellis_input *in,
                                    void *scratch, size_t scratch_nbytes)
 {
-    if (!tile_ok(tt) || !payload || !row_scale || !row_zero || !y || !scratch)
+    if (!tile_ok(tt) || !payload || !row_scale || !row_zero || !in || !in->x || !scratch)
         return SJK_ERR_PARAM;
     size_t need = sjk_trellis_tile_scratch_nbytes(tt);
     if (scratch_nbytes < need) return SJK_ERR_BUFFER;
@@ -421,8 +421,8 @@ static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trel
     const size_t n = v.D * v.G;
 
     float *u = (float *)scratch;      /* [T][n_seq] search layout */
-    float *c = u + n;                 /* [G][D] decoded codebook values */
-    float *mean = c + n;              /* [nrows] */
+    float *c = u;                     /* [G][D] decoded codebook values, once u is spent */
+    float *mean = u + n;              /* [nrows] */
     float *istd = mean + SJK_MAX(v.D, v.G);
     uint8_t *codes = (uint8_t *)(istd + SJK_MAX(v.D, v.G));
     uintptr_t sp = (uintptr_t)(codes + n);
@@ -434,12 +434,12 @@ static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trel
         double s = 0, s2 = 0;
         size_t m = v.rows_are_channels ? v.G : v.D;
         for (size_t i = 0; i < m; i++) {
-            double x = v.rows_are_channels ? y[i * v.D + r] : y[r * v.D + i];
+            double x = v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i);
             s += x;
         }
         double mu = s / (double)m;
         for (size_t i = 0; i < m; i++) {
-            double x = (v.rows_are_channels ? y[i * v.D + r] : y[r * v.D + i]) - mu;
+            double x = (v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i)) - mu;
             s2 += x * x;
         }
         double sd = sqrt(s2 / (double)m);
@@ -450,7 +450,7 @@ static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trel
     for (size_t t = 0; t < v.G; t++) {
         for (size_t d = 0; d < v.D; d++) {
             size_t r = v.rows_are_channels ? d : t;
-            float x = (y[t * v.D + d] - mean[r]) * istd[r];
+            float x = (in_at(in, t, d) - mean[r]) * istd[r];
             if (v.token_axis) u[t * v.D + d] = x;
             else u[d * v.G + t] = x;
         }
@@ -465,13 +465,13 @@ static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trel
         double sx = 0, sc = 0;
         for (size_t i = 0; i < m; i++) {
             size_t idx = v.rows_are_channels ? i * v.D + r : r * v.D + i;
-            sx += y[idx];
+            sx += v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i);
             sc += c[idx];
         }
         double mx = sx / (double)m, mc = sc / (double)m, sxc = 0, scc = 0, sxx = 0;
         for (size_t i = 0; i < m; i++) {
             size_t idx = v.rows_are_channels ? i * v.D + r : r * v.D + i;
-            double dx = y[idx] - mx, dc = c[idx] - mc;
+            double dx = (double)(v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i)) - mx, dc = c[idx] - mc;
             sxc += dx * dc;
             scc += dc * dc;
             sxx += dx * dx;
@@ -491,19 +491,44 @@ static sjk_status tile_encode_with(void (*enc)(const float *, unsigned, sjk_trel
     return SJK_OK;
 }
 
+static sjk_trellis_input token_major(const sjk_trellis_tile *tt, const float *y)
+{
+    sjk_trellis_input in = {y, tt ? tt->D : 0, 1, NULL, 0};
+    return in;
+}
+
 sjk_status sjk_trellis_tile_encode(const sjk_trellis_tile *tt, uint8_t *payload,
                                    float *row_scale, float *row_zero, const float *y,
                                    void *scratch, size_t scratch_nbytes)
 {
-    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, y, scratch,
+    sjk_trellis_input in = token_major(tt, y);
+    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, &in, scratch,
                             scratch_nbytes);
+}
+
+sjk_status sjk_trellis_tile_encode_in(const sjk_trellis_tile *tt, uint8_t *payload,
+                                      float *row_scale, float *row_zero, const sjk_trellis_input *in,
+                                      void *scratch, size_t scratch_nbytes)
+{
+    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, in, scratch,
+                            scratch_nbytes);
+}
+
+sjk_status sjk_trellis_tile_encode_on(sjk_trellis_encode_fn enc, const sjk_trellis_tile *tt,
+                                      uint8_t *payload, float *row_scale, float *row_zero,
+                                      const float *y, void *scratch, size_t scratch_nbytes)
+{
+    if (!enc) return SJK_ERR_PARAM;
+    sjk_trellis_input in = token_major(tt, y);
+    return tile_encode_with(enc, tt, payload, row_scale, row_zero, &in, scratch, scratch_nbytes);
 }
 
 sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payload,
                                        float *row_scale, float *row_zero, const float *y,
                                        void *scratch, size_t scratch_nbytes)
 {
-    return tile_encode_with(sjk_trellis_encode_ref, tt, payload, row_scale, row_zero, y,
+    sjk_trellis_input in = token_major(tt, y);
+    return tile_encode_with(sjk_trellis_encode_ref, tt, payload, row_scale, row_zero, &in,
                             scratch, scratch_nbytes);
 }
 

@@ -48,9 +48,10 @@ typedef enum sjk_trellis_start {
 
 /* ---- search --------------------------------------------------------------------- */
 
-/* Scratch bytes for sjk_trellis_encode with sequences of T values: the whole cost history,
- * (T+1) * 64 * 16 floats, plus the first pass (about 4 KiB per value of T; 0.5 MiB at
- * T = 128). Any alignment. */
+/* Scratch bytes for sjk_trellis_encode with sequences of T values: two rows of costs
+ * (2 * 64 * 16 floats) and the back-pointers, 4 bits per (value, state, sequence) of a
+ * block (512 bytes per value of T), plus the first pass: 84 KiB at T = 128, 160 KiB at
+ * T = 256. Float alignment. */
 size_t sjk_trellis_scratch_nbytes(size_t T);
 
 /* Viterbi search of n_seq sequences (n_seq a multiple of SJK_TRELLIS_LANES) of T values
@@ -136,6 +137,30 @@ sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payl
                                        float *row_scale, float *row_zero, const float *y,
                                        void *scratch, size_t scratch_nbytes);
 
+/* The same tile read in place: value (t, d) is x[t*st + d*sd], multiplied by mul[t]
+ * (mul_on_token) or mul[d] when mul is not NULL. The trellis record body codes its
+ * balanced tiles this way (dividing out the stored column scales) with no copy; the
+ * result is the bytes sjk_trellis_tile_encode gives for the stored products. */
+typedef struct sjk_trellis_input {
+    const float *x;
+    size_t st, sd;
+    const float *mul;
+    int mul_on_token;
+} sjk_trellis_input;
+sjk_status sjk_trellis_tile_encode_in(const sjk_trellis_tile *tt, uint8_t *payload,
+                                      float *row_scale, float *row_zero, const sjk_trellis_input *in,
+                                      void *scratch, size_t scratch_nbytes);
+
+/* The search sjk_trellis_tile_encode calls (the signature of sjk_trellis_encode), and the
+ * tile encode with another one: for tests that hold a search to a reference algorithm.
+ * The search gets the scratch past the tile layer's own, all of what remains. */
+typedef void (*sjk_trellis_encode_fn)(const float *cb, unsigned k, sjk_trellis_start start,
+                                      uint8_t *codes, const float *u, size_t T, size_t n_seq,
+                                      size_t stride, void *scratch);
+sjk_status sjk_trellis_tile_encode_on(sjk_trellis_encode_fn enc, const sjk_trellis_tile *tt,
+                                      uint8_t *payload, float *row_scale, float *row_zero,
+                                      const float *y, void *scratch, size_t scratch_nbytes);
+
 /* Decodes one tile: out[t*D + d] = (C[w] * row_scale[r] + row_zero[r]) * col(t, d), where
  * r is the row of (t, d) and col is tok_scale[t] (rows = channels) or ch_scale[d]
  * (rows = tokens); a NULL col_scale means 1. */
@@ -176,22 +201,30 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
 
 /* ---- internal: SIMD kernels (src/codec/trellis_*.c) ------------------------------ */
 
-/* One block of SJK_TRELLIS_LANES sequences: the forward pass and the traceback.
- * hist: [(T+1)][64][LANES] floats. init_state: NULL (all states start at cost 0) or the
- * start state per lane; end_state likewise (NULL: free end). */
+/* One block of SJK_TRELLIS_LANES sequences: the forward pass, keeping two rows of costs
+ * and a back-pointer per (step, state, lane), then the traceback along the pointers.
+ * work: sjk_trellis_work_nbytes(T) bytes (trellis_impl.h), float-aligned. init_state:
+ * NULL (all states start at cost 0) or the start state per lane; end_state likewise
+ * (NULL: free end). */
 typedef void (*sjk_trellis_block_fn)(const float *cb, unsigned k, uint8_t *codes,
                                      const float *u, size_t T, size_t stride,
                                      const uint8_t *init_state, const uint8_t *end_state,
-                                     float *hist, uint8_t *state_at /* [T+1][LANES] or NULL */);
+                                     void *work, uint8_t *state_at /* [T+1][LANES] or NULL */);
 void sjk_trellis_block_ref(const float *cb, unsigned k, uint8_t *codes, const float *u,
                            size_t T, size_t stride, const uint8_t *init_state,
-                           const uint8_t *end_state, float *hist, uint8_t *state_at);
+                           const uint8_t *end_state, void *work, uint8_t *state_at);
 void sjk_trellis_block_avx2(const float *cb, unsigned k, uint8_t *codes, const float *u,
                             size_t T, size_t stride, const uint8_t *init_state,
-                            const uint8_t *end_state, float *hist, uint8_t *state_at);
+                            const uint8_t *end_state, void *work, uint8_t *state_at);
 void sjk_trellis_block_avx512(const float *cb, unsigned k, uint8_t *codes, const float *u,
                               size_t T, size_t stride, const uint8_t *init_state,
-                              const uint8_t *end_state, float *hist, uint8_t *state_at);
+                              const uint8_t *end_state, void *work, uint8_t *state_at);
+
+/* sjk_trellis_encode with a given block kernel (NULL: the scalar reference), for tests
+ * that hold every path to the same codes. */
+void sjk_trellis_encode_on(sjk_trellis_block_fn fn, const float *cb, unsigned k,
+                           sjk_trellis_start start, uint8_t *codes, const float *u, size_t T,
+                           size_t n_seq, size_t stride, void *scratch);
 
 /* Decode of a token-axis tile (the values of sjk_trellis_tile_decode, bit-exact). */
 typedef void (*sjk_trellis_decode_token_fn)(float *out, size_t D, size_t G, const float *cb,

@@ -10,8 +10,62 @@
 
 #include "codec/trellis.h"
 
-/* Floats in one step of the cost history: [64 states][LANES]. */
+/* Floats in one row of costs: [64 states][LANES]. */
 #define SJK_TRELLIS_STEP_FLOATS ((size_t)SJK_TRELLIS_STATES * SJK_TRELLIS_LANES)
+/* Bytes of back-pointers per step: [64 states][LANES / 2], two lanes' 4-bit choices per
+ * byte (lane 2i in the low nibble, 2i+1 in the high one). */
+#define SJK_TRELLIS_BP_STEP ((size_t)SJK_TRELLIS_STATES * SJK_TRELLIS_LANES / 2)
+
+/* The work area of one search block (sjk_trellis_block_fn): two rows of costs (the
+ * previous and the current step, alternating) then the back-pointers of every step. */
+static inline float *sjk_trellis_cost_row(void *work, size_t t)
+{
+    return (float *)work + (t & 1) * SJK_TRELLIS_STEP_FLOATS;
+}
+static inline uint8_t *sjk_trellis_bp_step(void *work, size_t t)
+{
+    return (uint8_t *)((float *)work + 2 * SJK_TRELLIS_STEP_FLOATS) + t * SJK_TRELLIS_BP_STEP;
+}
+static inline size_t sjk_trellis_work_nbytes(size_t T)
+{
+    return 2 * SJK_TRELLIS_STEP_FLOATS * sizeof(float) + T * SJK_TRELLIS_BP_STEP;
+}
+
+/* The end of a search block, the same code on every path: the final state of each lane
+ * (end_state, or the first minimum of the last row of costs: ties go to the lowest
+ * state), then the traceback along the back-pointers, writing codes[t*stride + l] and,
+ * if state_at is given, the carried state before each value. The 16 lanes are walked
+ * together so that their dependent loads overlap. */
+static inline void sjk_trellis_traceback(unsigned k, void *work, uint8_t *codes, size_t T,
+                                         size_t stride, const uint8_t *end_state,
+                                         uint8_t *state_at)
+{
+    enum { NL = SJK_TRELLIS_LANES };
+    const unsigned sh = SJK_TRELLIS_STATE_BITS - k;
+    unsigned s[NL];
+    const float *last = sjk_trellis_cost_row(work, T);
+    for (unsigned l = 0; l < NL; l++) {
+        if (end_state) {
+            s[l] = end_state[l];
+            continue;
+        }
+        unsigned b = 0;
+        for (unsigned q = 1; q < SJK_TRELLIS_STATES; q++)
+            if (last[q * NL + l] < last[b * NL + l]) b = q;
+        s[l] = b;
+    }
+    for (size_t t = T; t-- > 0;) {
+        const uint8_t *bp = sjk_trellis_bp_step(work, t);
+        for (unsigned l = 0; l < NL; l++) {
+            if (state_at) state_at[(t + 1) * NL + l] = (uint8_t)s[l];
+            codes[t * stride + l] = (uint8_t)(s[l] >> sh);
+            unsigned j = (bp[s[l] * (NL / 2) + l / 2] >> (4 * (l & 1))) & 15u;
+            s[l] = ((s[l] << k) | j) & 63u;
+        }
+    }
+    if (state_at)
+        for (unsigned l = 0; l < NL; l++) state_at[l] = (uint8_t)s[l];
+}
 
 /* Calls fn(K, ...) with K the constant 2, 3 or 4 that k selects (4 for any other k), so
  * that each instantiation's inner loops have fixed trip counts. */

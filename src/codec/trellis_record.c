@@ -45,7 +45,8 @@ static float inv_stored(float inv_col)
     return q > 0 ? 1.0f / q : 0.0f;
 }
 
-/* Scratch: y [G][D] floats, scales 2*max(D,G) floats, then the larger tile scratch. */
+/* Scratch: the column factors and the two refit maps, 3*max(D,G) floats, then the larger
+ * tile scratch. (The tile is read in place, sjk_trellis_tile_encode_in.) */
 size_t sjk_trellis_record_scratch_nbytes(const sjk_record_params *p)
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return 0;
@@ -53,7 +54,7 @@ size_t sjk_trellis_record_scratch_nbytes(const sjk_record_params *p)
     tiles_of(p, &tk, &tv);
     size_t a = sjk_trellis_tile_scratch_nbytes(&tk), b = sjk_trellis_tile_scratch_nbytes(&tv);
     size_t D = p->head_dim, RC = SJK_MAX(D, (size_t)SJK_GROUP);
-    return 64 + ((D * SJK_GROUP + 3 * RC) * sizeof(float) + 63) / 64 * 64 + SJK_MAX(a, b);
+    return 64 + (3 * RC * sizeof(float) + 63) / 64 * 64 + SJK_MAX(a, b);
 }
 
 sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload,
@@ -71,27 +72,24 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
     if (G != SJK_GROUP || row_nbytes * (is_v ? G : D) != sjk_trellis_tile_payload_nbytes(&tt))
         return SJK_ERR_PARAM;
     uint8_t *base = (uint8_t *)(((uintptr_t)sc->scratch + 63) & ~(uintptr_t)63);
-    size_t head = ((D * G + 3 * RC) * sizeof(float) + 63) / 64 * 64;
+    size_t head = (3 * RC * sizeof(float) + 63) / 64 * 64;
     if (sc->nbytes < (size_t)(base - (uint8_t *)sc->scratch) + head) return SJK_ERR_BUFFER;
-    float *y = (float *)base;             /* [G][D] token-major, column scale divided out */
-    float *ic = y + D * G;                /* [RC] 1 / stored column scale */
+    float *ic = (float *)base;            /* [RC] 1 / stored column scale */
     float *a = ic + RC, *z = a + RC;      /* [RC] each: the refit row maps */
     uint8_t *ts = base + head;
     size_t ts_nbytes = sc->nbytes - (size_t)(ts - (uint8_t *)sc->scratch);
 
-    const float *M = tile->M;
-    if (is_v) { /* M [G][D]: rows = tokens, columns = channels */
+    /* The tile as the trellis codes it, y[t][d] = M * ic (column scale divided out),
+     * read in place: V's M is [G][D] (rows = tokens, columns = channels), K's [D][G]. */
+    sjk_trellis_input in;
+    if (is_v) {
         for (size_t d = 0; d < D; d++) ic[d] = inv_stored(tile->inv_col[d]);
-        for (size_t t = 0; t < G; t++)
-            for (size_t d = 0; d < D; d++) y[t * D + d] = M[t * D + d] * ic[d];
-    } else {    /* M [D][G]: rows = channels, columns = tokens; transpose in 16 x 16 blocks */
+        in = (sjk_trellis_input){tile->M, D, 1, ic, 0};
+    } else {
         for (size_t t = 0; t < G; t++) ic[t] = inv_stored(tile->inv_col[t]);
-        for (size_t t0 = 0; t0 < G; t0 += 16)
-            for (size_t d0 = 0; d0 < D; d0 += 16)
-                for (size_t d = d0; d < d0 + 16; d++)
-                    for (size_t t = t0; t < t0 + 16; t++) y[t * D + d] = M[d * G + t] * ic[t];
+        in = (sjk_trellis_input){tile->M, 1, G, ic, 1};
     }
-    sjk_status st = sjk_trellis_tile_encode(&tt, payload, a, z, y, ts, ts_nbytes);
+    sjk_status st = sjk_trellis_tile_encode_in(&tt, payload, a, z, &in, ts, ts_nbytes);
     if (st != SJK_OK) return st;
     /* The record stores s_row * step and s_row * lo; hand it the refit map in balanced-row
      * units so that product gives back the (fp16-exact) refit values. */
@@ -127,7 +125,11 @@ sjk_status sjk_trellis_record_decode(const sjk_record_params *p, float *k, float
     }
     sjk_trellis_tile tk, tv;
     tiles_of(p, &tk, &tv);
-    sjk_status st = sjk_trellis_tile_decode(&tk, k, rec + L.off_k, kscale, kzero, ktok);
-    if (st != SJK_OK) return st;
+    /* a tile above 4 bits has the scalar body: record.c decodes it */
+    if (p->bits_k <= SJK_TRELLIS_MAX_BITS) {
+        sjk_status st = sjk_trellis_tile_decode(&tk, k, rec + L.off_k, kscale, kzero, ktok);
+        if (st != SJK_OK) return st;
+    }
+    if (p->bits_v > SJK_TRELLIS_MAX_BITS) return SJK_OK;
     return sjk_trellis_tile_decode(&tv, v, rec + L.off_v, vscale, vzero, vch);
 }

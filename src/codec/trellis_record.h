@@ -28,7 +28,8 @@ typedef struct sjk_trellis_scratch {
 sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload,
                                      size_t row_nbytes, float *step, float *lo, void *ctx);
 
-/* Decodes a trellis record (validates like sjk_record_decode). */
+/* Decodes the trellis tiles of a record (validates like sjk_record_decode); a tile above
+ * 4 bits is scalar and left as it was (record.c decodes it). */
 sjk_status sjk_trellis_record_decode(const sjk_record_params *p, float *k, float *v,
                                      const void *src, size_t src_nbytes);
 

@@ -4,8 +4,8 @@
  * SJK_TR_W (8 or 16) and SJK_TR_SFX(name) (the suffix of its symbols). (Not a normal
  * header: no include guard, included by exactly those two files.)
  *
- * The search is bit-identical to sjk_trellis_block_ref for finite inputs: the same metric
- * (sub, then fused multiply-add), the same first-minimum rule in the traceback. The decode
+ * The search is bit-identical to sjk_trellis_block_ref: the same metric (sub, then fused
+ * multiply-add), the same first-minimum rule for the back-pointers, the same traceback. The decode
  * gives the reference's (C[w] * a + b) * col. What differs between the instruction sets
  * (masks, gathers, byte stores, how the next window is cut out of a step) is in the small
  * primitives at the top; the kernels below them are the same text for both widths. */
@@ -29,10 +29,20 @@ static inline vmask veqi(vi a, vi b) { return _mm512_cmpeq_epi32_mask(a, b); }
 static inline vi vpicki(vmask m, vi if_clear, vi if_set) { return _mm512_mask_blend_epi32(m, if_clear, if_set); }
 static inline vf vgather(const float *base, vi idx) { return _mm512_i32gather_ps(idx, base, 4); }
 static inline vi vzeroi(void) { return _mm512_setzero_si512(); }
-static inline vi viota(void) { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
 /* W states (bytes) <-> W int32 lanes */
 static inline vi load_states(const uint8_t *p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p)); }
 static inline void store_states(uint8_t *p, vi s) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(s)); }
+
+/* Back-pointers of one state: the 16 lanes' choices j as bytes of an xmm (a mask move per
+ * candidate), stored as 16 nibbles (trellis_impl.h). */
+typedef __m128i bpv;
+static inline bpv bp_zero(void) { return _mm_setzero_si128(); }
+static inline bpv bp_pick(bpv bj, vmask m, unsigned j) { return _mm_mask_mov_epi8(bj, m, _mm_set1_epi8((char)j)); }
+static inline void bp_store(uint8_t *p, const bpv *bj)
+{
+    __m128i x = _mm_maddubs_epi16(bj[0], _mm_set1_epi16(0x1001)); /* b[2i] + 16 b[2i+1] */
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(x, x));
+}
 
 /* The next 16 windows of a group: lane 2q's symbol is at bit 2qk of a step word, lane
  * 2q+1's at (2q+1)k. Rotating the broadcast word right by 2qk - 6 puts lane 2q's symbol
@@ -81,12 +91,24 @@ static inline vi vpicki(vmask m, vi if_clear, vi if_set)
 }
 static inline vf vgather(const float *base, vi idx) { return _mm256_i32gather_ps(base, idx, 4); }
 static inline vi vzeroi(void) { return _mm256_setzero_si256(); }
-static inline vi viota(void) { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
 static inline vi load_states(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 static inline void store_states(uint8_t *p, vi s) /* lanes hold 0..255 */
 {
     __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
+}
+
+/* Back-pointers of one state: each half's choices j in int32 lanes (a blend per
+ * candidate), stored as 16 nibbles (trellis_impl.h). */
+typedef __m256i bpv;
+static inline bpv bp_zero(void) { return _mm256_setzero_si256(); }
+static inline bpv bp_pick(bpv bj, vmask m, unsigned j) { return vpicki(m, bj, _mm256_set1_epi32((int)j)); }
+static inline void bp_store(uint8_t *p, const bpv *bj)
+{
+    __m128i a = _mm_packus_epi32(_mm256_castsi256_si128(bj[0]), _mm256_extracti128_si256(bj[0], 1));
+    __m128i b = _mm_packus_epi32(_mm256_castsi256_si128(bj[1]), _mm256_extracti128_si256(bj[1], 1));
+    __m128i x = _mm_maddubs_epi16(_mm_packus_epi16(a, b), _mm_set1_epi16(0x1001)); /* b[2i] + 16 b[2i+1] */
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(x, x));
 }
 
 /* The next 8 windows of half h of a group: lanes 0..7 of a step are its bits 0 .. 8k-1,
@@ -117,26 +139,33 @@ static inline __attribute__((always_inline)) vi next_windows(vi w, const uint8_t
 #error "trellis_x86.h: define SJK_TR_W as 8 or 16"
 #endif
 
-/* ---- the search block: one sequence per lane ------------------------------------------ */
+/* ---- the search block: one sequence per lane ------------------------------------------
+ * The forward pass of sjk_trellis_block_ref, vectorised over the lanes: the same costs
+ * (the j = 0 candidate is min'ed with +inf, so a NaN candidate is dropped as the
+ * reference's strict compare drops it) and the same back-pointer, the first j whose
+ * candidate is strictly below the running minimum. The traceback is shared
+ * (trellis_impl.h). */
 static inline __attribute__((always_inline)) void
 block_k(const unsigned k, const float *cb, uint8_t *codes, const float *u, size_t T,
-        size_t stride, const uint8_t *init_state, const uint8_t *end_state, float *hist,
+        size_t stride, const uint8_t *init_state, const uint8_t *end_state, void *work,
         uint8_t *state_at)
 {
-    const unsigned nb = 1u << k, sh = SJK_TRELLIS_STATE_BITS - k;
+    const unsigned nb = 1u << k;
     const vf inf = VF(set1_ps)(INFINITY), zero = VF(setzero_ps)();
+    float *first = sjk_trellis_cost_row(work, 0);
 #pragma GCC unroll 2
     for (int h = 0; h < H; h++) {
         const vi s0 = init_state ? load_states(init_state + W * h) : vzeroi();
         for (int s = 0; s < SJK_TRELLIS_STATES; s++) {
             vf v = init_state ? vpick(veqi(s0, VF(set1_epi32)(s)), inf, zero) : zero;
-            VF(storeu_ps)(hist + s * 16 + W * h, v);
+            VF(storeu_ps)(first + s * 16 + W * h, v);
         }
     }
 
     for (size_t t = 0; t < T; t++) {
-        const float *prev = hist + t * SJK_TRELLIS_STEP_FLOATS;
-        float *cur = hist + (t + 1) * SJK_TRELLIS_STEP_FLOATS;
+        const float *prev = sjk_trellis_cost_row(work, t);
+        float *cur = sjk_trellis_cost_row(work, t + 1);
+        uint8_t *bp = sjk_trellis_bp_step(work, t);
         vf ut[H];
 #pragma GCC unroll 2
         for (int h = 0; h < H; h++) ut[h] = VF(loadu_ps)(u + t * stride + W * h);
@@ -146,11 +175,13 @@ block_k(const unsigned k, const float *cb, uint8_t *codes, const float *u, size_
             const float *cw = cb + (ns << k);
             const float *pp = prev + ((ns << k) & 63u) * 16;
             vf acc[H];
+            bpv bj[H];
             const vf c0 = VF(set1_ps)(cw[0]);
 #pragma GCC unroll 2
             for (int h = 0; h < H; h++) {
                 vf d = VF(sub_ps)(ut[h], c0);
-                acc[h] = VF(fmadd_ps)(d, d, VF(loadu_ps)(pp + W * h));
+                acc[h] = VF(min_ps)(VF(fmadd_ps)(d, d, VF(loadu_ps)(pp + W * h)), inf);
+                bj[h] = bp_zero();
             }
 #pragma GCC unroll 16
             for (unsigned j = 1; j < nb; j++) {
@@ -159,61 +190,23 @@ block_k(const unsigned k, const float *cb, uint8_t *codes, const float *u, size_
                 for (int h = 0; h < H; h++) {
                     vf d = VF(sub_ps)(ut[h], c);
                     vf cand = VF(fmadd_ps)(d, d, VF(loadu_ps)(pp + j * 16 + W * h));
-                    acc[h] = VF(min_ps)(cand, acc[h]); /* equal values: either is the same */
+                    bj[h] = bp_pick(bj[h], vlt(cand, acc[h]), j);
+                    acc[h] = VF(min_ps)(cand, acc[h]); /* cand < acc ? cand : acc */
                 }
             }
 #pragma GCC unroll 2
             for (int h = 0; h < H; h++) VF(storeu_ps)(cur + ns * 16 + W * h, acc[h]);
+            bp_store(bp + ns * 8, bj);
         }
     }
-
-    const vi lane = viota(), m63 = VF(set1_epi32)(63);
-    for (int h = 0; h < H; h++) {
-        /* Final state: given, or the first minimum over states. */
-        vi s;
-        if (end_state) {
-            s = load_states(end_state + W * h);
-        } else {
-            const float *last = hist + T * SJK_TRELLIS_STEP_FLOATS + W * h;
-            vf best = VF(loadu_ps)(last);
-            s = vzeroi();
-            for (int q = 1; q < SJK_TRELLIS_STATES; q++) {
-                vf v = VF(loadu_ps)(last + q * 16);
-                vmask m = vlt(v, best);
-                best = vpick(m, best, v);
-                s = vpicki(m, s, VF(set1_epi32)(q));
-            }
-        }
-        for (size_t t = T; t-- > 0;) {
-            const float *prev = hist + t * SJK_TRELLIS_STEP_FLOATS + W * h;
-            if (state_at) store_states(state_at + (t + 1) * 16 + W * h, s);
-            store_states(codes + t * stride + W * h, VF(srli_epi32)(s, (int)sh));
-            const vf ut = VF(loadu_ps)(u + t * stride + W * h);
-            const vi base = VF(slli_epi32)(s, (int)k);
-            vf best = inf;
-            vi bj = vzeroi();
-            for (unsigned j = 0; j < nb; j++) {
-                vi w = VOR(base, VF(set1_epi32)((int)j));
-                vi p = VAND(w, m63);
-                vf c = vgather(cb, w);
-                vf pc = vgather(prev, VF(add_epi32)(VF(slli_epi32)(p, 4), lane));
-                vf d = VF(sub_ps)(ut, c);
-                vf cand = VF(fmadd_ps)(d, d, pc);
-                vmask m = vlt(cand, best);
-                best = vpick(m, best, cand);
-                bj = vpicki(m, bj, VF(set1_epi32)((int)j));
-            }
-            s = VAND(VOR(base, bj), m63);
-        }
-        if (state_at) store_states(state_at + W * h, s);
-    }
+    sjk_trellis_traceback(k, work, codes, T, stride, end_state, state_at);
 }
 
 void SJK_TR_SFX(sjk_trellis_block)(const float *cb, unsigned k, uint8_t *codes, const float *u,
                                    size_t T, size_t stride, const uint8_t *init_state,
-                                   const uint8_t *end_state, float *hist, uint8_t *state_at)
+                                   const uint8_t *end_state, void *work, uint8_t *state_at)
 {
-    SJK_TRELLIS_WITH_K(k, block_k, cb, codes, u, T, stride, init_state, end_state, hist, state_at);
+    SJK_TRELLIS_WITH_K(k, block_k, cb, codes, u, T, stride, init_state, end_state, work, state_at);
 }
 
 /* ---- dequantization of decoded codebook values ----------------------------------------
