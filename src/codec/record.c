@@ -183,7 +183,7 @@ sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, siz
         return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, NULL, NULL, NULL);
     /* the body's scratch over k and v, which the seal has loaded before the body runs */
     sjk_trellis_scratch ts = {scratch, head, (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
-    return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, sjk_trellis_quantize_tile, &ts, NULL);
+    return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, quantize_trellis_or_scalar, &ts, NULL);
 }
 
 sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
