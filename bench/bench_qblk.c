@@ -86,7 +86,10 @@ int main(int argc, char **argv)
             for (size_t c = 0; c < N / G; c++) {
                 const size_t e0 = c * G * D, more = c + 1 < N / G; /* the next chunk: a prefetch hint */
                 switch (ri) {
-                case 0: k->chunk_f16(q, R, D, nvis, K16 + e0, V16 + e0, G, m, l, acc, work); break;
+                case 0:
+                    k->chunk_f16(q, R, D, nvis, K16 + e0, V16 + e0, G, m, l, acc, work,
+                                 more ? (const uint8_t *)(K16 + e0 + G * D) : NULL, more ? G * D * sizeof(uint16_t) : 0);
+                    break;
                 case 1:
                     sjk_decode_q8_0(kf, K8 + e0 / 32 * SJK_Q8_0_NBYTES, G * D);
                     sjk_decode_q8_0(vf, V8 + e0 / 32 * SJK_Q8_0_NBYTES, G * D);

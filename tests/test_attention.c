@@ -118,8 +118,8 @@ TEST(test_simd_kernels_match_reference)
                         ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
                         k->chunk_f32(q, R, D, nvis, K, V, G, b.m, b.l, b.acc, g_work);
                     } else if (kind == 1) {
-                        ref->chunk_f16(q, R, D, nvis, K16, V16, G, a.m, a.l, a.acc, g_work);
-                        k->chunk_f16(q, R, D, nvis, K16, V16, G, b.m, b.l, b.acc, g_work);
+                        ref->chunk_f16(q, R, D, nvis, K16, V16, G, a.m, a.l, a.acc, g_work, NULL, 0);
+                        k->chunk_f16(q, R, D, nvis, K16, V16, G, b.m, b.l, b.acc, g_work, (const uint8_t *)K16, G * D * sizeof(uint16_t));
                     } else if (kind == 2) {
                         ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
                         k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);

@@ -303,6 +303,16 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
         }
         if (kr) { /* ring or uniform layer: the row format picks the reader */
+            /* the next chunk's K rows (ring or uniform layer alike), for the fp16 and
+             * ggml block readers to prefetch as they go: at long contexts the rows
+             * stream from memory and the hardware prefetchers leave the kernel waiting */
+            if (ch + 1 < c1 && p0 + G < j->n) {
+                const uint32_t p1 = p0 + (uint32_t)G;
+                const size_t len1 = SJK_MIN((uint32_t)G, j->n - p1);
+                qpf = !L->compressed ? kr + G * L->k_row_nbytes
+                                     : hb + L->off_ring_k + ((size_t)(p1 - L->sink) % L->ring_cap) * L->k_row_nbytes;
+                qpf_n = len1 * L->k_row_nbytes;
+            }
             if (L->k_fmt == SJK_FMT_F16 && L->v_fmt == SJK_FMT_F16) {
                 K16 = (const uint16_t *)(const void *)kr;
                 V16 = (const uint16_t *)(const void *)vr;
@@ -312,16 +322,6 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             } else if (qblk) {
                 KQ = kr;
                 VQ = vr;
-                /* the next chunk's K rows (ring or uniform layer alike), for the kernel
-                 * to prefetch as it goes: at long contexts the rows stream from memory
-                 * and the hardware prefetchers leave the kernel waiting */
-                if (ch + 1 < c1 && p0 + G < j->n) {
-                    const uint32_t p1 = p0 + (uint32_t)G;
-                    const size_t len1 = SJK_MIN((uint32_t)G, j->n - p1);
-                    qpf = !L->compressed ? kr + G * L->k_row_nbytes
-                                         : hb + L->off_ring_k + ((size_t)(p1 - L->sink) % L->ring_cap) * L->k_row_nbytes;
-                    qpf_n = len1 * L->k_row_nbytes;
-                }
             } else {
                 rows_to_f32(L, kf, vf, kr, vr, (size_t)len * D);
                 K32 = kf;
@@ -350,7 +350,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
             if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
-            else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work);
+            else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
             else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else if (KQ) {
                 if (!qi_ready) {

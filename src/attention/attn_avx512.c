@@ -218,14 +218,20 @@ static ALWAYS_INLINE void tq6_block(__m512 e[RBX], const uint8_t *blk, size_t b,
 
 /* Scores p[r][t] of keys [0, ntm): per key, per block the rows' lane partials (tq6_block)
  * scaled by the block norm, summed over the blocks, reduced, times sc[r] (1, or for int16
- * the row's q16 scale times the centroids'). */
+ * the row's q16 scale times the centroids'); V: the chunk's V rows, prefetched a row per
+ * key (ring rows at long contexts come from L3: 1.01-1.04x, docs/notes/benchmarks.md). */
 static ALWAYS_INLINE void tq6_scores(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn, const float *qp,
                                      const int16_t *qi, size_t D, const float *sc, const tq6_lut *tt,
-                                     const __m512i c16lo, const __m512i c16hi, const size_t NR, const int q16)
+                                     const __m512i c16lo, const __m512i c16hi, const size_t NR, const int q16,
+                                     const uint8_t *V)
 {
     const size_t row_nbytes = nb * SJK_TQ6_0_NBYTES;
     for (size_t t = 0; t < ntm; t++) {
         const uint8_t *row = K + t * row_nbytes;
+        /* the chunk's V row t into L1 for the values that follow (V NULL: none) */
+        if (V)
+            for (size_t o = (t * row_nbytes) & ~(size_t)63; o < (t + 1) * row_nbytes; o += 64)
+                _mm_prefetch((const char *)V + o, _MM_HINT_T0);
         __m512 s[RBX];
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) s[r] = vzero();
@@ -306,7 +312,7 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
                 sc[r] *= csc;
             }
         }
-        tq6_scores(p, K, ntm, nb, kn, qp, qi, D, sc, &tt, c16lo, c16hi, NR, q16);
+        tq6_scores(p, K, ntm, nb, kn, qp, qi, D, sc, &tt, c16lo, c16hi, NR, q16, r0 == 0 ? V : NULL);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         /* values: probabilities times the keys' V block norms */

@@ -114,10 +114,11 @@ typedef struct sjk_attn_kernels {
      * up to summation order, laid out for R >> SJK_ATTN_RB (attend.c uses it from
      * SJK_ATTN_MANY_MIN rows). NULL: the caller keeps to the decode kernels. */
     sjk_attn_f32_fn *chunk_f32_many;
-    /* fp16 keys/values: K, V [n][D] */
+    /* fp16 keys/values: K, V [n][D]; pf, pf_nbytes: the next chunk's K rows, or NULL / 0,
+     * a prefetch hint as for chunk_qblk */
     void (*chunk_f16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const uint16_t *K, const uint16_t *V, size_t n,
-                      float *m, float *l, float *acc, float *work);
+                      float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
     /* tq6_0_stage rows (the staging ring): K, V [n][D/128 blocks of 98 bytes], decoded
      * on the fly (value = centroid * block norm, as the format's decode) and used at
      * once. NULL: the caller decodes the rows and uses chunk_f32. */

@@ -75,9 +75,11 @@ static void chunk_f32_ref(const float *q, size_t R, size_t D, const uint32_t *nv
 
 static void chunk_f16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const uint16_t *K, const uint16_t *V, size_t n,
-                          float *m, float *l, float *acc, float *work)
+                          float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
     (void)n;
+    (void)pf; /* a prefetch hint: nothing to do here */
+    (void)pf_nbytes;
     chunk_rows_ref(q, R, D, nvis, K, V, 1, m, l, acc, work);
 }
 

@@ -389,9 +389,15 @@ static ALWAYS_INLINE void v_accum(float *acc, size_t D, const uint32_t *nvis, si
 /* Scores p[r][t] of the rows qrow[NR] against keys [0, ntm) of K (rows of D fp32 or
  * fp16 values). */
 static ALWAYS_INLINE void rows_scores(float *p, const float *const *qrow, const void *K, size_t D, size_t ntm,
-                                      const int f16, const size_t NR)
+                                      const int f16, const size_t NR, const uint16_t *pv, const uint8_t *pf, size_t pfn)
 {
+    const size_t rowb = D * sizeof(uint16_t);
     for (size_t t = 0; t < ntm; t++) {
+        /* fp16 rows: the chunk's V row t into L1 for the values that follow, the next
+         * chunk's K row t into L2 (pv / pf NULL: none) */
+        if (pv)
+            for (size_t o = 0; o < rowb; o += 64) _mm_prefetch((const char *)(pv + t * D) + o, _MM_HINT_T0);
+        for (size_t o = t * rowb; o < (t + 1) * rowb && o < pfn; o += 64) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
         vf s0[RBX], s1[RBX];
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) { s0[r] = vzero(); s1[r] = vzero(); }
@@ -411,7 +417,8 @@ static ALWAYS_INLINE void rows_scores(float *p, const float *const *qrow, const 
 /* Rows are processed RB at a time with every per-row loop of compile-time length (so
  * accumulators stay in registers); a short last block reads a zero query row. */
 static ALWAYS_INLINE void chunk_rows(const float *q, size_t R, size_t D, const uint32_t *nvis, const void *K,
-                                     const void *V, const int f16, float *m, float *l, float *acc, float *work)
+                                     const void *V, const int f16, float *m, float *l, float *acc, float *work,
+                                     const uint8_t *pf, size_t pf_nbytes)
 {
     const size_t NR = RB;
     float *p = work;                       /* [RBX][G] scores, then probabilities */
@@ -423,7 +430,9 @@ static ALWAYS_INLINE void chunk_rows(const float *q, size_t R, size_t D, const u
         if (!ntm) continue; /* no row of the block sees a key of this chunk */
         const float *qrow[RBX];
         for (size_t r = 0; r < NR; r++) qrow[r] = r < rb ? q + (r0 + r) * D : zero;
-        rows_scores(p, qrow, K, D, ntm, f16, NR);
+        /* prefetches (fp16 only) on the first block of rows; later blocks find the lines */
+        rows_scores(p, qrow, K, D, ntm, f16, NR, f16 && r0 == 0 ? (const uint16_t *)V : NULL, r0 == 0 ? pf : NULL,
+                    r0 == 0 ? pf_nbytes : 0);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, f16 ? VL_F16 : VL_F32, V, NULL, 0, NULL, NULL);
@@ -434,14 +443,15 @@ static void chunk_f32_x(const float *q, size_t R, size_t D, const uint32_t *nvis
                         size_t n, float *m, float *l, float *acc, float *work)
 {
     (void)n;
-    chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work);
+    chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0);
 }
 
 static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint16_t *K,
-                        const uint16_t *V, size_t n, float *m, float *l, float *acc, float *work)
+                        const uint16_t *V, size_t n, float *m, float *l, float *acc, float *work, const uint8_t *pf,
+                        size_t pf_nbytes)
 {
     (void)n;
-    chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work);
+    chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes);
 }
 
 /* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
