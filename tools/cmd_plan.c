@@ -277,9 +277,14 @@ int sjk_cmd_plan(int argc, char **argv)
     sjkh_format_size(budget, b1, sizeof b1);
     printf("  context %u, %u session(s), budget %s (KV only), threads %u, batch %u, window %s\n\n", n_ctx, sessions, b1,
            threads, batch, sjkh_window_type_name(window_type));
-    printf("%-12s %9s %7s %8s %12s %12s %14s %12s\n", "config", "KiB/tok", "% f16", "bits/val", "fixed/sess",
+    /* The name column is as wide as the longest configuration string, so that long ones
+     * (sj:8/4:tail_min=128:tail_max=256:stage=q8_0) keep the numbers in their columns. */
+    int w = 12;
+    for (size_t i = 0; i < n_cfgs; i++)
+        if (!rows[i].st && (int)strlen(rows[i].kv) > w) w = (int)strlen(rows[i].kv);
+    printf("%-*s %9s %7s %8s %12s %12s %14s %12s\n", w, "config", "KiB/tok", "% f16", "bits/val", "fixed/sess",
            "KV @ctx", "max ctx", "sessions");
-    printf("%-12s %9s %7s %8s %12s %12s %14s %12s\n", "", "", "", "", "", "(1 sess)", "@budget", "@ctx");
+    printf("%-*s %9s %7s %8s %12s %12s %14s %12s\n", w, "", "", "", "", "", "(1 sess)", "@budget", "@ctx");
     int beyond = 0;
     for (size_t i = 0; i < n_cfgs; i++) {
         const row *r = &rows[i];
@@ -293,7 +298,7 @@ int sjk_cmd_plan(int argc, char **argv)
         int over = m->n_ctx_train && r->max_ctx > m->n_ctx_train;
         beyond |= over;
         snprintf(b3, sizeof b3, "%u%s", r->max_ctx, over ? "*" : "");
-        printf("%-12s %9.2f %6.1f%% %8.2f %12s %12s %14s %12zu\n", r->kv, r->s.token_nbytes / 1024.0,
+        printf("%-*s %9.2f %6.1f%% %8.2f %12s %12s %14s %12zu\n", w, r->kv, r->s.token_nbytes / 1024.0,
                r->s.f16_token_nbytes > 0 ? 100.0 * r->s.token_nbytes / r->s.f16_token_nbytes : 0.0,
                r->s.bits_per_value, b1, b2, b3, r->sessions);
     }
