@@ -462,14 +462,15 @@ static const char g_floor_csv[] =
     "model,config,mean_kl,source\n"
     "*,q8_0,0.002,sjkvarn eval -m X --kv q8_0/q8_0\n"
     "*,q8_0/q4_0,0.009,sjkvarn eval -m X --kv q8_0/q4_0\n"
+    "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.010,sjkvarn eval -m X --kv sj:6/4\n"
     "*,sj:4/4,0.011,sjkvarn eval -m X --kv sj:4/4,sj:3/3t\n"
     "*,sj:3/3t,0.016,sjkvarn eval -m X --kv sj:4/4,sj:3/3t\n"
     "*,sj:3/2t,0.019,sjkvarn eval -m X --kv sj:3/2t\n"
     "strict-model,sj:3/3t,unmeasured,\n"
     "strict-model,sj:3/2t,0.05,sjkvarn eval -m strict-model --kv sj:3/2t\n";
 
-/* As the budget tightens, the ladder walks f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:4/4 ->
- * sj:3/3t -> sj:3/2t, then refuses, saying what would fit. */
+/* As the budget tightens, the ladder walks f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 ->
+ * sj:4/4 -> sj:3/3t -> sj:3/2t, then refuses, saying what would fit. */
 TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
 {
     static sjkh_plan_model m;
@@ -481,8 +482,8 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
     size_t n;
     const char *const *ladder = sjkh_plan_ladder(&n);
-    CHECK(n == 6 && !strcmp(ladder[0], "f16") && !strcmp(ladder[5], "sj:3/2t"));
-    size_t need[6];
+    CHECK(n == 7 && !strcmp(ladder[0], "f16") && !strcmp(ladder[6], "sj:3/2t"));
+    size_t need[7];
     for (size_t i = 0; i < n; i++) {
         sjkh_plan_size s;
         CHECK(sjkh_plan_estimate(&m, ladder[i], &p, &s, NULL, 0) == SJK_OK);
@@ -505,13 +506,13 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     r.budget_nbytes = 80 * GiB;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     /* nothing fits: refuse, naming a shorter context and the budget this one needs */
-    r.budget_nbytes = need[5] - 1;
+    r.budget_nbytes = need[6] - 1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECK(c.kv[0] == 0 && !c.fits);
     CHECKF(strstr(c.reason, "sj:3/2t") && strstr(c.reason, "--ctx") && strstr(c.reason, "a budget of"), "%s",
            c.reason);
     uint32_t ctx;
-    CHECK(sjkh_plan_max_ctx(&m, "sj:3/2t", &p, need[5] - 1, p.n_ctx, &ctx) == SJK_OK);
+    CHECK(sjkh_plan_max_ctx(&m, "sj:3/2t", &p, need[6] - 1, p.n_ctx, &ctx) == SJK_OK);
     char want[32];
     snprintf(want, sizeof want, "--ctx %u", ctx);
     CHECKF(strstr(c.reason, want) != NULL, "%s not in %s", want, c.reason);
@@ -522,7 +523,7 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     r.budget_nbytes = 8 * GiB; /* 8 x 32k x 192 KiB = 48 GiB at f16 */
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     sjkh_plan_size s8a, s8b;
-    CHECK(sjkh_plan_estimate(&m, "q8_0/q4_0", &p, &s8a, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, "sj:6/4:tail_min=256:tail_max=512:stage=q8_0", &p, &s8a, NULL, 0) == SJK_OK);
     CHECK(sjkh_plan_estimate(&m, "sj:4/4", &p, &s8b, NULL, 0) == SJK_OK);
     CHECK(s8a.total_nbytes == 8 * s8a.session_nbytes);
     r.budget_nbytes = (s8a.total_nbytes + s8b.total_nbytes) / 2;
@@ -558,8 +559,8 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv sj:3/3t"), "%s",
            c.reason);
-    CHECK(c.rungs[4].verdict == SJKH_RUNG_UNMEASURED && c.rungs[5].verdict == SJKH_RUNG_BELOW_FLOOR);
-    CHECK(c.rungs[3].verdict == SJKH_RUNG_TOO_BIG && c.rungs[3].mean_kl == 0.011); /* "*" row */
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_UNMEASURED && c.rungs[6].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.rungs[4].verdict == SJKH_RUNG_TOO_BIG && c.rungs[4].mean_kl == 0.011); /* "*" row */
     /* lifting the floor allows them */
     r.max_kl = -1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "sj:3/3t"));
@@ -589,6 +590,61 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     r.kv = "auto";
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_PARAM);
     CHECK(strstr(c.reason, "--mem-budget") != NULL);
+    sjkh_quality_floor_free(f);
+}
+
+/* The measured frontier overrides the ladder's order: a rung that fits is passed over
+ * when another allowed rung that fits is no larger and has a measured mean KL no higher
+ * (at 16K on Gemma 3, sj:6/4 with a q8_0 ring is both smaller and better than
+ * q8_0/q4_0). Unmeasured rungs (floor off) dominate nothing; equal KL at equal size is no
+ * domination. */
+TEST(test_auto_tier_skips_dominated_rungs)
+{
+    static sjkh_plan_model m;
+    CHECK(qwen14b_1m(&m) == SJK_OK);
+    static const char csv[] = "model,config,mean_kl,source\n"
+                              "*,q8_0/q8_0,0.002,sjkvarn eval -m X --kv q8_0/q8_0\n"
+                              "*,q8_0/q4_0,0.009,sjkvarn eval -m X --kv q8_0/q4_0\n"
+                              "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.004,sjkvarn eval -m X --kv sj:6/4\n"
+                              "*,sj:4/4,0.011,sjkvarn eval -m X --kv sj:4/4\n";
+    sjkh_quality_floor *f = NULL;
+    CHECK(sjkh_quality_floor_parse(csv, strlen(csv), &f, NULL, 0) == SJK_OK);
+    sjkh_plan_params p = sjkh_plan_params_default();
+    p.n_ctx = 1u << 20;
+    sjkh_plan_size s84, s64, s88;
+    CHECK(sjkh_plan_estimate(&m, "q8_0/q4_0", &p, &s84, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, "sj:6/4:tail_min=256:tail_max=512:stage=q8_0", &p, &s64, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, "q8_0/q8_0", &p, &s88, NULL, 0) == SJK_OK);
+    CHECK(s64.total_nbytes < s84.total_nbytes && s84.total_nbytes < s88.total_nbytes);
+    sjkh_tier_request r = {"auto", s84.total_nbytes, f, "qwen14b", 0.02};
+    sjkh_tier_choice c;
+    /* q8_0/q4_0 fits, but sj:6/4 is smaller and better: it is taken */
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, "sj:6/4:tail_min=256:tail_max=512:stage=q8_0"), "%s", c.reason);
+    CHECK(c.rungs[2].verdict == SJKH_RUNG_DOMINATED && c.rungs[3].verdict == SJKH_RUNG_FITS);
+    CHECKF(strstr(c.reason, "q8_0/q4_0") && strstr(c.reason, "dominated by sj:6/4"), "%s", c.reason);
+    /* q8_0/q8_0 (0.002) is better than sj:6/4 (0.004): not dominated, taken when it fits */
+    r.budget_nbytes = s88.total_nbytes;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q8_0"));
+    CHECK(c.rungs[2].verdict == SJKH_RUNG_FITS); /* the walk stopped before it */
+    /* the floor off: measured rows still decide domination */
+    r.budget_nbytes = s84.total_nbytes;
+    r.max_kl = -1;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, "sj:6/4:tail_min=256:tail_max=512:stage=q8_0"), "%s", c.reason);
+    /* without measurements nothing is dominated: the ladder's order */
+    r.floor = NULL;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
+    sjkh_quality_floor_free(f);
+    /* a rung whose better neighbour does not fit is not dominated */
+    static const char csv2[] = "model,config,mean_kl,source\n"
+                               "*,q8_0/q4_0,0.009,x\n"
+                               "*,q8_0/q8_0,0.001,x\n";
+    CHECK(sjkh_quality_floor_parse(csv2, strlen(csv2), &f, NULL, 0) == SJK_OK);
+    r.floor = f;
+    r.max_kl = 0.02;
+    r.budget_nbytes = s84.total_nbytes; /* q8_0/q8_0 is better but too big */
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     sjkh_quality_floor_free(f);
 }
 
@@ -791,7 +847,7 @@ TEST(test_quality_floor_table_format)
     sjkh_quality_floor *f = NULL;
     char err[256] = "";
     CHECK(sjkh_quality_floor_parse(g_floor_csv, strlen(g_floor_csv), &f, err, sizeof err) == SJK_OK);
-    CHECK(f && f->n_rows == 7);
+    CHECK(f && f->n_rows == 8);
     /* canonical forms match: "q8_0" row answers "q8_0/q8_0" */
     const sjkh_floor_row *row = sjkh_quality_floor_find(f, "any", "q8_0/q8_0");
     CHECK(row && row->mean_kl == 0.002);
@@ -912,6 +968,7 @@ int main(void)
     RUN(test_plan_bad_metadata_is_refused);
     RUN(test_plan_estimate_equals_allocation);
     RUN(test_auto_tier_walks_the_ladder_as_budget_tightens);
+    RUN(test_auto_tier_skips_dominated_rungs);
     RUN(test_auto_tier_respects_floor_and_overrides);
     RUN(test_auto_tier_hybrid_stays_f16);
     RUN(test_auto_tier_refusal_names_the_longest_context);

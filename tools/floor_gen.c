@@ -4,7 +4,8 @@
  * lines), so the table is never copied by hand.
  *
  * For each MODEL, in the order given, and each rung of the auto ladder but f16 (the
- * reference, always allowed): the rung's mean_kl from STUDY.csv, the configuration
+ * reference, always allowed): the rung's mean_kl from the first of the model's study
+ * CSVs (MODEL=A.csv,B.csv: A first) that measured it, the configuration
  * compared in canonical form (q8_0 == q8_0/q8_0), the number copied as the study writes
  * it, and as the source the study's path and its provenance lines; a rung the study did
  * not measure is "unmeasured", with the command that would measure it. The output depends
@@ -24,6 +25,7 @@
 #define STUDY_MAX_ROWS 256
 
 typedef struct study {
+    char path[1024];
     char prov[2048];                 /* the '#' lines, joined by " | " */
     char cfg[STUDY_MAX_ROWS][160];   /* canonical configuration */
     char kl[STUDY_MAX_ROWS][32];     /* mean_kl as written */
@@ -137,10 +139,40 @@ static const char k_header[] =
     "# reference, always is).\n"
     "model,config,mean_kl,source\n";
 
+#define FLOOR_MAX_STUDIES 4 /* per model */
+
+/* The studies of one MODEL=A.csv[,B.csv...] argument, read into s[]; 0 on any error. */
+static int read_studies(const char *arg, study *s, size_t *n)
+{
+    const char *eq = strchr(arg, '=');
+    *n = 0;
+    if (!eq || eq == arg || !eq[1]) {
+        fprintf(stderr, PROG ": '%s' is not MODEL=STUDY.csv[,STUDY.csv...]\n", arg);
+        return 0;
+    }
+    for (const char *p = eq + 1; *p;) {
+        size_t k = strcspn(p, ",");
+        char path[1024];
+        if (!k || k >= sizeof path || *n == FLOOR_MAX_STUDIES) {
+            fprintf(stderr, PROG ": '%s': an empty or too long path, or more than %d studies\n", arg,
+                    FLOOR_MAX_STUDIES);
+            return 0;
+        }
+        memcpy(path, p, k);
+        path[k] = 0;
+        if (!read_study(path, &s[*n])) return 0;
+        snprintf(s[*n].path, sizeof s[*n].path, "%s", path);
+        (*n)++;
+        p += k + (p[k] == ',');
+    }
+    return 1;
+}
+
 int sjk_plan_make_quality_floor(int argc, char **argv)
 {
     if (argc < 1) {
-        fprintf(stderr, "usage: " PROG " MODEL=STUDY.csv [MODEL=STUDY.csv ...] > docs/quality-floor.csv\n");
+        fprintf(stderr, "usage: " PROG " MODEL=STUDY.csv[,STUDY.csv...] [MODEL=...] > docs/quality-floor.csv\n"
+                        "  (a rung's row comes from the first of the model's studies that measured it)\n");
         return 2;
     }
     char cmd[4096];
@@ -151,48 +183,47 @@ int sjk_plan_make_quality_floor(int argc, char **argv)
         fprintf(stderr, PROG ": arguments too long\n");
         return 2;
     }
-    study *s = malloc(sizeof *s);
+    study *s = malloc(FLOOR_MAX_STUDIES * sizeof *s);
     if (!s) return 1;
-    size_t n_ladder;
+    size_t n_ladder, n;
     const char *const *ladder = sjkh_plan_ladder(&n_ladder);
     /* everything is read and checked before anything is printed */
-    for (int i = 0; i < argc; i++) {
-        const char *eq = strchr(argv[i], '=');
-        if (!eq || eq == argv[i] || !eq[1]) {
-            fprintf(stderr, PROG ": '%s' is not MODEL=STUDY.csv\n", argv[i]);
+    for (int i = 0; i < argc; i++)
+        if (!read_studies(argv[i], s, &n)) {
             free(s);
-            return 2;
+            return strchr(argv[i], '=') ? 1 : 2;
         }
-        if (!read_study(eq + 1, s)) {
-            free(s);
-            return 1;
-        }
-    }
     printf(k_header, cmd);
     for (int i = 0; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
         int ml = (int)(eq - argv[i]);
-        read_study(eq + 1, s);
+        read_studies(argv[i], s, &n);
         char missing[1024] = "";
         size_t nm = 0;
-        for (size_t r = 1; r < n_ladder; r++) {
+        size_t found[16], where[16];
+        for (size_t r = 1; r < n_ladder && r < 16; r++) {
             char want[160];
             canonical(ladder[r], want, sizeof want);
-            size_t k = 0;
-            while (k < s->n && strcmp(s->cfg[k], want)) k++;
-            if (k == s->n) nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%s", nm ? "," : "", ladder[r]);
+            found[r] = n;
+            for (size_t j = 0; j < n && found[r] == n; j++)
+                for (size_t k = 0; k < s[j].n; k++)
+                    if (!strcmp(s[j].cfg[k], want)) {
+                        found[r] = j;
+                        where[r] = k;
+                        break;
+                    }
+            if (found[r] == n)
+                nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%s", nm ? "," : "", ladder[r]);
         }
-        for (size_t r = 1; r < n_ladder; r++) {
-            char want[160];
-            canonical(ladder[r], want, sizeof want);
-            size_t k = 0;
-            while (k < s->n && strcmp(s->cfg[k], want)) k++;
-            if (k < s->n)
-                printf("%.*s,%s,%s,%s: %s\n", ml, argv[i], ladder[r], s->kl[k], eq + 1, s->prov);
-            else
+        for (size_t r = 1; r < n_ladder && r < 16; r++) {
+            if (found[r] < n) {
+                const study *st = &s[found[r]];
+                printf("%.*s,%s,%s,%s: %s\n", ml, argv[i], ladder[r], st->kl[where[r]], st->path, st->prov);
+            } else {
                 printf("%.*s,%s,unmeasured,not in %s; measure with: sjkvarn eval -m %.*s --kv %s --docs all "
                        "--ctx 4096 --csv floor-%.*s.csv\n",
                        ml, argv[i], ladder[r], eq + 1, ml, argv[i], missing, ml, argv[i]);
+            }
         }
     }
     free(s);

@@ -193,7 +193,9 @@ typedef enum sjkh_rung_verdict {
     SJKH_RUNG_TOO_BIG,         /* allowed, does not fit */
     SJKH_RUNG_UNMEASURED,      /* no measured mean KL for this model: not allowed */
     SJKH_RUNG_BELOW_FLOOR,     /* measured mean KL > max_kl: not allowed */
-    SJKH_RUNG_UNSUPPORTED      /* the configuration cannot hold this geometry */
+    SJKH_RUNG_UNSUPPORTED,     /* the configuration cannot hold this geometry */
+    SJKH_RUNG_DOMINATED        /* allowed, fits, but another allowed rung that fits is no
+                                  larger and has a measured mean KL no higher */
 } sjkh_rung_verdict;
 
 typedef struct sjkh_tier_choice {

@@ -2,8 +2,9 @@
  * sjkplan.h; the rule is written down in docs/PLAN.md).
  *
  * The rule, in one place:
- *   - the ladder is walked least compression first; a rung is taken if it is allowed
- *     and the whole cache of every session fits the budget;
+ *   - the ladder is walked least compression first; a rung is taken if it is allowed,
+ *     the whole cache of every session fits the budget, and no other allowed rung that
+ *     fits is no larger with a measured mean KL no higher (dominated: see pass 2);
  *   - f16 is the reference of every KL measurement (its KL is 0 by definition): always
  *     allowed;
  *   - any other rung is allowed only if the table holds a MEASURED mean KL for this
@@ -24,7 +25,11 @@
 
 #define FAIL(st, ...) plan_fail((st), err, err_cap, __VA_ARGS__)
 
-static const char *const g_ladder[] = {"f16", "q8_0/q8_0", "q8_0/q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t"};
+/* sj:6/4 with a short q8_0 ring: record format v2's 6-bit keys (K carries most of the KL)
+ * beside 4-bit values, the frontier point between q8_0/q4_0 and sj:4/4 that the 16K study
+ * measured (docs/RESULTS.md, "Wide keys at 16K"). */
+static const char *const g_ladder[] = {"f16",    "q8_0/q8_0", "q8_0/q4_0", "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
+                                       "sj:4/4", "sj:3/3t",   "sj:3/2t"};
 
 const char *const *sjkh_plan_ladder(size_t *n)
 {
@@ -209,6 +214,7 @@ static const char *verdict_str(sjkh_rung_verdict v)
     case SJKH_RUNG_TOO_BIG: return "too big";
     case SJKH_RUNG_UNMEASURED: return "no measured KL";
     case SJKH_RUNG_BELOW_FLOOR: return "KL above the floor";
+    case SJKH_RUNG_DOMINATED: return "dominated";
     default: return "unsupported";
     }
 }
@@ -259,6 +265,8 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     const char *const *ladder = sjkh_plan_ladder(&n_ladder);
     int chosen = -1, cheapest_allowed = -1, cheapest_fitting_disallowed = -1;
     char why[768] = "";
+    char uerrs[PLAN_ARRAY_LEN(out->rungs)][256];
+    /* pass 1: every rung's size and verdict */
     for (size_t i = 0; i < n_ladder && i < PLAN_ARRAY_LEN(out->rungs); i++) {
         const char *kv = ladder[i];
         out->rungs[i].kv = kv;
@@ -271,7 +279,7 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
             out->rungs[i].verdict = SJKH_RUNG_UNSUPPORTED;
             /* say why, or a refusal where every rung is unsupported reads "()" */
             const char *u = strncmp(uerr, "plan: ", 6) ? uerr : uerr + 6;
-            if (chosen < 0) append(why, sizeof why, "%s%s (unsupported: %s)", *why ? ", " : "", kv, *u ? u : sjk_status_str(st));
+            snprintf(uerrs[i], sizeof uerrs[i], "%s", *u ? u : sjk_status_str(st));
             continue;
         }
         out->rungs[i].nbytes = s.total_nbytes;
@@ -297,16 +305,43 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
         } else if (fits && cheapest_fitting_disallowed < 0) {
             cheapest_fitting_disallowed = (int)i;
         }
-        if (chosen < 0) {
-            sjkh_format_size(s.total_nbytes, b1, sizeof b1);
-            if (v == SJKH_RUNG_FITS) {
-                chosen = (int)i;
-                snprintf(out->kv, sizeof out->kv, "%s", kv);
-                out->size = s;
-                out->fits = 1;
-            } else {
-                append(why, sizeof why, "%s%s %s (%s)", *why ? ", " : "", kv, b1, verdict_str(v));
+    }
+    /* pass 2: the walk, least compression first. A rung that is allowed and fits is still
+     * passed over when another allowed rung that fits is no larger at this context and
+     * has a measured mean KL no higher, one of the two strictly: it is dominated (the
+     * ladder is ordered by format, but the measured frontier of this model decides; at
+     * 16K on Gemma 3 a 6-bit-K sj tier is both smaller and better than q8_0/q4_0). */
+    for (size_t i = 0; i < out->n_rungs && chosen < 0; i++) {
+        const char *kv = ladder[i];
+        sjkh_rung_verdict v = out->rungs[i].verdict;
+        if (v == SJKH_RUNG_UNSUPPORTED) {
+            append(why, sizeof why, "%s%s (unsupported: %s)", *why ? ", " : "", kv, uerrs[i]);
+            continue;
+        }
+        sjkh_format_size(out->rungs[i].nbytes, b1, sizeof b1);
+        if (v == SJKH_RUNG_FITS && i > 0 && out->rungs[i].mean_kl >= 0) {
+            int by = -1;
+            for (size_t j = 0; j < out->n_rungs && by < 0; j++) {
+                if (j == i || out->rungs[j].verdict != SJKH_RUNG_FITS || out->rungs[j].mean_kl < 0) continue;
+                double kj = out->rungs[j].mean_kl, ki = out->rungs[i].mean_kl;
+                size_t nj = out->rungs[j].nbytes, ni = out->rungs[i].nbytes;
+                if (kj <= ki && nj <= ni && (kj < ki || nj < ni)) by = (int)j;
             }
+            if (by >= 0) {
+                out->rungs[i].verdict = SJKH_RUNG_DOMINATED;
+                sjkh_format_size(out->rungs[by].nbytes, b2, sizeof b2);
+                append(why, sizeof why, "%s%s %s (dominated by %s: %s, mean KL %.4g <= %.4g)", *why ? ", " : "", kv,
+                       b1, ladder[by], b2, out->rungs[by].mean_kl, out->rungs[i].mean_kl);
+                continue;
+            }
+        }
+        if (v == SJKH_RUNG_FITS) {
+            chosen = (int)i;
+            snprintf(out->kv, sizeof out->kv, "%s", kv);
+            sjkh_plan_estimate(m, kv, p, &out->size, NULL, 0);
+            out->fits = 1;
+        } else {
+            append(why, sizeof why, "%s%s %s (%s)", *why ? ", " : "", kv, b1, verdict_str(v));
         }
     }
 
