@@ -603,10 +603,10 @@ TEST(test_auto_tier_skips_dominated_rungs)
     static sjkh_plan_model m;
     CHECK(qwen14b_1m(&m) == SJK_OK);
     static const char csv[] = "model,config,mean_kl,source\n"
-                              "*,q8_0/q8_0,0.002,sjkvarn eval -m X --kv q8_0/q8_0\n"
-                              "*,q8_0/q4_0,0.009,sjkvarn eval -m X --kv q8_0/q4_0\n"
-                              "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.004,sjkvarn eval -m X --kv sj:6/4\n"
-                              "*,sj:4/4,0.011,sjkvarn eval -m X --kv sj:4/4\n";
+                              "*,q8_0/q8_0,0.002,study.csv: sjkvarn eval -m X --kv ...\n"
+                              "*,q8_0/q4_0,0.009,study.csv: sjkvarn eval -m X --kv ...\n"
+                              "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.004,study.csv: sjkvarn eval\n"
+                              "*,sj:4/4,0.011,study.csv: sjkvarn eval -m X --kv sj:4/4\n";
     sjkh_quality_floor *f = NULL;
     CHECK(sjkh_quality_floor_parse(csv, strlen(csv), &f, NULL, 0) == SJK_OK);
     sjkh_plan_params p = sjkh_plan_params_default();
@@ -636,15 +636,18 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.floor = NULL;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     sjkh_quality_floor_free(f);
-    /* a rung whose better neighbour does not fit is not dominated */
+    /* a rung whose better neighbour does not fit is not dominated, nor one whose better
+     * neighbour was measured in another study (other documents: means not comparable) */
     static const char csv2[] = "model,config,mean_kl,source\n"
                                "*,q8_0/q4_0,0.009,x\n"
-                               "*,q8_0/q8_0,0.001,x\n";
+                               "*,q8_0/q8_0,0.001,x\n"
+                               "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.004,other.csv: y\n";
     CHECK(sjkh_quality_floor_parse(csv2, strlen(csv2), &f, NULL, 0) == SJK_OK);
     r.floor = f;
     r.max_kl = 0.02;
     r.budget_nbytes = s84.total_nbytes; /* q8_0/q8_0 is better but too big */
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
+    CHECK(c.rungs[3].verdict == SJKH_RUNG_FITS && c.rungs[3].mean_kl == 0.004);
     sjkh_quality_floor_free(f);
 }
 
@@ -780,6 +783,14 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
     CHECKF(sjkh_quality_floor_load("docs/quality-floor.csv", &fl, err, sizeof err) == SJK_OK, "%s", err);
     const sjkh_floor_row *r = sjkh_quality_floor_find(fl, "gemma3-270m", "sj:4/4");
     CHECK(r && r->mean_kl > 0);
+    /* the wide-key study first: a rung both studies measured (q8_0/q4_0) comes from it, the
+     * others from the nine-document study */
+    r = sjkh_quality_floor_find(fl, "gemma3-270m", "sj:6/4:tail_min=256:tail_max=512:stage=q8_0");
+    CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-wide.csv") == r->source);
+    r = sjkh_quality_floor_find(fl, "gemma3-270m", "q8_0/q4_0");
+    CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-wide.csv") == r->source);
+    r = sjkh_quality_floor_find(fl, "gemma3-270m", "q8_0/q8_0");
+    CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k.csv") == r->source);
     sjkh_quality_floor_free(fl);
 }
 

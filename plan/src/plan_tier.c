@@ -219,6 +219,16 @@ static const char *verdict_str(sjkh_rung_verdict v)
     }
 }
 
+/* Whether two floor rows' sources name the same study: equal up to the first ": " (a
+ * generated row is "STUDY.csv: provenance"), or equal as a whole when neither has one. */
+static int same_study(const char *a, const char *b)
+{
+    if (!a || !b) return 0;
+    const char *ea = strstr(a, ": "), *eb = strstr(b, ": ");
+    size_t na = ea ? (size_t)(ea - a) : strlen(a), nb = eb ? (size_t)(eb - b) : strlen(b);
+    return na == nb && na > 0 && !memcmp(a, b, na);
+}
+
 sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_params *p, const sjkh_tier_request *r,
                                  sjkh_tier_choice *out)
 {
@@ -266,6 +276,7 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     int chosen = -1, cheapest_allowed = -1, cheapest_fitting_disallowed = -1;
     char why[768] = "";
     char uerrs[PLAN_ARRAY_LEN(out->rungs)][256];
+    const char *srcs[PLAN_ARRAY_LEN(out->rungs)] = {0}; /* the floor row's source, if measured */
     /* pass 1: every rung's size and verdict */
     for (size_t i = 0; i < n_ladder && i < PLAN_ARRAY_LEN(out->rungs); i++) {
         const char *kv = ladder[i];
@@ -290,11 +301,13 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
             if (!row || row->mean_kl < 0) v = SJKH_RUNG_UNMEASURED;
             else {
                 out->rungs[i].mean_kl = row->mean_kl;
+                srcs[i] = row->source;
                 if (row->mean_kl > r->max_kl) v = SJKH_RUNG_BELOW_FLOOR;
             }
         } else if (i > 0) {
             const sjkh_floor_row *row = sjkh_quality_floor_find(r->floor, r->model_key, kv);
             if (row) out->rungs[i].mean_kl = row->mean_kl;
+            if (row && row->mean_kl >= 0) srcs[i] = row->source;
         }
         out->rungs[i].verdict = v;
         /* "cheapest" by bytes at this context: at short contexts an sj tier (sink +
@@ -308,9 +321,11 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     }
     /* pass 2: the walk, least compression first. A rung that is allowed and fits is still
      * passed over when another allowed rung that fits is no larger at this context and
-     * has a measured mean KL no higher, one of the two strictly: it is dominated (the
-     * ladder is ordered by format, but the measured frontier of this model decides; at
-     * 16K on Gemma 3 a 6-bit-K sj tier is both smaller and better than q8_0/q4_0). */
+     * has a measured mean KL no higher in the same study, one of the two strictly: it is
+     * dominated (the ladder is ordered by format, but the measured frontier of this model
+     * decides; at 16K on Gemma 3 a 6-bit-K sj tier is both smaller and better than
+     * q8_0/q4_0). Means of different studies (other documents, machines, trees) are not
+     * compared: a nine-document mean is not a three-document one. */
     for (size_t i = 0; i < out->n_rungs && chosen < 0; i++) {
         const char *kv = ladder[i];
         sjkh_rung_verdict v = out->rungs[i].verdict;
@@ -322,7 +337,9 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
         if (v == SJKH_RUNG_FITS && i > 0 && out->rungs[i].mean_kl >= 0) {
             int by = -1;
             for (size_t j = 0; j < out->n_rungs && by < 0; j++) {
-                if (j == i || out->rungs[j].verdict != SJKH_RUNG_FITS || out->rungs[j].mean_kl < 0) continue;
+                if (j == i || out->rungs[j].verdict != SJKH_RUNG_FITS || out->rungs[j].mean_kl < 0 ||
+                    !same_study(srcs[i], srcs[j]))
+                    continue;
                 double kj = out->rungs[j].mean_kl, ki = out->rungs[i].mean_kl;
                 size_t nj = out->rungs[j].nbytes, ni = out->rungs[i].nbytes;
                 if (kj <= ki && nj <= ni && (kj < ki || nj < ni)) by = (int)j;
