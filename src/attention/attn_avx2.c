@@ -125,7 +125,7 @@ static ALWAYS_INLINE void trel8_pair(__m256 *lo, __m256 *hi, __m256i *w, const u
 /* Scores of the RB rows for tokens t < ntm2 (even): p[r][t] = Ktok[t] * (Σ_d qs[r][d] *
  * C[w(d, t)] + cz[r]). qd: [D/8][RB][16] the queries of half hh duplicated into the pair
  * layout (lo 8, hi 8). wst: [D/8] carried states. pfn bytes of the next record (pf) are
- * prefetched, a line per (token pair, half). */
+ * prefetched, a line per (token pair, group). */
 static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2, const float *ktok,
                                        const float *cz, const uint8_t *payload, const float *cb, const uint64_t *P,
                                        const unsigned k, const int pairs, const uint8_t *pf, size_t pfn)
@@ -137,16 +137,20 @@ static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, 
         __m256 s[RB];
         _Pragma("GCC unroll 4")
         for (size_t r = 0; r < RB; r++) s[r] = _mm256_setzero_ps();
-        for (size_t hh = 0; hh < nh; hh++) {
-            const size_t o = (t / 2 * nh + hh) * 64;
+        const uint8_t *st = payload + t * 2 * k;
+        for (size_t hh = 0; hh < nh; hh += 2, st += gbytes) { /* a group: its two halves */
+            const size_t o = (t / 2 * nh / 2 + hh / 2) * 64;
             if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
-            __m256 lo, hi;
-            trel8_pair(&lo, &hi, wst + hh, payload + hh / 2 * gbytes + t * 2 * k, k, hh % 2, &c, cb, P, pairs);
-            const float *qh = qd + hh * RB * 16;
-            _Pragma("GCC unroll 4")
-            for (size_t r = 0; r < RB; r++) {
-                s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r), lo, s[r]);
-                s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r + 8), hi, s[r]);
+            _Pragma("GCC unroll 2")
+            for (size_t h = 0; h < 2; h++) {
+                __m256 lo, hi;
+                trel8_pair(&lo, &hi, wst + hh + h, st, k, h, &c, cb, P, pairs);
+                const float *qh = qd + (hh + h) * RB * 16;
+                _Pragma("GCC unroll 4")
+                for (size_t r = 0; r < RB; r++) {
+                    s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r), lo, s[r]);
+                    s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r + 8), hi, s[r]);
+                }
             }
         }
         _Pragma("GCC unroll 4")
