@@ -25,8 +25,9 @@
  * and hi channels 4..7 of the half, lane 2i token t and lane 2i+1 token t+1 of its
  * channel. The lookups are what this kernel spends its time on (Zen 3: an 8-element
  * gather of fp32 costs about as much as two 4-element gathers of pairs, and those 1.6x
- * the loads by hand); a codebook other than the committed one takes two one-value
- * gathers per pair instead.
+ * the loads by hand). At k = 4 too: its 128 KiB table lives in L2, and the hand loads
+ * from it beat two 8-element gathers from the 4 KiB codebook (1.22x, sj:4/4t at 32K); a
+ * codebook other than the committed one takes those two gathers per pair.
  *
  *   scores: per token pair, all halves: s[r] += qd_lo[r] * lo + qd_hi[r] * hi (queries
  *           duplicated into the lane order, the rows' sums in registers, each half's
@@ -230,7 +231,7 @@ static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd
                                          const size_t NR)
 {
     const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
-    if (P && k < 4) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn, NR);
+    if (P) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn, NR);
     else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn, NR);
 }
 
@@ -239,7 +240,7 @@ static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t n
 {
     const uint64_t *P = rc->vcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
     const uint8_t *g = rc->vt + hh / 2 * (G * 2 * k);
-    if (P && k < 4) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1, NR);
+    if (P) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1, NR);
     else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);
 }
 
