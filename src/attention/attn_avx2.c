@@ -120,15 +120,43 @@ static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t nt
     }
 }
 
+/* The V blocks' fp16 scales of keys [0, n) into dvT [D/32][G], block-major (the value
+ * loop takes a block's scales for consecutive keys), zero from n up to a multiple of 8. */
+static void qblk_vscales_avx2(float *dvT, const uint8_t *V, size_t n, size_t nb, size_t bn)
+{
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)(nb * bn)));
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12,
+                                          13, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (size_t b = 0; b < nb; b++) {
+        float *dst = dvT + b * G;
+        size_t t = 0;
+        for (; t + 8 <= n; t += 8) {
+            const __m256i w = _mm256_i32gather_epi32((const int *)(const void *)(V + (t * nb + b) * bn), step, 1);
+            const __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, pick), _MM_SHUFFLE(3, 1, 2, 0));
+            _mm256_storeu_ps(dst + t, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+        }
+        for (; t < n; t++) {
+            uint16_t u;
+            memcpy(&u, V + (t * nb + b) * bn, 2);
+            dst[t] = _cvtsh_ss(u);
+        }
+        for (; t % 8; t++) dst[t] = 0.0f;
+    }
+}
+
 /* acc[r][d] = acc[r][d] * fct[r] + Σ_t p[r][t] · V[t][d] for the rb live rows of a block
- * of NR (rows past rb: p = 0, not stored), V in q8_0 (vbits 8) or q4_0 block rows, dvf
- * the blocks' scales [t][D/32]. */
+ * of NR (rows past rb: p = 0, not stored), V in q8_0 (vbits 8) or q4_0 block rows, dvT
+ * the blocks' scales (qblk_vscales_avx2). Per block of TB keys and block b of channels
+ * the weights w[r][t] = p[r][t] · d[t][b] are made first (8 keys a vector), so the loop
+ * over keys converts the codes and does one broadcast and two FMAs per row and 16
+ * channels; q4_0's -8 becomes one subtraction of 8 Σ_t w[r][t] per block and row. */
 static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
                                            const float *p, const float *fct, size_t ntm, const uint8_t *V,
-                                           const float *dvf, const unsigned vbits)
+                                           const float *dvT, const unsigned vbits)
 {
     const size_t nb = D / 32, bn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow = nb * bn;
     const __m256i m4 = _mm256_set1_epi32(0x0F);
+    float w[QNR][TB] __attribute__((aligned(32)));
     for (size_t r = 0; r < rb; r++) {
         if (!nvis[r]) continue;
         float *a = acc + r * D;
@@ -136,35 +164,45 @@ static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t 
         for (size_t d = 0; d < D; d += 8) _mm256_storeu_ps(a + d, _mm256_mul_ps(_mm256_loadu_ps(a + d), f));
     }
     for (size_t tb = 0; tb < ntm; tb += TB) {
-        const size_t te = tb + TB < ntm ? tb + TB : ntm;
-        for (size_t b = 0; b < nb; b++)
+        const size_t te = tb + TB < ntm ? tb + TB : ntm, nt8 = (te - tb + 7) & ~(size_t)7;
+        for (size_t b = 0; b < nb; b++) {
+            /* weights of the block's keys (p is 0 past each row's nvis, dvT 0 past the
+             * chunk's keys up to a multiple of 8, so the vectors past te add nothing) */
+            float wsum[QNR];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                __m256 z = _mm256_setzero_ps();
+                for (size_t i = 0; i < nt8; i += 8) {
+                    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p + r * G + tb + i), _mm256_loadu_ps(dvT + b * G + tb + i));
+                    _mm256_store_ps(w[r] + i, x);
+                    z = _mm256_add_ps(z, x);
+                }
+                wsum[r] = vbits == 4 ? vhsum(z) : 0.0f;
+            }
             for (size_t h = 0; h < 32; h += 16) {
                 __m256 a0[QNR], a1[QNR];
                 _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < NR; r++) a0[r] = a1[r] = _mm256_setzero_ps();
                 const uint8_t *c = V + tb * vrow + b * bn + 2 + (vbits == 8 ? h : 0);
-                const float *dp = dvf + tb * nb + b, *pp = p + tb;
                 _Pragma("GCC unroll 2")
-                for (size_t t = tb; t < te; t++, c += vrow, dp += nb, pp++) {
-                    const __m256 s = _mm256_broadcast_ss(dp);
+                for (size_t i = 0; i < te - tb; i++, c += vrow) {
                     __m256 v0, v1;
                     if (vbits == 8) {
-                        v0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c))), s);
-                        v1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8)))), s);
+                        v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c)));
+                        v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8))));
                     } else { /* channels h..h+15: the low (h = 0) or high nibbles of qs[0..15] */
-                        const __m256 s8 = _mm256_mul_ps(s, _mm256_set1_ps(-8.0f));
                         __m256i x0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c));
                         __m256i x1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8)));
                         if (h) {
                             x0 = _mm256_srli_epi32(x0, 4);
                             x1 = _mm256_srli_epi32(x1, 4);
                         }
-                        v0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x0, m4)), s, s8);
-                        v1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x1, m4)), s, s8);
+                        v0 = _mm256_cvtepi32_ps(_mm256_and_si256(x0, m4));
+                        v1 = _mm256_cvtepi32_ps(_mm256_and_si256(x1, m4));
                     }
                     _Pragma("GCC unroll 8")
                     for (size_t r = 0; r < NR; r++) {
-                        const __m256 pw = _mm256_broadcast_ss(pp + r * G);
+                        const __m256 pw = _mm256_broadcast_ss(w[r] + i);
                         a0[r] = _mm256_fmadd_ps(pw, v0, a0[r]);
                         a1[r] = _mm256_fmadd_ps(pw, v1, a1[r]);
                     }
@@ -173,10 +211,12 @@ static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t 
                 for (size_t r = 0; r < NR; r++) {
                     if (r >= rb || !nvis[r]) continue;
                     float *a = acc + r * D + 32 * b + h;
-                    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), a0[r]));
-                    _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), a1[r]));
+                    const __m256 z8 = _mm256_set1_ps(8.0f * wsum[r]); /* q4_0: the -8 of every code */
+                    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), vbits == 4 ? _mm256_sub_ps(a0[r], z8) : a0[r]));
+                    _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), vbits == 4 ? _mm256_sub_ps(a1[r], z8) : a1[r]));
                 }
             }
+        }
     }
 }
 
@@ -205,7 +245,7 @@ static ALWAYS_INLINE void chunk_qblk_avx2_nr(const sjk_attn_qint *qi, size_t R, 
     const size_t nb = D / 32, vrow = nb * (vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     float *p = work;                 /* [RBX][G] scores, then probabilities */
     float *dkf = p + RBX * G;        /* [G * nb + 16] K block scales */
-    float *dvf = dkf + G * nb + 16;  /* [G * nb + 16] V block scales */
+    float *dvf = dkf + G * nb + 16;  /* [nb][G] V block scales, block-major */
     int16_t *q16c = (int16_t *)(void *)(dvf + G * nb + 16); /* [D/32][NR][32] a block's query words */
     size_t nall = 0;
     for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
@@ -225,7 +265,7 @@ static ALWAYS_INLINE void chunk_qblk_avx2_nr(const sjk_attn_qint *qi, size_t R, 
         if (kbits == 8) qblk_scores_avx2(p, K, ntm, D, dkf, q16c, sc, 8, NR, pv, vrow, pk, pkn);
         else qblk_scores_avx2(p, K, ntm, D, dkf, q16c, sc, 4, NR, pv, vrow, pk, pkn);
         if (!dv_ready) { /* after the first scores, which brought the V rows into L1 */
-            qblk_scales_avx2(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+            qblk_vscales_avx2(dvf, V, nall, nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
             dv_ready = 1;
         }
         float fct[RBX];
