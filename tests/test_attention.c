@@ -338,7 +338,7 @@ TEST(test_threads_split_heads_and_positions_same_result)
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
  * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
  * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
- * with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
+ * 3, 4 or 9 rows and 6 (a Qwen2.5 head), with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
 TEST(test_trellis_inplace_matches_decoded)
 {
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
@@ -352,44 +352,47 @@ TEST(test_trellis_inplace_matches_decoded)
     for (unsigned kb = 2; kb <= 4; kb++)
         for (size_t D = 64; D <= MAXD; D *= 2) {
             unsigned vb = kb == 4 ? 4 : 2 + (unsigned)(D / 64 % 2); /* mixed widths too */
-            size_t R = D == 128 ? 4 : (D == 64 ? 9 : 3);
-            for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
-            for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
-            for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
-            for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
-            sjk_attn_rec rc;
-            memset(&rc, 0, sizeof rc);
-            rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
-            rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
-            rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
-            rc.kcb = sjk_trellis_codebook(kb);
-            rc.vcb = sjk_trellis_codebook(vb);
-            CHECK(rc.kcb && rc.vcb);
-            if (!rc.kcb || !rc.vcb) return;
-            /* the oracle: K[t][d], V[t][d] decoded by FORMAT.md's formula */
-            for (size_t d = 0; d < D; d++) {
-                const uint8_t *gk = kt + d / 16 * (G * 2 * kb), *gv = vt + d / 16 * (G * 2 * vb);
-                sjk_trellis_decode_seq(seq, 1, rc.kcb, kb, SJK_TRELLIS_TAILBITE, gk, (unsigned)(d % 16), G);
-                for (size_t t = 0; t < G; t++) K[t * D + d] = (seq[t] * rc.kscale[d] + rc.kzero[d]) * rc.ktok[t];
-                sjk_trellis_decode_seq(seq, 1, rc.vcb, vb, SJK_TRELLIS_TAILBITE, gv, (unsigned)(d % 16), G);
-                for (size_t t = 0; t < G; t++) V[t * D + d] = (seq[t] * rc.vscale[t] + rc.vzero[t]) * rc.vch[d];
-            }
-            uint32_t nvis[16];
-            for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
-            static state a, b;
-            for (int pi = 0; pi < 3; pi++) {
-                const sjk_attn_kernels *k = paths[pi];
-                if (!k || !k->trellis_inplace) continue;
-                tested += pi > 0;
-                sjk_rng s1 = r, s2 = r;
-                state_init(&a, R, D, &s1);
-                state_init(&b, R, D, &s2);
-                if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
-                else ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
-                k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
-                double e = state_diff(&a, &b, R, D);
-                CHECKF(e < 1e-5, "%s trellis %u/%u D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded",
-                       kb, vb, D, R, e);
+            for (int pass = 0; pass < 2; pass++) {
+                /* pass 1: the 6 GQA rows of a Qwen2.5 head (AVX2: a block of 4 and one of 2) */
+                size_t R = pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
+                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                sjk_attn_rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
+                rc.kcb = sjk_trellis_codebook(kb);
+                rc.vcb = sjk_trellis_codebook(vb);
+                CHECK(rc.kcb && rc.vcb);
+                if (!rc.kcb || !rc.vcb) return;
+                /* the oracle: K[t][d], V[t][d] decoded by FORMAT.md's formula */
+                for (size_t d = 0; d < D; d++) {
+                    const uint8_t *gk = kt + d / 16 * (G * 2 * kb), *gv = vt + d / 16 * (G * 2 * vb);
+                    sjk_trellis_decode_seq(seq, 1, rc.kcb, kb, SJK_TRELLIS_TAILBITE, gk, (unsigned)(d % 16), G);
+                    for (size_t t = 0; t < G; t++) K[t * D + d] = (seq[t] * rc.kscale[d] + rc.kzero[d]) * rc.ktok[t];
+                    sjk_trellis_decode_seq(seq, 1, rc.vcb, vb, SJK_TRELLIS_TAILBITE, gv, (unsigned)(d % 16), G);
+                    for (size_t t = 0; t < G; t++) V[t * D + d] = (seq[t] * rc.vscale[t] + rc.vzero[t]) * rc.vch[d];
+                }
+                uint32_t nvis[16];
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                static state a, b;
+                for (int pi = 0; pi < 3; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    if (!k || !k->trellis_inplace) continue;
+                    tested += pi > 0;
+                    sjk_rng s1 = r, s2 = r;
+                    state_init(&a, R, D, &s1);
+                    state_init(&b, R, D, &s2);
+                    if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
+                    else ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                    k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                    double e = state_diff(&a, &b, R, D);
+                    CHECKF(e < 1e-5, "%s trellis %u/%u D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded",
+                           kb, vb, D, R, e);
+                }
             }
         }
     if (!tested) SKIP_PART("no SIMD table reads trellis in place on this CPU; the reference was checked alone");

@@ -324,6 +324,38 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
     }
 }
 
+/* Pair tables (trellis.h): for every window w and next symbol s', the two values. */
+static uint64_t g_pair2[1u << 10], g_pair3[1u << 12], g_pair4[1u << 14];
+static pthread_once_t g_pair_once = PTHREAD_ONCE_INIT;
+
+static void pair_build(uint64_t *P, unsigned k)
+{
+    const float *cb = sjk_trellis_codebook(k);
+    const unsigned L = SJK_TRELLIS_STATE_BITS + k;
+    for (unsigned w = 0; w < (1u << L); w++)
+        for (unsigned s1 = 0; s1 < (1u << k); s1++) {
+            const unsigned w1 = (s1 << SJK_TRELLIS_STATE_BITS) | (w >> k);
+            uint32_t a, b;
+            memcpy(&a, cb + w, 4);
+            memcpy(&b, cb + w1, 4);
+            P[w | (s1 << L)] = (uint64_t)a | ((uint64_t)b << 32);
+        }
+}
+
+static void pair_init(void)
+{
+    pair_build(g_pair2, 2);
+    pair_build(g_pair3, 3);
+    pair_build(g_pair4, 4);
+}
+
+const uint64_t *sjk_trellis_pair_table(unsigned k)
+{
+    if (k < 2 || k > 4) return NULL;
+    pthread_once(&g_pair_once, pair_init);
+    return k == 2 ? g_pair2 : k == 3 ? g_pair3 : g_pair4;
+}
+
 /* ---- the tile layer ---------------------------------------------------------------- */
 
 static int tile_ok(const sjk_trellis_tile *tt)
