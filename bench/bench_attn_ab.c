@@ -6,7 +6,7 @@
  * a rotating order, and the reported ratios are medians of the per-round ratios.
  *
  *   make build/bench/bench_attn_ab
- *   build/bench/bench_attn_ab [--geometry gemma3|qwen] [--ctx N] [--threads T] [--rounds N]
+ *   build/bench/bench_attn_ab [--geometry gemma3|qwen|smollm2] [--ctx N] [--threads T] [--rounds N]
  *                             [--drop ENTRY]... CONFIG...
  *
  * B is A's table with each --drop ENTRY set to NULL (attend.c then takes the next path:
@@ -155,7 +155,8 @@ int main(int argc, char **argv)
             const char *g = argv[++i];
             if (!strcmp(g, "gemma3")) hq = 4, hkv = 1, D = 256;
             else if (!strcmp(g, "qwen")) hq = 12, hkv = 2, D = 128;
-            else { fprintf(stderr, "bench_attn_ab: --geometry %s: gemma3 or qwen\n", g); return 2; }
+            else if (!strcmp(g, "smollm2")) hq = 9, hkv = 3, D = 64;
+            else { fprintf(stderr, "bench_attn_ab: --geometry %s: gemma3, qwen or smollm2\n", g); return 2; }
         } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
@@ -164,7 +165,7 @@ int main(int argc, char **argv)
             n_drop++;
         } else if (argv[i][0] != '-' && n_cfg < 16) cfgs[n_cfg++] = argv[i];
         else {
-            fprintf(stderr, "usage: bench_attn_ab [--geometry gemma3|qwen] [--ctx N] [--threads T] [--rounds N] "
+            fprintf(stderr, "usage: bench_attn_ab [--geometry gemma3|qwen|smollm2] [--ctx N] [--threads T] [--rounds N] "
                             "[--drop ENTRY]... CONFIG...\n");
             return 2;
         }
