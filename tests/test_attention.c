@@ -721,6 +721,91 @@ TEST(test_qblk_rows_match_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table reads ggml block rows in place on this CPU; the reference was checked alone\n");
 }
 
+/* chunk_qblk on the inputs at the edges of its integer arithmetic, every SIMD table
+ * against the reference at 1e-5 (test_qblk_rows_match_reference covers typical data):
+ * q8_0 codes all at +-127 and -128 (the largest products, |code · (128 hi + lo)| up to
+ * 128 · 16320 in every lane), q4_0 nibbles all at 0 and 15 (codes -8 and 7), blocks with
+ * a zero scale; queries with one channel 1000x the others (the other channels keep few
+ * bits: the pieces are the same integers on both sides), a query row of zeros (scale 0:
+ * scores 0), and rows whose values are all +-max. D = 64, 128, 192, 256; R = 1, 3, 4, 6,
+ * 7 (every row-block shape of the AVX2 kernel: 3, 4, 6 rows and a short last block). */
+TEST(test_qblk_extreme_inputs_match_reference)
+{
+    static const size_t dims[] = {64, 128, 192, 256}, rows[] = {1, 3, 4, 6, 7};
+    static const unsigned bits[3][2] = {{8, 8}, {4, 4}, {8, 4}};
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    static uint8_t kq[G * MAXD / 32 * 34], vq[G * MAXD / 32 * 34];
+    static uint8_t qbuf[SJK_ATTN_QINT_NBYTES(16, MAXD)];
+    static float q[16 * MAXD];
+    static state b, c;
+    sjk_rng r;
+    sjk_rng_seed(&r, 4242);
+    int tested = 0;
+    double worst_m = 0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (int bi = 0; bi < 3; bi++)
+                for (int qk = 0; qk < 3; qk++) {
+                    const size_t D = dims[di], R = rows[ri], nb = D / 32;
+                    const unsigned kb = bits[bi][0], vb = bits[bi][1];
+                    for (int side = 0; side < 2; side++) { /* K, then V blocks at the extremes */
+                        uint8_t *dst = side ? vq : kq;
+                        const unsigned bb = side ? vb : kb;
+                        const size_t bn = bb == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
+                        for (size_t blk = 0; blk < G * nb; blk++) {
+                            uint8_t *x = dst + blk * bn;
+                            const uint64_t u = sjk_rng_u64(&r);
+                            /* one block in 16 with a zero scale, the others in [2^-16, 2^-11) for K
+                             * (scores stay within +-50: at larger ones fp32 rounding of the score
+                             * alone moves exp() by more than 1e-5) and [2^-12, 2^-1) for V */
+                            const int e0 = side ? 2 : 12, ne = side ? 11 : 5;
+                            const float d = u % 16 == 0 ? 0.0f : ldexpf(1.0f + (float)(u >> 40 & 1023) / 1024.0f, -(int)(e0 + (u >> 8) % ne));
+                            const uint16_t h = sjk_f32_to_fp16(d);
+                            x[0] = (uint8_t)(h & 0xFF);
+                            x[1] = (uint8_t)(h >> 8);
+                            for (size_t i = 0; i < (bb == 8 ? 32u : 16u); i++) {
+                                const uint64_t v = sjk_rng_u64(&r);
+                                if (bb == 8) x[2 + i] = (uint8_t)(v % 8 == 0 ? 0x80 : v % 2 ? 127 : 0x81); /* -128, 127, -127 */
+                                else x[2 + i] = (uint8_t)((v % 2 ? 0x0F : 0x00) | (v % 4 >= 2 ? 0xF0 : 0x00));
+                            }
+                        }
+                    }
+                    for (size_t i = 0; i < R; i++)
+                        for (size_t d = 0; d < D; d++) {
+                            float x = (float)sjk_rng_normal(&r);
+                            if (qk == 0) x = d == (7 * i + 3) % D ? 1000.0f * (i % 2 ? -1.0f : 1.0f) : 0.01f * x;
+                            else if (qk == 1) x = i == 0 ? 0.0f : 0.1f * x; /* row 0 all zeros */
+                            else x = (d + i) % 2 ? 2.5f : -2.5f;           /* every value at +-max */
+                            q[i * D + d] = x;
+                        }
+                    sjk_attn_qint qi;
+                    sjk_attn_qint_prep(&qi, qbuf, q, R, D);
+                    if (qk == 1) CHECKF(qi.scale[0] == 0.0f, "zero row: scale %g", qi.scale[0]);
+                    uint32_t nvis[16];
+                    for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : 1 + sjk_rng_u64(&r) % G);
+                    sjk_rng s0 = r;
+                    state_init(&b, R, D, &s0);
+                    ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
+                    for (size_t i = 0; i < R; i++) CHECKF(isfinite(b.l[i]) && b.l[i] > 0, "ref: row %zu l = %g", i, b.l[i]);
+                    for (size_t i = 0; i < R; i++) worst_m = fmax(worst_m, fabs(b.m[i]));
+                    for (int pi = 0; pi < 2; pi++) {
+                        const sjk_attn_kernels *k = paths[pi];
+                        if (!k || !k->chunk_qblk) continue;
+                        tested++;
+                        s0 = r;
+                        state_init(&c, R, D, &s0);
+                        k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, NULL, 0);
+                        const double e = state_diff(&b, &c, R, D);
+                        CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g", k->name, kb, vb, D, R,
+                               qk, e);
+                    }
+                    r = s0;
+                }
+    fprintf(stderr, "  note: largest running max of a row %.3g\n", worst_m);
+    if (!tested) fprintf(stderr, "  note: no SIMD table reads ggml block rows in place on this CPU; the reference was checked alone\n");
+}
+
 /* 4-bit records scored by integer dot products (chunk_rec_q16) against int16 queries.
  *
  * 1. sjk_attn_q16_prep: every value within max|x| / 65534 of scale · q16 (+ fp32
@@ -885,6 +970,7 @@ int main(void)
     RUN(test_trellis_inplace_matches_decoded);
     RUN(test_tq6_ring_inplace_matches_decoded);
     RUN(test_qblk_rows_match_reference);
+    RUN(test_qblk_extreme_inputs_match_reference);
     RUN(test_rec_q16_matches_reference);
     RUN(test_tq6_q16_matches_reference);
     RUN(test_config_strings_parse);

@@ -1,14 +1,292 @@
 /* attn_avx2.c — the AVX2/FMA/F16C attention kernels (attn_kernels.h): the kernels both
  * instruction sets share, from attn_x86.h at 8 lanes, token-axis trellis records read in
- * place (below), and the payload unpacking (which attn_avx512.c reuses). The families
- * that need AVX-512 (the tq6_0 ring and ggml blocks read in place, int16 record scores)
- * are NULL here: attend.c decodes those chunks and uses chunk_f32, or chunk_rec for
- * 4-bit records. Tested against attn_ref.c (tests/test_attention.c).
+ * place and ggml block rows (q8_0, q4_0) read in place with integer key scores (both
+ * below), and the payload unpacking (which attn_avx512.c reuses). The families that need
+ * AVX-512 (the tq6_0 ring read in place, int16 record scores) are NULL here: attend.c
+ * decodes those chunks and uses chunk_f32, or chunk_rec for 4-bit records. Tested
+ * against attn_ref.c (tests/test_attention.c).
  */
 #include "codec/trellis.h" /* before attn_x86.h, whose short macros (G, W) it would see */
 
 #define SJK_ATTN_W 8
 #include "attention/attn_x86.h"
+
+/* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
+ * Without VNNI and with 16 registers, the keys are scored by vpmaddwd (16 int16 products
+ * summed in pairs into 8 int32 lanes) against the query rows as int16 words
+ * 128 hi + lo (attn_kernels.h, sjk_attn_qint) in channel order, made once per block of
+ * rows (qblk_words; the w16 order of sjk_attn_qint is laid out for AVX-512's lanes):
+ *
+ *   per block b of a key (32 codes): two vpmovsxbw (q8_0; q4_0: two nibble masks, two
+ *   vpmovzxbw and the -8 as one vpsubw each) widen the codes to two ymm of words, shared
+ *   by the NR rows; per row two vpmaddwd with the row's words (memory operands), one
+ *   vpaddd, one conversion (exact: each lane sums 4 products, below 2^24) and one fp32
+ *   multiply-add by the block's scale d_b into the row's 8 fp32 partials; one horizontal
+ *   sum per row and key.
+ *
+ * Values, per 16 channels of a block and key: the codes sign-extended and converted
+ * (q8_0; q4_0: the nibble converted, then one multiply-add makes (nib - 8) d), times the
+ * block's scale, shared by the NR rows; one broadcast and two FMAs per row, keys in
+ * blocks of TB so that the block's values stay in L1 across the channel passes.
+ *
+ * Rows go NR = 3, 4 or 6 at a time (qblk_nr: the 3 GQA rows of a SmolLM2 head and the 6
+ * of a Qwen2.5 head in one block, so that neither pays for zero rows nor decodes a
+ * chunk twice). Per 32 codes and row that is 5 operations for the key and 4 for the
+ * value against 4 + 4 FMAs for fp16 rows, with 34 bytes read instead of 64. The blocks'
+ * fp16 scales are converted once per call, 8 at a time by one gather. */
+static void qblk_scales_avx2(float *dst, const uint8_t *base, size_t nblk, size_t bn)
+{
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)bn));
+    /* the low two bytes of each dword, packed into the low 8 bytes of each 128-bit lane */
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12,
+                                          13, -1, -1, -1, -1, -1, -1, -1, -1);
+    size_t i = 0;
+    for (; i + 8 <= nblk; i += 8) {
+        const __m256i w = _mm256_i32gather_epi32((const int *)(const void *)(base + i * bn), step, 1);
+        const __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, pick), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+    }
+    for (; i < nblk; i++) {
+        uint16_t u;
+        memcpy(&u, base + i * bn, 2);
+        dst[i] = _cvtsh_ss(u);
+    }
+}
+
+#define QNR 6 /* most rows per block (qblk_nr) */
+
+/* Rows per block for R rows: 3 for 3 (or 1..3), 6 for 5 or 6, else 4. */
+static inline size_t qblk_nr(size_t R) { return R <= 3 ? 3 : R == 5 || R == 6 ? 6 : 4; }
+
+/* Sum of each of four vectors, as the four lanes of the result. */
+static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* Scores p[r][t] of keys [0, ntm) of K for the NR rows whose words are q16c (qblk_words;
+ * zero rows past the block's last) and scales sc[r]. V, vrow: the
+ * chunk's V rows to prefetch into L1, a key's worth per key; pf, pfn: the next chunk's K
+ * rows into L2 (NULL / 0: none). */
+static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t ntm, size_t D, const float *dkf,
+                                           const int16_t *q16c, const float sc[QNR + 2], const unsigned kbits,
+                                           const size_t NR, const uint8_t *V, size_t vrow, const uint8_t *pf,
+                                           size_t pfn)
+{
+    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, krow = nb * bn;
+    const __m128 sc0 = _mm_loadu_ps(sc), sc1 = _mm_loadu_ps(sc + 4);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i eight = _mm256_set1_epi16(8);
+    for (size_t t = 0; t < ntm; t++) {
+        const uint8_t *row = K + t * krow;
+        if (V)
+            for (size_t o = (t * vrow) & ~(size_t)63; o < (t + 1) * vrow; o += 64) _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+        for (size_t o = (t * krow) & ~(size_t)63; o < (t + 1) * krow && o < pfn; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+        __m256 F[QNR];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) F[r] = _mm256_setzero_ps();
+        const float *dk = dkf + t * nb;
+        _Pragma("GCC unroll 2") /* nb is even (D % 64 == 0) */
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *c = row + b * bn + 2;
+            __m256i w0, w1;
+            if (kbits == 8) {
+                w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
+                w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
+            } else { /* q4_0: channels 0..15 the low nibbles, 16..31 the high ones, minus 8 */
+                const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)c);
+                w0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(x, m4)), eight);
+                w1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(x, 4), m4)), eight);
+            }
+            const __m256 d = _mm256_broadcast_ss(dk + b);
+            const int16_t *qw = q16c + 32 * NR * b; /* rows at constant offsets */
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const __m256i a0 = _mm256_madd_epi16(w0, _mm256_loadu_si256((const __m256i *)(const void *)(qw + 32 * r)));
+                const __m256i a1 = _mm256_madd_epi16(w1, _mm256_loadu_si256((const __m256i *)(const void *)(qw + 32 * r + 16)));
+                F[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)), d, F[r]);
+            }
+        }
+        float sv[8];
+        const __m256 z = _mm256_setzero_ps();
+        if (NR == 3) {
+            _mm_storeu_ps(sv, _mm_mul_ps(hsum4x8(F[0], F[1], F[2], z), sc0));
+        } else {
+            _mm_storeu_ps(sv, _mm_mul_ps(hsum4x8(F[0], F[1], F[2], F[3]), sc0));
+            if (NR == 6) _mm_storeu_ps(sv + 4, _mm_mul_ps(hsum4x8(F[4 % NR], F[5 % NR], z, z), sc1));
+        }
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r];
+    }
+}
+
+/* The V blocks' fp16 scales of keys [0, n) into dvT [D/32][G], block-major (the value
+ * loop takes a block's scales for consecutive keys), zero from n up to a multiple of 8. */
+static void qblk_vscales_avx2(float *dvT, const uint8_t *V, size_t n, size_t nb, size_t bn)
+{
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)(nb * bn)));
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12,
+                                          13, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (size_t b = 0; b < nb; b++) {
+        float *dst = dvT + b * G;
+        size_t t = 0;
+        for (; t + 8 <= n; t += 8) {
+            const __m256i w = _mm256_i32gather_epi32((const int *)(const void *)(V + (t * nb + b) * bn), step, 1);
+            const __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, pick), _MM_SHUFFLE(3, 1, 2, 0));
+            _mm256_storeu_ps(dst + t, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+        }
+        for (; t < n; t++) {
+            uint16_t u;
+            memcpy(&u, V + (t * nb + b) * bn, 2);
+            dst[t] = _cvtsh_ss(u);
+        }
+        for (; t % 8; t++) dst[t] = 0.0f;
+    }
+}
+
+/* acc[r][d] = acc[r][d] * fct[r] + Σ_t p[r][t] · V[t][d] for the rb live rows of a block
+ * of NR (rows past rb: p = 0, not stored), V in q8_0 (vbits 8) or q4_0 block rows, dvT
+ * the blocks' scales (qblk_vscales_avx2). Per block of TB keys and block b of channels
+ * the weights w[r][t] = p[r][t] · d[t][b] are made first (8 keys a vector), so the loop
+ * over keys converts the codes and does one broadcast and two FMAs per row and 16
+ * channels; q4_0's -8 becomes one subtraction of 8 Σ_t w[r][t] per block and row. */
+static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+                                           const float *p, const float *fct, size_t ntm, const uint8_t *V,
+                                           const float *dvT, const unsigned vbits)
+{
+    const size_t nb = D / 32, bn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow = nb * bn;
+    const __m256i m4 = _mm256_set1_epi32(0x0F);
+    float w[QNR][TB] __attribute__((aligned(32)));
+    for (size_t r = 0; r < rb; r++) {
+        if (!nvis[r]) continue;
+        float *a = acc + r * D;
+        const __m256 f = _mm256_set1_ps(fct[r]);
+        for (size_t d = 0; d < D; d += 8) _mm256_storeu_ps(a + d, _mm256_mul_ps(_mm256_loadu_ps(a + d), f));
+    }
+    for (size_t tb = 0; tb < ntm; tb += TB) {
+        const size_t te = tb + TB < ntm ? tb + TB : ntm, nt8 = (te - tb + 7) & ~(size_t)7;
+        for (size_t b = 0; b < nb; b++) {
+            /* weights of the block's keys (p is 0 past each row's nvis, dvT 0 past the
+             * chunk's keys up to a multiple of 8, so the vectors past te add nothing) */
+            float wsum[QNR];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                __m256 z = _mm256_setzero_ps();
+                for (size_t i = 0; i < nt8; i += 8) {
+                    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p + r * G + tb + i), _mm256_loadu_ps(dvT + b * G + tb + i));
+                    _mm256_store_ps(w[r] + i, x);
+                    z = _mm256_add_ps(z, x);
+                }
+                wsum[r] = vbits == 4 ? vhsum(z) : 0.0f;
+            }
+            for (size_t h = 0; h < 32; h += 16) {
+                __m256 a0[QNR], a1[QNR];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+                const uint8_t *c = V + tb * vrow + b * bn + 2 + (vbits == 8 ? h : 0);
+                _Pragma("GCC unroll 2")
+                for (size_t i = 0; i < te - tb; i++, c += vrow) {
+                    __m256 v0, v1;
+                    if (vbits == 8) {
+                        v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c)));
+                        v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8))));
+                    } else { /* channels h..h+15: the low (h = 0) or high nibbles of qs[0..15] */
+                        __m256i x0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c));
+                        __m256i x1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8)));
+                        if (h) {
+                            x0 = _mm256_srli_epi32(x0, 4);
+                            x1 = _mm256_srli_epi32(x1, 4);
+                        }
+                        v0 = _mm256_cvtepi32_ps(_mm256_and_si256(x0, m4));
+                        v1 = _mm256_cvtepi32_ps(_mm256_and_si256(x1, m4));
+                    }
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        const __m256 pw = _mm256_broadcast_ss(w[r] + i);
+                        a0[r] = _mm256_fmadd_ps(pw, v0, a0[r]);
+                        a1[r] = _mm256_fmadd_ps(pw, v1, a1[r]);
+                    }
+                }
+                _Pragma("GCC unroll 8") /* constant indices: the sums stay in registers */
+                for (size_t r = 0; r < NR; r++) {
+                    if (r >= rb || !nvis[r]) continue;
+                    float *a = acc + r * D + 32 * b + h;
+                    const __m256 z8 = _mm256_set1_ps(8.0f * wsum[r]); /* q4_0: the -8 of every code */
+                    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), vbits == 4 ? _mm256_sub_ps(a0[r], z8) : a0[r]));
+                    _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), vbits == 4 ? _mm256_sub_ps(a1[r], z8) : a1[r]));
+                }
+            }
+        }
+    }
+}
+
+/* The int16 words 128 hi + lo of rows hi/lo [rb][D] into q16c [D/32][NR][32] (block b
+ * of row r at 32 (NR b + r): the rows of a block at constant offsets; rows rb..NR-1
+ * zero). */
+static void qblk_words(int16_t *q16c, const int8_t *hi, const int8_t *lo, size_t rb, size_t NR, size_t D)
+{
+    for (size_t r = 0; r < NR; r++)
+        for (size_t d = 0; d < D; d += 16) {
+            __m256i w = _mm256_setzero_si256();
+            if (r < rb) {
+                const __m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(hi + r * D + d)));
+                const __m256i l = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(lo + r * D + d)));
+                w = _mm256_add_epi16(_mm256_slli_epi16(h, 7), l);
+            }
+            _mm256_storeu_si256((__m256i *)(void *)(q16c + 32 * (NR * (d / 32) + r) + d % 32), w);
+        }
+}
+
+static ALWAYS_INLINE void chunk_qblk_avx2_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                                             unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V,
+                                             float *m, float *l, float *acc, float *work, const uint8_t *pf,
+                                             size_t pf_nbytes, const size_t NR)
+{
+    const size_t nb = D / 32, vrow = nb * (vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    float *p = work;                 /* [RBX][G] scores, then probabilities */
+    float *dkf = p + RBX * G;        /* [G * nb + 16] K block scales */
+    float *dvf = dkf + G * nb + 16;  /* [nb][G] V block scales, block-major */
+    int16_t *q16c = (int16_t *)(void *)(dvf + G * nb + 16); /* [D/32][NR][32] a block's query words */
+    size_t nall = 0;
+    for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
+    if (!nall) return;
+    qblk_scales_avx2(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    int dv_ready = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
+        if (!ntm) continue;
+        float sc[QNR + 2] = {0};
+        for (size_t r = 0; r < rb; r++) sc[r] = qi->scale[r0 + r];
+        qblk_words(q16c, qi->hi + r0 * D, qi->lo + r0 * D, rb, NR, D);
+        /* prefetches on the first block of rows only (later blocks find the lines) */
+        const uint8_t *pv = r0 == 0 ? V : NULL, *pk = r0 == 0 ? pf : NULL;
+        const size_t pkn = r0 == 0 ? pf_nbytes : 0;
+        if (kbits == 8) qblk_scores_avx2(p, K, ntm, D, dkf, q16c, sc, 8, NR, pv, vrow, pk, pkn);
+        else qblk_scores_avx2(p, K, ntm, D, dkf, q16c, sc, 4, NR, pv, vrow, pk, pkn);
+        if (!dv_ready) { /* after the first scores, which brought the V rows into L1 */
+            qblk_vscales_avx2(dvf, V, nall, nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+            dv_ready = 1;
+        }
+        float fct[RBX];
+        softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
+        if (vbits == 8) qblk_values_avx2(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, 8);
+        else qblk_values_avx2(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, 4);
+    }
+}
+
+static void chunk_qblk_avx2(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis, unsigned kbits,
+                            unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n, float *m, float *l, float *acc,
+                            float *work, const uint8_t *pf, size_t pf_nbytes)
+{
+    (void)n;
+    const size_t nr = qblk_nr(R);
+    if (nr == 3) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 3);
+    else if (nr == 6) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 6);
+    else chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 4);
+}
 
 /* ---- trellis records, read in place -------------------------------------------------
  * The AVX2 form of attn_avx512.c's reader (same payload walk, same pair tables; the
@@ -25,8 +303,9 @@
  * and hi channels 4..7 of the half, lane 2i token t and lane 2i+1 token t+1 of its
  * channel. The lookups are what this kernel spends its time on (Zen 3: an 8-element
  * gather of fp32 costs about as much as two 4-element gathers of pairs, and those 1.6x
- * the loads by hand); a codebook other than the committed one takes two one-value
- * gathers per pair instead.
+ * the loads by hand). At k = 4 too: its 128 KiB table lives in L2, and the hand loads
+ * from it beat two 8-element gathers from the 4 KiB codebook (1.22x, sj:4/4t at 32K); a
+ * codebook other than the committed one takes those two gathers per pair.
  *
  *   scores: per token pair, all halves: s[r] += qd_lo[r] * lo + qd_hi[r] * hi (queries
  *           duplicated into the lane order, the rows' sums in registers, each half's
@@ -35,7 +314,7 @@
  *   values: per half, all token pairs: al[r] += (p[r][t], p[r][t+1]) * lo, ah[r] likewise
  *           (p already times Vscale), even and odd lanes summed per channel at the end.
  * No K or V value is materialised (the decoded path wrote and reread 256 KiB of fp32 per
- * record at D = 256). Rows go RB (4) at a time: 16 ymm registers. */
+ * record at D = 256). */
 typedef struct trel8 {
     __m256i sh[2]; /* per half: the shifts that bring lane l's symbol to bit 0 */
     __m256i mk;    /* (1 << k) - 1 */
@@ -100,17 +379,31 @@ static ALWAYS_INLINE void trel8_lookup(__m256 *lo, __m256 *hi, const uint64_t *P
     *hi = _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x2), x3, 1));
 }
 
+/* One of trel8_lookup's outputs: P[idx 0..3] (part 0) or P[idx 4..7] (part 1). */
+static ALWAYS_INLINE __m256 trel8_lookup4(const uint64_t *P, __m256i idx, const int part)
+{
+    const __m128i a = part ? _mm256_extracti128_si256(idx, 1) : _mm256_castsi256_si128(idx);
+    const uint64_t e0 = (uint64_t)_mm_cvtsi128_si64(a), e1 = (uint64_t)_mm_extract_epi64(a, 1);
+    const __m128d x0 = _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e0)),
+                                    (const double *)(const void *)(P + (e0 >> 32)));
+    const __m128d x1 = _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e1)),
+                                    (const double *)(const void *)(P + (e1 >> 32)));
+    return _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x0), x1, 1));
+}
+
 /* Values of tokens t, t+1 (steps st, st + 2k) of half h, in the pair layout (lo: channels
  * 0..3, hi: 4..7, lane 2i token t, 2i+1 token t+1); advances the state *w. P: the pair
  * table (pairs = 1), else cb with two one-value gathers. */
 static ALWAYS_INLINE void trel8_pair(__m256 *lo, __m256 *hi, __m256i *w, const uint8_t *st, const unsigned k, size_t h,
-                                     const trel8 *c, const float *cb, const uint64_t *P, const int pairs)
+                                     const trel8 *c, const float *cb, const uint64_t *P, const int pairs, const int part)
 {
     const __m256i x = trel8_sym(st, k, h, c), y = trel8_sym(st + 2 * k, k, h, c);
     if (pairs) {
         const __m256i idx = _mm256_or_si256(_mm256_or_si256(*w, _mm256_slli_epi32(x, 6)), _mm256_slli_epi32(y, (int)(6 + k)));
         *w = _mm256_srli_epi32(idx, (int)(2 * k));
-        trel8_lookup(lo, hi, P, idx);
+        if (part == 2) trel8_lookup(lo, hi, P, idx);
+        else if (part == 0) *lo = trel8_lookup4(P, idx, 0);
+        else *hi = trel8_lookup4(P, idx, 1);
         return;
     }
     const __m256i w0 = _mm256_or_si256(_mm256_slli_epi32(x, 6), _mm256_srli_epi32(*w, (int)k));
@@ -128,15 +421,15 @@ static ALWAYS_INLINE void trel8_pair(__m256 *lo, __m256 *hi, __m256i *w, const u
  * prefetched, a line per (token pair, group). */
 static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2, const float *ktok,
                                        const float *cz, const uint8_t *payload, const float *cb, const uint64_t *P,
-                                       const unsigned k, const int pairs, const uint8_t *pf, size_t pfn)
+                                       const unsigned k, const int pairs, const uint8_t *pf, size_t pfn, const size_t NR)
 {
     const trel8 c = trel8_init(k);
     const size_t nh = D / 8, gbytes = G * 2 * k;
     for (size_t hh = 0; hh < nh; hh++) wst[hh] = trel8_start(payload + hh / 2 * gbytes, k, hh % 2, &c, pairs);
     for (size_t t = 0; t < ntm2; t += 2) {
-        __m256 s[RB];
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) s[r] = _mm256_setzero_ps();
+        __m256 s[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) s[r] = _mm256_setzero_ps();
         const uint8_t *st = payload + t * 2 * k;
         for (size_t hh = 0; hh < nh; hh += 2, st += gbytes) { /* a group: its two halves */
             const size_t o = (t / 2 * nh / 2 + hh / 2) * 64;
@@ -144,104 +437,127 @@ static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, 
             _Pragma("GCC unroll 2")
             for (size_t h = 0; h < 2; h++) {
                 __m256 lo, hi;
-                trel8_pair(&lo, &hi, wst + hh + h, st, k, h, &c, cb, P, pairs);
-                const float *qh = qd + (hh + h) * RB * 16;
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) {
+                trel8_pair(&lo, &hi, wst + hh + h, st, k, h, &c, cb, P, pairs, 2);
+                const float *qh = qd + (hh + h) * NR * 16;
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
                     s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r), lo, s[r]);
                     s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r + 8), hi, s[r]);
                 }
             }
         }
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) { /* lanes e o e o ...: (Σ even, Σ odd) to p[r][t], p[r][t+1] */
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { /* lanes e o e o ...: (Σ even, Σ odd) to p[r][t], p[r][t+1] */
             __m128 x = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
             x = _mm_add_ps(x, _mm_movehl_ps(x, x));
             _mm_storel_pi((__m64 *)(void *)(p + r * G + t), x);
         }
     }
     const size_t ntw = (ntm2 + 7) & ~(size_t)7;
-    for (size_t r = 0; r < RB; r++) {
+    for (size_t r = 0; r < NR; r++) {
         const vf cr = vset1(cz[r]);
         for (size_t t = 0; t < ntw; t += 8) vstore(p + r * G + t, vmul(vload(ktok + t), vadd(vload(p + r * G + t), cr)));
     }
 }
 
-/* a[r] (the 8 channels of half h of group g, RB rows) = Σ_{t < ntm2} p[r][t] * C[w(t)]
- * (p is zero past each row's visible keys and up to G). */
-static ALWAYS_INLINE void trel8_values(__m256 a[RB], const float *p, size_t ntm2, const uint8_t *g, size_t h,
-                                       const float *cb, const uint64_t *P, const unsigned k, const int pairs)
+/* a[r] (the 8 channels of half h of group g, NR rows) = Σ_{t < ntm2} p[r][t] * C[w(t)]
+ * (p is zero past each row's visible keys and up to G). 8 rows would need 16
+ * accumulators: then each half takes two passes, channels 0..3 and 4..7 (the states are
+ * walked twice, each entry is looked up once). */
+static ALWAYS_INLINE void trel8_values_part(__m256 a[RBX], const float *p, size_t ntm2, const uint8_t *g, size_t h,
+                                            const float *cb, const uint64_t *P, const unsigned k, const int pairs,
+                                            const size_t NR, const int part)
 {
     const trel8 c = trel8_init(k);
     __m256i w = trel8_start(g, k, h, &c, pairs);
-    __m256 al[RB], ah[RB];
-    _Pragma("GCC unroll 4")
-    for (size_t r = 0; r < RB; r++) { al[r] = _mm256_setzero_ps(); ah[r] = _mm256_setzero_ps(); }
+    __m256 al[RBX], ah[RBX];
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) { al[r] = _mm256_setzero_ps(); ah[r] = _mm256_setzero_ps(); }
     for (size_t t = 0; t < ntm2; t += 2) {
-        __m256 lo, hi;
-        trel8_pair(&lo, &hi, &w, g + t * 2 * k, k, h, &c, cb, P, pairs);
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) {
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        trel8_pair(&lo, &hi, &w, g + t * 2 * k, k, h, &c, cb, P, pairs, pairs ? part : 2);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
             const __m256 pw = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(p + r * G + t)));
-            al[r] = _mm256_fmadd_ps(pw, lo, al[r]);
-            ah[r] = _mm256_fmadd_ps(pw, hi, ah[r]);
+            if (part != 1) al[r] = _mm256_fmadd_ps(pw, lo, al[r]);
+            if (part != 0) ah[r] = _mm256_fmadd_ps(pw, hi, ah[r]);
         }
     }
-    /* hadd: channels 0 1 4 5 | 2 3 6 7 as pairs of lanes; the qword permute puts them in order */
-    _Pragma("GCC unroll 4")
-    for (size_t r = 0; r < RB; r++)
+    /* hadd: channels 0 1 4 5 | 2 3 6 7 as pairs of lanes; the qword permute puts them in
+     * order (a pass of one part leaves the other part's channels zero, the caller adds) */
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++)
         a[r] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(al[r], ah[r])), 0xD8));
 }
 
-static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2,
-                                         const sjk_attn_rec *rc, const float *cz, const unsigned k, size_t pfn)
+static ALWAYS_INLINE void trel8_values(__m256 a[RBX], const float *p, size_t ntm2, const uint8_t *g, size_t h,
+                                       const float *cb, const uint64_t *P, const unsigned k, const int pairs,
+                                       const size_t NR)
 {
-    const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
-    if (P && k < 4) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn);
-    else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn);
+    if (NR <= RB) {
+        trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 2);
+        return;
+    }
+    __m256 b[RBX];
+    trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 0);
+    trel8_values_part(b, p, ntm2, g, h, cb, P, k, pairs, NR, 1);
+    for (size_t r = 0; r < NR; r++) a[r] = _mm256_add_ps(a[r], b[r]);
 }
 
-static ALWAYS_INLINE void trel8_values_k(__m256 a[RB], const float *p, size_t ntm2, const sjk_attn_rec *rc, size_t hh,
-                                         const unsigned k)
+static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2,
+                                         const sjk_attn_rec *rc, const float *cz, const unsigned k, size_t pfn,
+                                         const size_t NR)
+{
+    const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
+    if (P) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn, NR);
+    else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn, NR);
+}
+
+static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t ntm2, const sjk_attn_rec *rc, size_t hh,
+                                         const unsigned k, const size_t NR)
 {
     const uint64_t *P = rc->vcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
     const uint8_t *g = rc->vt + hh / 2 * (G * 2 * k);
-    if (P && k < 4) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1);
-    else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0);
+    if (P) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1, NR);
+    else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);
 }
 
-static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
-                               float *m, float *l, float *acc, float *work)
+/* Rows go NR at a time: RB (4), or RBX (8) when the call has more than 4 (the 6 GQA rows
+ * of a Qwen2.5 head), so that a record's codes are walked once per call instead of once
+ * per 4 rows; the padding rows are zero queries. */
+static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                            const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work,
+                                            const size_t NR)
 {
-    float *p = work;                 /* [RBX][G] scores, then probabilities */
-    float *qs = work + RBX * G;      /* [RBX][D] folded queries */
-    float *qd = qs + RBX * D;        /* [D/8][RB][16] queries in the pair layout */
+    float *p = work;            /* [RBX][G] scores, then probabilities */
+    float *qs = work + RBX * G; /* [RBX][D] folded queries */
     __m256i *wst = (__m256i *)(void *)(((uintptr_t)(work + RBX * (2 * D + 4 * G + 8)) + 31) & ~(uintptr_t)31); /* [D/8] */
+    float *qd = (float *)(void *)(wst + D / 8); /* [D/8][NR][16] queries in the pair layout */
     const __m256i dlo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dhi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     const unsigned kb = rc->kbits, vb = rc->vbits;
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
-        const size_t rb = block_rows(nvis, R, r0, RB, &ntm);
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
         float cz[RBX], zz[RBX], fct[RBX];
-        rec_fold(qs, cz, q + r0 * D, rb, RB, D, rc);
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         for (size_t hh = 0; hh < D / 8; hh++)
-            for (size_t r = 0; r < RB; r++) {
+            for (size_t r = 0; r < NR; r++) {
                 const __m256 x = _mm256_loadu_ps(qs + r * D + 8 * hh);
-                _mm256_storeu_ps(qd + (hh * RB + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
-                _mm256_storeu_ps(qd + (hh * RB + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
+                _mm256_storeu_ps(qd + (hh * NR + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
+                _mm256_storeu_ps(qd + (hh * NR + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
             }
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens; the extra score is unused */
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn);
-        else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn);
-        else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn);
-        rec_probs(p, fct, zz, nvis + r0, rb, RB, m + r0, l + r0, rc);
+        if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn, NR);
+        else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn, NR);
+        else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn, NR);
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         for (size_t hh = 0; hh < D / 8; hh++) {
-            __m256 a[RB];
-            if (vb == 2) trel8_values_k(a, p, ntm2, rc, hh, 2);
-            else if (vb == 3) trel8_values_k(a, p, ntm2, rc, hh, 3);
-            else trel8_values_k(a, p, ntm2, rc, hh, 4);
+            __m256 a[RBX];
+            if (vb == 2) trel8_values_k(a, p, ntm2, rc, hh, 2, NR);
+            else if (vb == 3) trel8_values_k(a, p, ntm2, rc, hh, 3, NR);
+            else trel8_values_k(a, p, ntm2, rc, hh, 4, NR);
             const __m256 vch = _mm256_loadu_ps(rc->vch + 8 * hh);
             for (size_t r = 0; r < rb; r++) {
                 if (!nvis[r0 + r]) continue;
@@ -251,6 +567,13 @@ static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_
             }
         }
     }
+}
+
+static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                               float *m, float *l, float *acc, float *work)
+{
+    if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
 }
 
 /* Records: trellis read in place (chunk_trellis_avx2), scalar ones by chunk_rec_scalar. */
@@ -319,7 +642,7 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     "avx2", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_avx2,
     sjk_attn_unpack_row_avx2, f16_to_f32_x, 1 /* token-axis trellis records read in place */,
-    NULL /* ggml block rows: decoded by the caller */,
+    chunk_qblk_avx2,
     NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
     NULL /* tq6_0 rows by integer dot products: decoded by the caller */,
 };

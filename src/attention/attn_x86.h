@@ -6,8 +6,9 @@
  * What differs between the widths (loads of fp16 / byte / nibble codes, lane masks,
  * horizontal reductions, the W x W transpose, how many rows a block may take) is in the
  * small primitives at the top; the kernels below them are the same text for both. The
- * AVX-512-only families (tq6_0 ring, ggml blocks, int16 record scores) and the trellis
- * readers (one per width) live in attn_avx512.c and attn_avx2.c on top of the same
+ * AVX-512-only families (tq6_0 ring, int16 record scores) live in attn_avx512.c; the
+ * trellis readers and the ggml block readers (attn_avx512.c: VNNI on 128-bit lanes of
+ * blocks; attn_avx2.c: vpmaddwd per block) have one per width; all on top of the same
  * helpers.
  *
  * Decode shape: rows are taken RB (4) at a time (AVX-512: 8 when a call has more than 4)
