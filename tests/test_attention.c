@@ -405,7 +405,7 @@ TEST(test_threads_split_heads_and_positions_same_result)
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
  * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
  * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
- * 3, 4 or 9 rows and 6 (a Qwen2.5 head), with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
+ * 3, 4 or 9 rows, 6 (a Qwen2.5 head) and 1 or 2, with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
 TEST(test_trellis_inplace_matches_decoded)
 {
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
@@ -419,9 +419,9 @@ TEST(test_trellis_inplace_matches_decoded)
     for (unsigned kb = 2; kb <= 4; kb++)
         for (size_t D = 64; D <= MAXD; D *= 2) {
             unsigned vb = kb == 4 ? 4 : 2 + (unsigned)(D / 64 % 2); /* mixed widths too */
-            for (int pass = 0; pass < 2; pass++) {
-                /* pass 1: the 6 GQA rows of a Qwen2.5 head (AVX2: a block of 4 and one of 2) */
-                size_t R = pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
+            for (int pass = 0; pass < 3; pass++) {
+                /* pass 1: the 6 GQA rows of a Qwen2.5 head; pass 2: 1 or 2 rows (an MHA head) */
+                size_t R = pass == 2 ? (D == 64 || D == 256 ? 1 : 2) : pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
                 for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
                 for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
                 for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
