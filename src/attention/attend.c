@@ -258,6 +258,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 if (RL->bits_k == 4) {
                     rec.kp = rp + RL->off_k;
                     rec_q16 = k->chunk_rec_q16 != NULL; /* scored by integer dot products */
+                } else if (RL->bits_k == 8 && RL->k_row_nbytes == G) {
+                    rec.kc = rp + RL->off_k; /* 8-bit rows are the codes [D][G] as unpacked */
                 } else {
                     for (size_t d = 0; d < D; d++)
                         k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
@@ -265,6 +267,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 if (RL->bits_v == 4) {
                     rec.vp = rp + RL->off_v;
+                } else if (RL->bits_v == 8 && RL->v_row_nbytes == D) {
+                    rec.vc = rp + RL->off_v; /* the codes [G][D] as unpacked */
                 } else {
                     for (size_t t = 0; t < G; t++)
                         k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
@@ -354,7 +358,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else if (KQ) {
                 if (!qi_ready) {
-                    sjk_attn_qint_prep(&qi, qbuf, q, R, D);
+                    if (k->qint_prep) k->qint_prep(&qi, qbuf, q, R, D);
+                    else sjk_attn_qint_prep(&qi, qbuf, q, R, D);
                     qi_ready = 1;
                 }
                 const sjk_attn_qint qr = sjk_attn_qint_rows(&qi, r0);
