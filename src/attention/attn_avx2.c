@@ -76,8 +76,7 @@ static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t nt
 {
     const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, krow = nb * bn;
     const __m128 sc0 = _mm_loadu_ps(sc), sc1 = _mm_loadu_ps(sc + 4);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m256i eight = _mm256_set1_epi16(8);
+    const __m256i m4w = _mm256_set1_epi16(0x0F), eight = _mm256_set1_epi16(8);
     for (size_t t = 0; t < ntm; t++) {
         const uint8_t *row = K + t * krow;
         if (V)
@@ -95,10 +94,11 @@ static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t nt
             if (kbits == 8) {
                 w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
                 w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
-            } else { /* q4_0: channels 0..15 the low nibbles, 16..31 the high ones, minus 8 */
-                const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)c);
-                w0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(x, m4)), eight);
-                w1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(x, 4), m4)), eight);
+            } else { /* q4_0: channels 0..15 the low nibbles, 16..31 the high ones, minus 8
+                      * (the bytes widened to words first: the high nibble is a shift) */
+                const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
+                w0 = _mm256_sub_epi16(_mm256_and_si256(x, m4w), eight);
+                w1 = _mm256_sub_epi16(_mm256_srli_epi16(x, 4), eight);
             }
             const __m256 d = _mm256_broadcast_ss(dk + b);
             const int16_t *qw = q16c + 32 * NR * b; /* rows at constant offsets */
@@ -181,6 +181,7 @@ static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t 
                 }
                 wsum[r] = vbits == 4 ? vhsum(z) : 0.0f;
             }
+            _Pragma("GCC unroll 2") /* h constant in each copy: no branch in the key loop */
             for (size_t h = 0; h < 32; h += 16) {
                 __m256 a0[QNR], a1[QNR];
                 _Pragma("GCC unroll 8")
@@ -195,12 +196,15 @@ static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t 
                     } else { /* channels h..h+15: the low (h = 0) or high nibbles of qs[0..15] */
                         __m256i x0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c));
                         __m256i x1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8)));
-                        if (h) {
+                        if (h) { /* bytes widened to dwords: the high nibble is a shift */
                             x0 = _mm256_srli_epi32(x0, 4);
                             x1 = _mm256_srli_epi32(x1, 4);
+                        } else {
+                            x0 = _mm256_and_si256(x0, m4);
+                            x1 = _mm256_and_si256(x1, m4);
                         }
-                        v0 = _mm256_cvtepi32_ps(_mm256_and_si256(x0, m4));
-                        v1 = _mm256_cvtepi32_ps(_mm256_and_si256(x1, m4));
+                        v0 = _mm256_cvtepi32_ps(x0);
+                        v1 = _mm256_cvtepi32_ps(x1);
                     }
                     _Pragma("GCC unroll 8")
                     for (size_t r = 0; r < NR; r++) {
