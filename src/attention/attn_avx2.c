@@ -387,8 +387,9 @@ static void qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t 
  * and hi channels 4..7 of the half, lane 2i token t and lane 2i+1 token t+1 of its
  * channel. The lookups are what this kernel spends its time on (Zen 3: an 8-element
  * gather of fp32 costs about as much as two 4-element gathers of pairs, and those 1.6x
- * the loads by hand); a codebook other than the committed one takes two one-value
- * gathers per pair instead.
+ * the loads by hand). At k = 4 too: its 128 KiB table lives in L2, and the hand loads
+ * from it beat two 8-element gathers from the 4 KiB codebook (1.22x, sj:4/4t at 32K); a
+ * codebook other than the committed one takes those two gathers per pair.
  *
  *   scores: per token pair, all halves: s[r] += qd_lo[r] * lo + qd_hi[r] * hi (queries
  *           duplicated into the lane order, the rows' sums in registers, each half's
@@ -397,7 +398,7 @@ static void qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t 
  *   values: per half, all token pairs: al[r] += (p[r][t], p[r][t+1]) * lo, ah[r] likewise
  *           (p already times Vscale), even and odd lanes summed per channel at the end.
  * No K or V value is materialised (the decoded path wrote and reread 256 KiB of fp32 per
- * record at D = 256). Rows go RB (4) at a time: 16 ymm registers. */
+ * record at D = 256). */
 typedef struct trel8 {
     __m256i sh[2]; /* per half: the shifts that bring lane l's symbol to bit 0 */
     __m256i mk;    /* (1 << k) - 1 */
@@ -462,17 +463,31 @@ static ALWAYS_INLINE void trel8_lookup(__m256 *lo, __m256 *hi, const uint64_t *P
     *hi = _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x2), x3, 1));
 }
 
+/* One of trel8_lookup's outputs: P[idx 0..3] (part 0) or P[idx 4..7] (part 1). */
+static ALWAYS_INLINE __m256 trel8_lookup4(const uint64_t *P, __m256i idx, const int part)
+{
+    const __m128i a = part ? _mm256_extracti128_si256(idx, 1) : _mm256_castsi256_si128(idx);
+    const uint64_t e0 = (uint64_t)_mm_cvtsi128_si64(a), e1 = (uint64_t)_mm_extract_epi64(a, 1);
+    const __m128d x0 = _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e0)),
+                                    (const double *)(const void *)(P + (e0 >> 32)));
+    const __m128d x1 = _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e1)),
+                                    (const double *)(const void *)(P + (e1 >> 32)));
+    return _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x0), x1, 1));
+}
+
 /* Values of tokens t, t+1 (steps st, st + 2k) of half h, in the pair layout (lo: channels
  * 0..3, hi: 4..7, lane 2i token t, 2i+1 token t+1); advances the state *w. P: the pair
  * table (pairs = 1), else cb with two one-value gathers. */
 static ALWAYS_INLINE void trel8_pair(__m256 *lo, __m256 *hi, __m256i *w, const uint8_t *st, const unsigned k, size_t h,
-                                     const trel8 *c, const float *cb, const uint64_t *P, const int pairs)
+                                     const trel8 *c, const float *cb, const uint64_t *P, const int pairs, const int part)
 {
     const __m256i x = trel8_sym(st, k, h, c), y = trel8_sym(st + 2 * k, k, h, c);
     if (pairs) {
         const __m256i idx = _mm256_or_si256(_mm256_or_si256(*w, _mm256_slli_epi32(x, 6)), _mm256_slli_epi32(y, (int)(6 + k)));
         *w = _mm256_srli_epi32(idx, (int)(2 * k));
-        trel8_lookup(lo, hi, P, idx);
+        if (part == 2) trel8_lookup(lo, hi, P, idx);
+        else if (part == 0) *lo = trel8_lookup4(P, idx, 0);
+        else *hi = trel8_lookup4(P, idx, 1);
         return;
     }
     const __m256i w0 = _mm256_or_si256(_mm256_slli_epi32(x, 6), _mm256_srli_epi32(*w, (int)k));
@@ -490,15 +505,15 @@ static ALWAYS_INLINE void trel8_pair(__m256 *lo, __m256 *hi, __m256i *w, const u
  * prefetched, a line per (token pair, group). */
 static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2, const float *ktok,
                                        const float *cz, const uint8_t *payload, const float *cb, const uint64_t *P,
-                                       const unsigned k, const int pairs, const uint8_t *pf, size_t pfn)
+                                       const unsigned k, const int pairs, const uint8_t *pf, size_t pfn, const size_t NR)
 {
     const trel8 c = trel8_init(k);
     const size_t nh = D / 8, gbytes = G * 2 * k;
     for (size_t hh = 0; hh < nh; hh++) wst[hh] = trel8_start(payload + hh / 2 * gbytes, k, hh % 2, &c, pairs);
     for (size_t t = 0; t < ntm2; t += 2) {
-        __m256 s[RB];
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) s[r] = _mm256_setzero_ps();
+        __m256 s[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) s[r] = _mm256_setzero_ps();
         const uint8_t *st = payload + t * 2 * k;
         for (size_t hh = 0; hh < nh; hh += 2, st += gbytes) { /* a group: its two halves */
             const size_t o = (t / 2 * nh / 2 + hh / 2) * 64;
@@ -506,104 +521,127 @@ static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, 
             _Pragma("GCC unroll 2")
             for (size_t h = 0; h < 2; h++) {
                 __m256 lo, hi;
-                trel8_pair(&lo, &hi, wst + hh + h, st, k, h, &c, cb, P, pairs);
-                const float *qh = qd + (hh + h) * RB * 16;
-                _Pragma("GCC unroll 4")
-                for (size_t r = 0; r < RB; r++) {
+                trel8_pair(&lo, &hi, wst + hh + h, st, k, h, &c, cb, P, pairs, 2);
+                const float *qh = qd + (hh + h) * NR * 16;
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
                     s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r), lo, s[r]);
                     s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r + 8), hi, s[r]);
                 }
             }
         }
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) { /* lanes e o e o ...: (Σ even, Σ odd) to p[r][t], p[r][t+1] */
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { /* lanes e o e o ...: (Σ even, Σ odd) to p[r][t], p[r][t+1] */
             __m128 x = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
             x = _mm_add_ps(x, _mm_movehl_ps(x, x));
             _mm_storel_pi((__m64 *)(void *)(p + r * G + t), x);
         }
     }
     const size_t ntw = (ntm2 + 7) & ~(size_t)7;
-    for (size_t r = 0; r < RB; r++) {
+    for (size_t r = 0; r < NR; r++) {
         const vf cr = vset1(cz[r]);
         for (size_t t = 0; t < ntw; t += 8) vstore(p + r * G + t, vmul(vload(ktok + t), vadd(vload(p + r * G + t), cr)));
     }
 }
 
-/* a[r] (the 8 channels of half h of group g, RB rows) = Σ_{t < ntm2} p[r][t] * C[w(t)]
- * (p is zero past each row's visible keys and up to G). */
-static ALWAYS_INLINE void trel8_values(__m256 a[RB], const float *p, size_t ntm2, const uint8_t *g, size_t h,
-                                       const float *cb, const uint64_t *P, const unsigned k, const int pairs)
+/* a[r] (the 8 channels of half h of group g, NR rows) = Σ_{t < ntm2} p[r][t] * C[w(t)]
+ * (p is zero past each row's visible keys and up to G). 8 rows would need 16
+ * accumulators: then each half takes two passes, channels 0..3 and 4..7 (the states are
+ * walked twice, each entry is looked up once). */
+static ALWAYS_INLINE void trel8_values_part(__m256 a[RBX], const float *p, size_t ntm2, const uint8_t *g, size_t h,
+                                            const float *cb, const uint64_t *P, const unsigned k, const int pairs,
+                                            const size_t NR, const int part)
 {
     const trel8 c = trel8_init(k);
     __m256i w = trel8_start(g, k, h, &c, pairs);
-    __m256 al[RB], ah[RB];
-    _Pragma("GCC unroll 4")
-    for (size_t r = 0; r < RB; r++) { al[r] = _mm256_setzero_ps(); ah[r] = _mm256_setzero_ps(); }
+    __m256 al[RBX], ah[RBX];
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) { al[r] = _mm256_setzero_ps(); ah[r] = _mm256_setzero_ps(); }
     for (size_t t = 0; t < ntm2; t += 2) {
-        __m256 lo, hi;
-        trel8_pair(&lo, &hi, &w, g + t * 2 * k, k, h, &c, cb, P, pairs);
-        _Pragma("GCC unroll 4")
-        for (size_t r = 0; r < RB; r++) {
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        trel8_pair(&lo, &hi, &w, g + t * 2 * k, k, h, &c, cb, P, pairs, pairs ? part : 2);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
             const __m256 pw = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(p + r * G + t)));
-            al[r] = _mm256_fmadd_ps(pw, lo, al[r]);
-            ah[r] = _mm256_fmadd_ps(pw, hi, ah[r]);
+            if (part != 1) al[r] = _mm256_fmadd_ps(pw, lo, al[r]);
+            if (part != 0) ah[r] = _mm256_fmadd_ps(pw, hi, ah[r]);
         }
     }
-    /* hadd: channels 0 1 4 5 | 2 3 6 7 as pairs of lanes; the qword permute puts them in order */
-    _Pragma("GCC unroll 4")
-    for (size_t r = 0; r < RB; r++)
+    /* hadd: channels 0 1 4 5 | 2 3 6 7 as pairs of lanes; the qword permute puts them in
+     * order (a pass of one part leaves the other part's channels zero, the caller adds) */
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++)
         a[r] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(al[r], ah[r])), 0xD8));
 }
 
-static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2,
-                                         const sjk_attn_rec *rc, const float *cz, const unsigned k, size_t pfn)
+static ALWAYS_INLINE void trel8_values(__m256 a[RBX], const float *p, size_t ntm2, const uint8_t *g, size_t h,
+                                       const float *cb, const uint64_t *P, const unsigned k, const int pairs,
+                                       const size_t NR)
 {
-    const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
-    if (P && k < 4) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn);
-    else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn);
+    if (NR <= RB) {
+        trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 2);
+        return;
+    }
+    __m256 b[RBX];
+    trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 0);
+    trel8_values_part(b, p, ntm2, g, h, cb, P, k, pairs, NR, 1);
+    for (size_t r = 0; r < NR; r++) a[r] = _mm256_add_ps(a[r], b[r]);
 }
 
-static ALWAYS_INLINE void trel8_values_k(__m256 a[RB], const float *p, size_t ntm2, const sjk_attn_rec *rc, size_t hh,
-                                         const unsigned k)
+static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2,
+                                         const sjk_attn_rec *rc, const float *cz, const unsigned k, size_t pfn,
+                                         const size_t NR)
+{
+    const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
+    if (P) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn, NR);
+    else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn, NR);
+}
+
+static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t ntm2, const sjk_attn_rec *rc, size_t hh,
+                                         const unsigned k, const size_t NR)
 {
     const uint64_t *P = rc->vcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
     const uint8_t *g = rc->vt + hh / 2 * (G * 2 * k);
-    if (P && k < 4) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1);
-    else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0);
+    if (P) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1, NR);
+    else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);
 }
 
-static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
-                               float *m, float *l, float *acc, float *work)
+/* Rows go NR at a time: RB (4), or RBX (8) when the call has more than 4 (the 6 GQA rows
+ * of a Qwen2.5 head), so that a record's codes are walked once per call instead of once
+ * per 4 rows; the padding rows are zero queries. */
+static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                            const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work,
+                                            const size_t NR)
 {
-    float *p = work;                 /* [RBX][G] scores, then probabilities */
-    float *qs = work + RBX * G;      /* [RBX][D] folded queries */
-    float *qd = qs + RBX * D;        /* [D/8][RB][16] queries in the pair layout */
+    float *p = work;            /* [RBX][G] scores, then probabilities */
+    float *qs = work + RBX * G; /* [RBX][D] folded queries */
     __m256i *wst = (__m256i *)(void *)(((uintptr_t)(work + RBX * (2 * D + 4 * G + 8)) + 31) & ~(uintptr_t)31); /* [D/8] */
+    float *qd = (float *)(void *)(wst + D / 8); /* [D/8][NR][16] queries in the pair layout */
     const __m256i dlo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dhi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     const unsigned kb = rc->kbits, vb = rc->vbits;
-    for (size_t r0 = 0; r0 < R; r0 += RB) {
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
-        const size_t rb = block_rows(nvis, R, r0, RB, &ntm);
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
         float cz[RBX], zz[RBX], fct[RBX];
-        rec_fold(qs, cz, q + r0 * D, rb, RB, D, rc);
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         for (size_t hh = 0; hh < D / 8; hh++)
-            for (size_t r = 0; r < RB; r++) {
+            for (size_t r = 0; r < NR; r++) {
                 const __m256 x = _mm256_loadu_ps(qs + r * D + 8 * hh);
-                _mm256_storeu_ps(qd + (hh * RB + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
-                _mm256_storeu_ps(qd + (hh * RB + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
+                _mm256_storeu_ps(qd + (hh * NR + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
+                _mm256_storeu_ps(qd + (hh * NR + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
             }
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens; the extra score is unused */
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn);
-        else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn);
-        else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn);
-        rec_probs(p, fct, zz, nvis + r0, rb, RB, m + r0, l + r0, rc);
+        if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn, NR);
+        else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn, NR);
+        else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn, NR);
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         for (size_t hh = 0; hh < D / 8; hh++) {
-            __m256 a[RB];
-            if (vb == 2) trel8_values_k(a, p, ntm2, rc, hh, 2);
-            else if (vb == 3) trel8_values_k(a, p, ntm2, rc, hh, 3);
-            else trel8_values_k(a, p, ntm2, rc, hh, 4);
+            __m256 a[RBX];
+            if (vb == 2) trel8_values_k(a, p, ntm2, rc, hh, 2, NR);
+            else if (vb == 3) trel8_values_k(a, p, ntm2, rc, hh, 3, NR);
+            else trel8_values_k(a, p, ntm2, rc, hh, 4, NR);
             const __m256 vch = _mm256_loadu_ps(rc->vch + 8 * hh);
             for (size_t r = 0; r < rb; r++) {
                 if (!nvis[r0 + r]) continue;
@@ -613,6 +651,13 @@ static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_
             }
         }
     }
+}
+
+static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                               float *m, float *l, float *acc, float *work)
+{
+    if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
 }
 
 /* Records: trellis read in place (chunk_trellis_avx2), scalar ones by chunk_rec_scalar. */
