@@ -426,13 +426,28 @@ static ALWAYS_INLINE void rows_scores(float *p, const float *const *qrow, const 
     }
 }
 
-/* Rows are processed RB at a time with every per-row loop of compile-time length (so
- * accumulators stay in registers); a short last block reads a zero query row. */
+#if SJK_ATTN_W == 8
+/* AVX2 (16 registers): the GQA rows of one KV head in one block where they fit, so that
+ * no FMAs go to zero rows and each K / V load serves every row: R = 1, 2, 3 (an MHA head,
+ * the 3 rows of a SmolLM2 head) as blocks of R, R = 5, 6 (a Qwen2.5 head: 12 accumulators
+ * + 3 registers) as one block of 6; other R take blocks of RB. ROWS_NR(R, call) expands
+ * call with NR_ a compile-time constant. */
+#define ROWS_NR(R, call)                                                                                             \
+    do {                                                                                                             \
+        if ((R) == 1) { const size_t NR_ = 1; call; }                                                                \
+        else if ((R) == 2) { const size_t NR_ = 2; call; }                                                           \
+        else if ((R) == 3) { const size_t NR_ = 3; call; }                                                           \
+        else { const size_t NR_ = 6; call; }                                                                         \
+    } while (0)
+#endif
+
+/* Rows are processed NR (RB; on AVX2 also 1, 2, 3, 6: ROWS_NR) at a time with every
+ * per-row loop of compile-time length (so accumulators stay in registers); a short last
+ * block reads a zero query row. */
 static ALWAYS_INLINE void chunk_rows(const float *q, size_t R, size_t D, const uint32_t *nvis, const void *K,
                                      const void *V, const int f16, float *m, float *l, float *acc, float *work,
-                                     const uint8_t *pf, size_t pf_nbytes)
+                                     const uint8_t *pf, size_t pf_nbytes, const size_t NR)
 {
-    const size_t NR = RB;
     float *p = work;                       /* [RBX][G] scores, then probabilities */
     float *zero = work + RBX * G + RBX * D; /* [D] zeros */
     memset(zero, 0, D * sizeof(float));
@@ -455,7 +470,13 @@ static void chunk_f32_x(const float *q, size_t R, size_t D, const uint32_t *nvis
                         size_t n, float *m, float *l, float *acc, float *work)
 {
     (void)n;
-    chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0);
+#if SJK_ATTN_W == 8
+    if (R <= 3 || R == 5 || R == 6) {
+        ROWS_NR(R, chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, NR_));
+        return;
+    }
+#endif
+    chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, RB);
 }
 
 static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint16_t *K,
@@ -463,7 +484,13 @@ static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis
                         size_t pf_nbytes)
 {
     (void)n;
-    chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes);
+#if SJK_ATTN_W == 8
+    if (R <= 3 || R == 5 || R == 6) {
+        ROWS_NR(R, chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, NR_));
+        return;
+    }
+#endif
+    chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, RB);
 }
 
 /* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
@@ -725,13 +752,9 @@ static void chunk_rec_scalar(const float *q, size_t R, size_t D, const uint32_t 
                              float *m, float *l, float *acc, float *work)
 {
 #if SJK_ATTN_W == 8
-    /* 16 registers: blocks of exactly the GQA rows where they fit (1, 2, 3: an MHA head,
-     * the 3 rows of a SmolLM2 head; 6: a Qwen2.5 head, 12 accumulators + 3), so that no
-     * FMAs go to zero rows and a chunk is decoded once per call; else 4 at a time */
-    if (R == 1) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, 1, 0);
-    else if (R == 2) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, 2, 0);
-    else if (R == 3) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, 3, 0);
-    else if (R == 5 || R == 6) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, 6, 0);
+    /* the GQA rows in one block where they fit (ROWS_NR), so that a record is decoded
+     * once per call and no FMAs go to zero rows; else 4 at a time */
+    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0));
     else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
 #else
     if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 0);
