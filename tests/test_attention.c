@@ -405,7 +405,7 @@ TEST(test_threads_split_heads_and_positions_same_result)
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
  * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
  * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
- * 3, 4 or 9 rows and 6 (a Qwen2.5 head), with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
+ * 3, 4 or 9 rows, 6 (a Qwen2.5 head) and 1 or 2, with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
 TEST(test_trellis_inplace_matches_decoded)
 {
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
@@ -419,9 +419,9 @@ TEST(test_trellis_inplace_matches_decoded)
     for (unsigned kb = 2; kb <= 4; kb++)
         for (size_t D = 64; D <= MAXD; D *= 2) {
             unsigned vb = kb == 4 ? 4 : 2 + (unsigned)(D / 64 % 2); /* mixed widths too */
-            for (int pass = 0; pass < 2; pass++) {
-                /* pass 1: the 6 GQA rows of a Qwen2.5 head (AVX2: a block of 4 and one of 2) */
-                size_t R = pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
+            for (int pass = 0; pass < 3; pass++) {
+                /* pass 1: the 6 GQA rows of a Qwen2.5 head; pass 2: 1 or 2 rows (an MHA head) */
+                size_t R = pass == 2 ? (D == 64 || D == 256 ? 1 : 2) : pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
                 for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
                 for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
                 for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
@@ -721,6 +721,50 @@ TEST(test_qblk_rows_match_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table reads ggml block rows in place on this CPU; the reference was checked alone\n");
 }
 
+/* Every table's qint_prep against sjk_attn_qint_prep, field by field and bit for bit:
+ * rows of Gaussian values, rows with one channel 1000x the others, rows of zeros, rows at
+ * the rounding ties of the pieces (values k / 2 and 64 k + 0.5 of the scale), and rows
+ * with an infinity (scale NaN, zero pieces); D = 64 .. 512, R = 1 .. 16. */
+TEST(test_qint_prep_simd_matches_reference)
+{
+    static const size_t dims[] = {64, 128, 192, 256, 320, 512};
+    const sjk_attn_kernels *paths[3] = {sjk_attn_kernels_ref(), sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    static uint8_t qa[SJK_ATTN_QINT_NBYTES(16, MAXD)], qb[SJK_ATTN_QINT_NBYTES(16, MAXD)];
+    static float q[16 * MAXD];
+    sjk_rng r;
+    sjk_rng_seed(&r, 77);
+    int tested = 0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t R = 1; R <= 16; R += 5) {
+            const size_t D = dims[di];
+            for (size_t i = 0; i < R; i++)
+                for (size_t d = 0; d < D; d++) {
+                    const int kind = (int)(i % 5);
+                    float x = (float)sjk_rng_normal(&r);
+                    if (kind == 1) x = d == i % D ? 1000.0f : 0.01f * x;
+                    else if (kind == 2) x = 0.0f;
+                    else if (kind == 3) x = d == 0 ? 16256.0f : (float)((int)(d % 200) - 100) * (d % 2 ? 0.5f : 64.5f); /* scale 1: ties */
+                    else if (kind == 4) x = d == 5 ? -INFINITY : x;
+                    q[i * D + d] = x;
+                }
+            sjk_attn_qint a, b;
+            sjk_attn_qint_prep(&a, qa, q, R, D);
+            for (int pi = 0; pi < 3; pi++) {
+                const sjk_attn_kernels *k = paths[pi];
+                if (!k || !k->qint_prep) continue;
+                tested++;
+                memset(qb, 0xA5, sizeof qb);
+                k->qint_prep(&b, qb, q, R, D);
+                CHECKF(!memcmp(a.scale, b.scale, R * sizeof(float)), "%s D=%zu R=%zu: scales differ", k->name, D, R);
+                CHECKF(!memcmp(a.hi, b.hi, R * D) && !memcmp(a.lo, b.lo, R * D), "%s D=%zu R=%zu: pieces differ", k->name, D, R);
+                CHECKF(!memcmp(a.w16, b.w16, R * D * 2), "%s D=%zu R=%zu: w16 differs", k->name, D, R);
+                CHECKF(!memcmp(a.corr8, b.corr8, R * (D / 4) * 4), "%s D=%zu R=%zu: corr8 differs", k->name, D, R);
+                CHECKF(!memcmp(a.bsum, b.bsum, R * (D / 32) * 4), "%s D=%zu R=%zu: bsum differs", k->name, D, R);
+            }
+        }
+    CHECK(tested > 0); /* the reference table's entry at least */
+}
+
 /* chunk_qblk on the inputs at the edges of its integer arithmetic, every SIMD table
  * against the reference at 1e-5 (test_qblk_rows_match_reference covers typical data):
  * q8_0 codes all at +-127 and -128 (the largest products, |code · (128 hi + lo)| up to
@@ -971,6 +1015,7 @@ int main(void)
     RUN(test_tq6_ring_inplace_matches_decoded);
     RUN(test_qblk_rows_match_reference);
     RUN(test_qblk_extreme_inputs_match_reference);
+    RUN(test_qint_prep_simd_matches_reference);
     RUN(test_rec_q16_matches_reference);
     RUN(test_tq6_q16_matches_reference);
     RUN(test_config_strings_parse);

@@ -76,8 +76,7 @@ static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t nt
 {
     const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, krow = nb * bn;
     const __m128 sc0 = _mm_loadu_ps(sc), sc1 = _mm_loadu_ps(sc + 4);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
-    const __m256i eight = _mm256_set1_epi16(8);
+    const __m256i m4w = _mm256_set1_epi16(0x0F), eight = _mm256_set1_epi16(8);
     for (size_t t = 0; t < ntm; t++) {
         const uint8_t *row = K + t * krow;
         if (V)
@@ -95,10 +94,11 @@ static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t nt
             if (kbits == 8) {
                 w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
                 w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
-            } else { /* q4_0: channels 0..15 the low nibbles, 16..31 the high ones, minus 8 */
-                const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)c);
-                w0 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(x, m4)), eight);
-                w1 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(x, 4), m4)), eight);
+            } else { /* q4_0: channels 0..15 the low nibbles, 16..31 the high ones, minus 8
+                      * (the bytes widened to words first: the high nibble is a shift) */
+                const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
+                w0 = _mm256_sub_epi16(_mm256_and_si256(x, m4w), eight);
+                w1 = _mm256_sub_epi16(_mm256_srli_epi16(x, 4), eight);
             }
             const __m256 d = _mm256_broadcast_ss(dk + b);
             const int16_t *qw = q16c + 32 * NR * b; /* rows at constant offsets */
@@ -181,6 +181,7 @@ static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t 
                 }
                 wsum[r] = vbits == 4 ? vhsum(z) : 0.0f;
             }
+            _Pragma("GCC unroll 2") /* h constant in each copy: no branch in the key loop */
             for (size_t h = 0; h < 32; h += 16) {
                 __m256 a0[QNR], a1[QNR];
                 _Pragma("GCC unroll 8")
@@ -195,12 +196,15 @@ static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t 
                     } else { /* channels h..h+15: the low (h = 0) or high nibbles of qs[0..15] */
                         __m256i x0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c));
                         __m256i x1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8)));
-                        if (h) {
+                        if (h) { /* bytes widened to dwords: the high nibble is a shift */
                             x0 = _mm256_srli_epi32(x0, 4);
                             x1 = _mm256_srli_epi32(x1, 4);
+                        } else {
+                            x0 = _mm256_and_si256(x0, m4);
+                            x1 = _mm256_and_si256(x1, m4);
                         }
-                        v0 = _mm256_cvtepi32_ps(_mm256_and_si256(x0, m4));
-                        v1 = _mm256_cvtepi32_ps(_mm256_and_si256(x1, m4));
+                        v0 = _mm256_cvtepi32_ps(x0);
+                        v1 = _mm256_cvtepi32_ps(x1);
                     }
                     _Pragma("GCC unroll 8")
                     for (size_t r = 0; r < NR; r++) {
@@ -286,6 +290,86 @@ static void chunk_qblk_avx2(const sjk_attn_qint *qi, size_t R, size_t D, const u
     if (nr == 3) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 3);
     else if (nr == 6) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 6);
     else chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 4);
+}
+
+/* sjk_attn_qint_prep (attn_ref.c) 8 lanes at a time, to the same bits: the same IEEE
+ * operations per value (y = x · inv, h = rne(y / 128) clamped, lo = rne(y - 128 h)
+ * clamped; vroundps is the reference's round to nearest even), the group and block sums
+ * in int32 (exact), the w16 order (sjk_attn_qint_w16_chan) copied as runs of 8 channels
+ * from the words in channel order. */
+static void qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D)
+{
+    uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
+    float *scale = (float *)a, *bsum = scale + R;
+    int32_t *corr8 = (int32_t *)(void *)(bsum + R * (D / 32));
+    int16_t *w16 = (int16_t *)(void *)(corr8 + R * (D / 4));
+    int8_t *hi = (int8_t *)(void *)(w16 + R * D), *lo = hi + R * D;
+    int16_t wc[512]; /* one row's words 128 hi + lo in channel order (D <= 512) */
+    const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f), inv128 = _mm256_set1_ps(1.0f / 128.0f);
+    const __m256 c128 = _mm256_set1_ps(128.0f);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i gperm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (size_t r = 0; r < R; r++) {
+        const float *x = q + r * D;
+        __m256 mx = _mm256_setzero_ps();
+        for (size_t d = 0; d < D; d += 8) /* NaN lanes keep the max, as the reference's compare */
+            mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + d), absm), mx);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float s = isfinite(amax) ? amax / (127.0f * 128.0f) : NAN;
+        const float inv = s > 0 ? 1.0f / s : 0.0f;
+        scale[r] = s;
+        const __m256 vinv = _mm256_set1_ps(inv);
+        const int fin = isfinite(amax);
+        for (size_t d0 = 0; d0 < D; d0 += 32) {
+            __m256i wv[4], hv[4], lv[4];
+            for (int j = 0; j < 4; j++) {
+                const __m256 y = fin ? _mm256_mul_ps(_mm256_loadu_ps(x + d0 + 8 * j), vinv) : _mm256_setzero_ps();
+                __m256 h = _mm256_round_ps(_mm256_mul_ps(y, inv128), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                h = _mm256_min_ps(_mm256_max_ps(h, nlim), lim);
+                __m256 lw = _mm256_round_ps(_mm256_sub_ps(y, _mm256_mul_ps(c128, h)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                lw = _mm256_min_ps(_mm256_max_ps(lw, nlim), lim);
+                hv[j] = _mm256_cvtps_epi32(h);
+                lv[j] = _mm256_cvtps_epi32(lw);
+                wv[j] = _mm256_add_epi32(_mm256_slli_epi32(hv[j], 7), lv[j]);
+            }
+            /* bytes: pack 32 int32 to 32 int8 (in-lane packs, then the qword order back) */
+            const __m256i h16a = _mm256_packs_epi32(hv[0], hv[1]), h16b = _mm256_packs_epi32(hv[2], hv[3]);
+            const __m256i l16a = _mm256_packs_epi32(lv[0], lv[1]), l16b = _mm256_packs_epi32(lv[2], lv[3]);
+            const __m256i fix = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            _mm256_storeu_si256((__m256i *)(void *)(hi + r * D + d0), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(h16a, h16b), fix));
+            _mm256_storeu_si256((__m256i *)(void *)(lo + r * D + d0), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(l16a, l16b), fix));
+            const __m256i w16a = _mm256_packs_epi32(wv[0], wv[1]), w16b = _mm256_packs_epi32(wv[2], wv[3]);
+            _mm256_storeu_si256((__m256i *)(void *)(wc + d0), _mm256_permute4x64_epi64(w16a, _MM_SHUFFLE(3, 1, 2, 0)));
+            _mm256_storeu_si256((__m256i *)(void *)(wc + d0 + 16), _mm256_permute4x64_epi64(w16b, _MM_SHUFFLE(3, 1, 2, 0)));
+            /* group sums of 4 channels: hadd twice leaves groups 0 2 4 6 | 1 3 5 7 */
+            const __m256i g = _mm256_permutevar8x32_epi32(
+                _mm256_hadd_epi32(_mm256_hadd_epi32(wv[0], wv[1]), _mm256_hadd_epi32(wv[2], wv[3])), gperm);
+            _mm256_storeu_si256((__m256i *)(void *)(corr8 + r * (D / 4) + d0 / 4), _mm256_sub_epi32(_mm256_setzero_si256(), g));
+            __m128i b4 = _mm_add_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+            b4 = _mm_add_epi32(b4, _mm_shuffle_epi32(b4, _MM_SHUFFLE(1, 0, 3, 2)));
+            b4 = _mm_add_epi32(b4, _mm_shuffle_epi32(b4, _MM_SHUFFLE(2, 3, 0, 1)));
+            bsum[r * (D / 32) + d0 / 32] = (float)_mm_cvtsi128_si32(b4);
+        }
+        /* w16: runs of 8 consecutive channels (attn_kernels.h) */
+        int16_t *dst = w16 + r * D;
+        const size_t nq = D / 128 * 128;
+        for (size_t p = 0; p < nq; p += 128)
+            for (size_t v = 0; v < 4; v++)
+                for (size_t b = 0; b < 4; b++, dst += 8) memcpy(dst, wc + p + 32 * b + 8 * v, 16);
+        for (size_t p = nq; p < D; p += 64)
+            for (size_t h = 0; h < 2; h++)
+                for (size_t L = 0; L < 4; L++, dst += 8) memcpy(dst, wc + p + 32 * (L / 2) + 16 * (L % 2) + 8 * h, 16);
+    }
+    qi->hi = hi;
+    qi->lo = lo;
+    qi->corr8 = corr8;
+    qi->bsum = bsum;
+    qi->scale = scale;
+    qi->w16 = w16;
+    qi->D = D;
 }
 
 /* ---- trellis records, read in place -------------------------------------------------
@@ -644,5 +728,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     sjk_attn_unpack_row_avx2, f16_to_f32_x, 1 /* token-axis trellis records read in place */,
     chunk_qblk_avx2,
     NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
-    NULL /* tq6_0 rows by integer dot products: decoded by the caller */,
+    NULL /* tq6_0 rows by integer dot products: decoded by the caller */, qint_prep_avx2,
 };

@@ -932,4 +932,5 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
+    NULL /* the query pieces: sjk_attn_qint_prep */,
 };
