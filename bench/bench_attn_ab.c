@@ -6,12 +6,12 @@
  * a rotating order, and the reported ratios are medians of the per-round ratios.
  *
  *   make build/bench/bench_attn_ab
- *   build/bench/bench_attn_ab [--geometry gemma3|qwen] [--ctx N] [--threads T] [--rounds N]
+ *   build/bench/bench_attn_ab [--geometry gemma3|qwen|smollm2] [--ctx N] [--threads T] [--rounds N]
  *                             [--drop ENTRY]... CONFIG...
  *
  * B is A's table with each --drop ENTRY set to NULL (attend.c then takes the next path:
  * chunk_tq6_q16 -> chunk_tq6 -> decode + chunk_f32; chunk_qblk -> decode + chunk_f32;
- * chunk_rec_q16 -> chunk_rec), e.g. `--drop chunk_tq6_q16 sj:4/4` times the integer ring
+ * chunk_rec_q16 -> chunk_rec; trellis_inplace -> trellis records decoded + chunk_f32), e.g. `--drop chunk_tq6_q16 sj:4/4` times the integer ring
  * reader against the fp32 one. Without --drop, B is the table `sjk_attn_kernels_table_ab`
  * when the binary is linked with one (another build of the kernels, symbols renamed with
  * objcopy; a weak reference, else absent) — how a rewrite of a kernel is checked against
@@ -139,6 +139,7 @@ static int drop_entry(sjk_attn_kernels *k, const char *name)
     else if (!strcmp(name, "chunk_qblk")) k->chunk_qblk = NULL;
     else if (!strcmp(name, "chunk_rec_q16")) k->chunk_rec_q16 = NULL;
     else if (!strcmp(name, "chunk_f32_many")) k->chunk_f32_many = NULL;
+    else if (!strcmp(name, "trellis_inplace")) k->trellis_inplace = 0;
     else return 0;
     return 1;
 }
@@ -154,7 +155,8 @@ int main(int argc, char **argv)
             const char *g = argv[++i];
             if (!strcmp(g, "gemma3")) hq = 4, hkv = 1, D = 256;
             else if (!strcmp(g, "qwen")) hq = 12, hkv = 2, D = 128;
-            else { fprintf(stderr, "bench_attn_ab: --geometry %s: gemma3 or qwen\n", g); return 2; }
+            else if (!strcmp(g, "smollm2")) hq = 9, hkv = 3, D = 64;
+            else { fprintf(stderr, "bench_attn_ab: --geometry %s: gemma3, qwen or smollm2\n", g); return 2; }
         } else if (!strcmp(argv[i], "--ctx") && i + 1 < argc) ctx = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
@@ -163,7 +165,7 @@ int main(int argc, char **argv)
             n_drop++;
         } else if (argv[i][0] != '-' && n_cfg < 16) cfgs[n_cfg++] = argv[i];
         else {
-            fprintf(stderr, "usage: bench_attn_ab [--geometry gemma3|qwen] [--ctx N] [--threads T] [--rounds N] "
+            fprintf(stderr, "usage: bench_attn_ab [--geometry gemma3|qwen|smollm2] [--ctx N] [--threads T] [--rounds N] "
                             "[--drop ENTRY]... CONFIG...\n");
             return 2;
         }

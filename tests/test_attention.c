@@ -85,7 +85,9 @@ TEST(test_simd_kernels_match_reference)
         if (!k) continue;
         tested++;
         for (size_t D = 64; D <= MAXD; D *= 2)
-            for (size_t R = 1; R <= 11; R += 5) {
+            for (size_t ri = 0; ri < 6; ri++) {
+                /* 1, 2, 3, 5, 6: the row blocks the AVX2 record kernel takes whole; 11 */
+                const size_t R = (size_t[]){1, 2, 3, 5, 6, 11}[ri];
                 for (size_t i = 0; i < G * D; i++) {
                     K[i] = (float)sjk_rng_normal(&r);
                     V[i] = (float)sjk_rng_normal(&r);
@@ -151,6 +153,71 @@ TEST(test_simd_kernels_match_reference)
                 k->unpack_row(u2, row, n, bits);
                 CHECKF(!memcmp(u1, u2, n), "%s unpack bits=%u n=%zu", k->name, bits, n);
             }
+    }
+    if (!tested) SKIP("no SIMD attention kernels on this CPU");
+}
+
+/* 4-bit records read in place (chunk_rec with kp / vp) against the reference on the
+ * unpacked codes, for every row count the AVX2 table blocks differently (1, 2, 3: one
+ * exact block; 4; 5, 6: one block of 6; 7, 9: blocks of 4 and a short last one) and
+ * D = 64, 128, 192, 256, in the worst cases for the value sums: codes all 15, all 0,
+ * alternating 0 / 15 by channel and token, random; queries of zeros (every weight equal)
+ * and of one key whose score dominates (the others weigh ~e^-600 of it). */
+TEST(test_rec_nib_rows_extremes)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    static const size_t Rs[] = {1, 2, 3, 4, 5, 6, 7, 9}, Ds[] = {64, 128, 192, 256};
+    static uint8_t kc[G * MAXD], vc[G * MAXD], kp[MAXD * G / 2], vp[G * MAXD / 2];
+    static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
+    static state a, b;
+    sjk_rng r;
+    sjk_rng_seed(&r, 1717);
+    int tested = 0;
+    for (int pi = 0; pi < 2; pi++) {
+        const sjk_attn_kernels *k = paths[pi];
+        if (!k) continue;
+        tested++;
+        for (size_t di = 0; di < 4; di++)
+            for (size_t ri = 0; ri < 8; ri++)
+                for (int cv = 0; cv < 4; cv++)
+                    for (int qk = 0; qk < 3; qk++) {
+                        const size_t D = Ds[di], R = Rs[ri];
+                        for (size_t d = 0; d < D; d++)
+                            for (size_t t = 0; t < G; t++) {
+                                const uint8_t c = cv == 0 ? 15 : cv == 1 ? 0 : cv == 2 ? (uint8_t)((d + t) % 2 * 15)
+                                                                                        : (uint8_t)(sjk_rng_u64(&r) % 16);
+                                kc[d * G + t] = c;
+                                vc[t * D + d] = cv == 3 ? (uint8_t)(sjk_rng_u64(&r) % 16) : c;
+                            }
+                        for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                        for (size_t i = 0; i < R * D; i++)
+                            q[i] = qk == 0 ? 0.0f : qk == 1 ? (float)(0.2 * sjk_rng_normal(&r))
+                                                            : (float)(1.0 + 0.1 * fabs(sjk_rng_normal(&r)));
+                        sjk_attn_rec rc;
+                        memset(&rc, 0, sizeof rc);
+                        rc.kc = kc; rc.vc = vc;
+                        rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                        rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+                        if (qk == 2) sc[2 * D + 77] = 100.0f; /* key 77's score dominates */
+                        for (size_t d = 0; d < D; d++) sjk_payload_pack_row(kp + d * (G / 2), G, 4, kc + d * G);
+                        for (size_t t = 0; t < G; t++) sjk_payload_pack_row(vp + t * (D / 2), D, 4, vc + t * D);
+                        sjk_attn_rec rp4 = rc;
+                        rp4.kc = NULL; rp4.vc = NULL; rp4.kp = kp; rp4.vp = vp;
+                        uint32_t nvis[16];
+                        for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : 78 + sjk_rng_u64(&r) % (G - 77));
+                        if (R > 2) nvis[R - 1] = 0; /* a row that sees nothing of the chunk */
+                        for (int packed = 0; packed < 2; packed++) {
+                            sjk_rng s1 = r, s2 = r;
+                            state_init(&a, R, D, &s1);
+                            state_init(&b, R, D, &s2);
+                            ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                            k->chunk_rec(q, R, D, nvis, packed ? &rp4 : &rc, b.m, b.l, b.acc, g_work);
+                            const double e = state_diff(&a, &b, R, D);
+                            CHECKF(e < 1e-5, "%s D=%zu R=%zu codes %d queries %d packed %d: rel diff %.3g", k->name, D,
+                                   R, cv, qk, packed, e);
+                        }
+                    }
     }
     if (!tested) SKIP("no SIMD attention kernels on this CPU");
 }
@@ -338,7 +405,7 @@ TEST(test_threads_split_heads_and_positions_same_result)
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
  * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
  * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
- * with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
+ * 3, 4 or 9 rows, 6 (a Qwen2.5 head) and 1 or 2, with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
 TEST(test_trellis_inplace_matches_decoded)
 {
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
@@ -352,44 +419,47 @@ TEST(test_trellis_inplace_matches_decoded)
     for (unsigned kb = 2; kb <= 4; kb++)
         for (size_t D = 64; D <= MAXD; D *= 2) {
             unsigned vb = kb == 4 ? 4 : 2 + (unsigned)(D / 64 % 2); /* mixed widths too */
-            size_t R = D == 128 ? 4 : (D == 64 ? 9 : 3);
-            for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
-            for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
-            for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
-            for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
-            sjk_attn_rec rc;
-            memset(&rc, 0, sizeof rc);
-            rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
-            rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
-            rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
-            rc.kcb = sjk_trellis_codebook(kb);
-            rc.vcb = sjk_trellis_codebook(vb);
-            CHECK(rc.kcb && rc.vcb);
-            if (!rc.kcb || !rc.vcb) return;
-            /* the oracle: K[t][d], V[t][d] decoded by FORMAT.md's formula */
-            for (size_t d = 0; d < D; d++) {
-                const uint8_t *gk = kt + d / 16 * (G * 2 * kb), *gv = vt + d / 16 * (G * 2 * vb);
-                sjk_trellis_decode_seq(seq, 1, rc.kcb, kb, SJK_TRELLIS_TAILBITE, gk, (unsigned)(d % 16), G);
-                for (size_t t = 0; t < G; t++) K[t * D + d] = (seq[t] * rc.kscale[d] + rc.kzero[d]) * rc.ktok[t];
-                sjk_trellis_decode_seq(seq, 1, rc.vcb, vb, SJK_TRELLIS_TAILBITE, gv, (unsigned)(d % 16), G);
-                for (size_t t = 0; t < G; t++) V[t * D + d] = (seq[t] * rc.vscale[t] + rc.vzero[t]) * rc.vch[d];
-            }
-            uint32_t nvis[16];
-            for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
-            static state a, b;
-            for (int pi = 0; pi < 3; pi++) {
-                const sjk_attn_kernels *k = paths[pi];
-                if (!k || !k->trellis_inplace) continue;
-                tested += pi > 0;
-                sjk_rng s1 = r, s2 = r;
-                state_init(&a, R, D, &s1);
-                state_init(&b, R, D, &s2);
-                if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
-                else ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
-                k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
-                double e = state_diff(&a, &b, R, D);
-                CHECKF(e < 1e-5, "%s trellis %u/%u D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded",
-                       kb, vb, D, R, e);
+            for (int pass = 0; pass < 3; pass++) {
+                /* pass 1: the 6 GQA rows of a Qwen2.5 head; pass 2: 1 or 2 rows (an MHA head) */
+                size_t R = pass == 2 ? (D == 64 || D == 256 ? 1 : 2) : pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
+                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                sjk_attn_rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
+                rc.kcb = sjk_trellis_codebook(kb);
+                rc.vcb = sjk_trellis_codebook(vb);
+                CHECK(rc.kcb && rc.vcb);
+                if (!rc.kcb || !rc.vcb) return;
+                /* the oracle: K[t][d], V[t][d] decoded by FORMAT.md's formula */
+                for (size_t d = 0; d < D; d++) {
+                    const uint8_t *gk = kt + d / 16 * (G * 2 * kb), *gv = vt + d / 16 * (G * 2 * vb);
+                    sjk_trellis_decode_seq(seq, 1, rc.kcb, kb, SJK_TRELLIS_TAILBITE, gk, (unsigned)(d % 16), G);
+                    for (size_t t = 0; t < G; t++) K[t * D + d] = (seq[t] * rc.kscale[d] + rc.kzero[d]) * rc.ktok[t];
+                    sjk_trellis_decode_seq(seq, 1, rc.vcb, vb, SJK_TRELLIS_TAILBITE, gv, (unsigned)(d % 16), G);
+                    for (size_t t = 0; t < G; t++) V[t * D + d] = (seq[t] * rc.vscale[t] + rc.vzero[t]) * rc.vch[d];
+                }
+                uint32_t nvis[16];
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                static state a, b;
+                for (int pi = 0; pi < 3; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    if (!k || !k->trellis_inplace) continue;
+                    tested += pi > 0;
+                    sjk_rng s1 = r, s2 = r;
+                    state_init(&a, R, D, &s1);
+                    state_init(&b, R, D, &s2);
+                    if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
+                    else ref->chunk_rec(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                    k->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                    double e = state_diff(&a, &b, R, D);
+                    CHECKF(e < 1e-5, "%s trellis %u/%u D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded",
+                           kb, vb, D, R, e);
+                }
             }
         }
     if (!tested) SKIP_PART("no SIMD table reads trellis in place on this CPU; the reference was checked alone");
@@ -651,6 +721,135 @@ TEST(test_qblk_rows_match_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table reads ggml block rows in place on this CPU; the reference was checked alone\n");
 }
 
+/* Every table's qint_prep against sjk_attn_qint_prep, field by field and bit for bit:
+ * rows of Gaussian values, rows with one channel 1000x the others, rows of zeros, rows at
+ * the rounding ties of the pieces (values k / 2 and 64 k + 0.5 of the scale), and rows
+ * with an infinity (scale NaN, zero pieces); D = 64 .. 512, R = 1 .. 16. */
+TEST(test_qint_prep_simd_matches_reference)
+{
+    static const size_t dims[] = {64, 128, 192, 256, 320, 512};
+    const sjk_attn_kernels *paths[3] = {sjk_attn_kernels_ref(), sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    static uint8_t qa[SJK_ATTN_QINT_NBYTES(16, MAXD)], qb[SJK_ATTN_QINT_NBYTES(16, MAXD)];
+    static float q[16 * MAXD];
+    sjk_rng r;
+    sjk_rng_seed(&r, 77);
+    int tested = 0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t R = 1; R <= 16; R += 5) {
+            const size_t D = dims[di];
+            for (size_t i = 0; i < R; i++)
+                for (size_t d = 0; d < D; d++) {
+                    const int kind = (int)(i % 5);
+                    float x = (float)sjk_rng_normal(&r);
+                    if (kind == 1) x = d == i % D ? 1000.0f : 0.01f * x;
+                    else if (kind == 2) x = 0.0f;
+                    else if (kind == 3) x = d == 0 ? 16256.0f : (float)((int)(d % 200) - 100) * (d % 2 ? 0.5f : 64.5f); /* scale 1: ties */
+                    else if (kind == 4) x = d == 5 ? -INFINITY : x;
+                    q[i * D + d] = x;
+                }
+            sjk_attn_qint a, b;
+            sjk_attn_qint_prep(&a, qa, q, R, D);
+            for (int pi = 0; pi < 3; pi++) {
+                const sjk_attn_kernels *k = paths[pi];
+                if (!k || !k->qint_prep) continue;
+                tested++;
+                memset(qb, 0xA5, sizeof qb);
+                k->qint_prep(&b, qb, q, R, D);
+                CHECKF(!memcmp(a.scale, b.scale, R * sizeof(float)), "%s D=%zu R=%zu: scales differ", k->name, D, R);
+                CHECKF(!memcmp(a.hi, b.hi, R * D) && !memcmp(a.lo, b.lo, R * D), "%s D=%zu R=%zu: pieces differ", k->name, D, R);
+                CHECKF(!memcmp(a.w16, b.w16, R * D * 2), "%s D=%zu R=%zu: w16 differs", k->name, D, R);
+                CHECKF(!memcmp(a.corr8, b.corr8, R * (D / 4) * 4), "%s D=%zu R=%zu: corr8 differs", k->name, D, R);
+                CHECKF(!memcmp(a.bsum, b.bsum, R * (D / 32) * 4), "%s D=%zu R=%zu: bsum differs", k->name, D, R);
+            }
+        }
+    CHECK(tested > 0); /* the reference table's entry at least */
+}
+
+/* chunk_qblk on the inputs at the edges of its integer arithmetic, every SIMD table
+ * against the reference at 1e-5 (test_qblk_rows_match_reference covers typical data):
+ * q8_0 codes all at +-127 and -128 (the largest products, |code · (128 hi + lo)| up to
+ * 128 · 16320 in every lane), q4_0 nibbles all at 0 and 15 (codes -8 and 7), blocks with
+ * a zero scale; queries with one channel 1000x the others (the other channels keep few
+ * bits: the pieces are the same integers on both sides), a query row of zeros (scale 0:
+ * scores 0), and rows whose values are all +-max. D = 64, 128, 192, 256; R = 1, 3, 4, 6,
+ * 7 (every row-block shape of the AVX2 kernel: 3, 4, 6 rows and a short last block). */
+TEST(test_qblk_extreme_inputs_match_reference)
+{
+    static const size_t dims[] = {64, 128, 192, 256}, rows[] = {1, 3, 4, 6, 7};
+    static const unsigned bits[3][2] = {{8, 8}, {4, 4}, {8, 4}};
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    static uint8_t kq[G * MAXD / 32 * 34], vq[G * MAXD / 32 * 34];
+    static uint8_t qbuf[SJK_ATTN_QINT_NBYTES(16, MAXD)];
+    static float q[16 * MAXD];
+    static state b, c;
+    sjk_rng r;
+    sjk_rng_seed(&r, 4242);
+    int tested = 0;
+    double worst_m = 0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+            for (int bi = 0; bi < 3; bi++)
+                for (int qk = 0; qk < 3; qk++) {
+                    const size_t D = dims[di], R = rows[ri], nb = D / 32;
+                    const unsigned kb = bits[bi][0], vb = bits[bi][1];
+                    for (int side = 0; side < 2; side++) { /* K, then V blocks at the extremes */
+                        uint8_t *dst = side ? vq : kq;
+                        const unsigned bb = side ? vb : kb;
+                        const size_t bn = bb == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
+                        for (size_t blk = 0; blk < G * nb; blk++) {
+                            uint8_t *x = dst + blk * bn;
+                            const uint64_t u = sjk_rng_u64(&r);
+                            /* one block in 16 with a zero scale, the others in [2^-16, 2^-11) for K
+                             * (scores stay within +-50: at larger ones fp32 rounding of the score
+                             * alone moves exp() by more than 1e-5) and [2^-12, 2^-1) for V */
+                            const int e0 = side ? 2 : 12, ne = side ? 11 : 5;
+                            const float d = u % 16 == 0 ? 0.0f : ldexpf(1.0f + (float)(u >> 40 & 1023) / 1024.0f, -(int)(e0 + (u >> 8) % ne));
+                            const uint16_t h = sjk_f32_to_fp16(d);
+                            x[0] = (uint8_t)(h & 0xFF);
+                            x[1] = (uint8_t)(h >> 8);
+                            for (size_t i = 0; i < (bb == 8 ? 32u : 16u); i++) {
+                                const uint64_t v = sjk_rng_u64(&r);
+                                if (bb == 8) x[2 + i] = (uint8_t)(v % 8 == 0 ? 0x80 : v % 2 ? 127 : 0x81); /* -128, 127, -127 */
+                                else x[2 + i] = (uint8_t)((v % 2 ? 0x0F : 0x00) | (v % 4 >= 2 ? 0xF0 : 0x00));
+                            }
+                        }
+                    }
+                    for (size_t i = 0; i < R; i++)
+                        for (size_t d = 0; d < D; d++) {
+                            float x = (float)sjk_rng_normal(&r);
+                            if (qk == 0) x = d == (7 * i + 3) % D ? 1000.0f * (i % 2 ? -1.0f : 1.0f) : 0.01f * x;
+                            else if (qk == 1) x = i == 0 ? 0.0f : 0.1f * x; /* row 0 all zeros */
+                            else x = (d + i) % 2 ? 2.5f : -2.5f;           /* every value at +-max */
+                            q[i * D + d] = x;
+                        }
+                    sjk_attn_qint qi;
+                    sjk_attn_qint_prep(&qi, qbuf, q, R, D);
+                    if (qk == 1) CHECKF(qi.scale[0] == 0.0f, "zero row: scale %g", qi.scale[0]);
+                    uint32_t nvis[16];
+                    for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : 1 + sjk_rng_u64(&r) % G);
+                    sjk_rng s0 = r;
+                    state_init(&b, R, D, &s0);
+                    ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
+                    for (size_t i = 0; i < R; i++) CHECKF(isfinite(b.l[i]) && b.l[i] > 0, "ref: row %zu l = %g", i, b.l[i]);
+                    for (size_t i = 0; i < R; i++) worst_m = fmax(worst_m, fabs(b.m[i]));
+                    for (int pi = 0; pi < 2; pi++) {
+                        const sjk_attn_kernels *k = paths[pi];
+                        if (!k || !k->chunk_qblk) continue;
+                        tested++;
+                        s0 = r;
+                        state_init(&c, R, D, &s0);
+                        k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, NULL, 0);
+                        const double e = state_diff(&b, &c, R, D);
+                        CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g", k->name, kb, vb, D, R,
+                               qk, e);
+                    }
+                    r = s0;
+                }
+    fprintf(stderr, "  note: largest running max of a row %.3g\n", worst_m);
+    if (!tested) fprintf(stderr, "  note: no SIMD table reads ggml block rows in place on this CPU; the reference was checked alone\n");
+}
+
 /* 4-bit records scored by integer dot products (chunk_rec_q16) against int16 queries.
  *
  * 1. sjk_attn_q16_prep: every value within max|x| / 65534 of scale · q16 (+ fp32
@@ -807,6 +1006,7 @@ TEST(test_tq6_q16_matches_reference)
 int main(void)
 {
     RUN(test_simd_kernels_match_reference);
+    RUN(test_rec_nib_rows_extremes);
     RUN(test_many_rows_kernel_matches_reference);
     RUN(test_threads_split_positions_same_result);
     RUN(test_attn_splits_balance_units);
@@ -814,6 +1014,8 @@ int main(void)
     RUN(test_trellis_inplace_matches_decoded);
     RUN(test_tq6_ring_inplace_matches_decoded);
     RUN(test_qblk_rows_match_reference);
+    RUN(test_qblk_extreme_inputs_match_reference);
+    RUN(test_qint_prep_simd_matches_reference);
     RUN(test_rec_q16_matches_reference);
     RUN(test_tq6_q16_matches_reference);
     RUN(test_config_strings_parse);

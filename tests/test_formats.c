@@ -533,8 +533,60 @@ static void check_tq_codes(const sjk_fmt_kernels *k)
 }
 
 /* Checks one kernel table against the references. */
+/* tq6_0_stage blocks built byte by byte: every code 0..63 at every one of the 128
+ * positions (in 64 blocks, code (j + 5 b) % 64 at element j of block b: the symmetric-table
+ * lookup's halves, signs and lane layout) and norms of every fp16 class (zero, -0,
+ * negative, subnormal, the largest, inf, NaN). The decode must give the reference's bytes;
+ * dot and axpy its values (finite norms; a non-finite norm a non-finite dot). */
+static void check_tq6_all_codes(const sjk_fmt_kernels *k)
+{
+    enum { NB = 64, N = NB * 128 };
+    static const uint16_t norms[] = { 0x3C00, 0x0000, 0x8000, 0xBC00, 0x0001, 0x03FF, 0x7BFF, 0x3555, 0x7C00, 0xFC00, 0x7E00 };
+    enum { NNORM = sizeof norms / sizeof norms[0] };
+    static uint8_t blk[NB * SJK_TQ6_0_NBYTES];
+    static float a[N], b[N], q[N], ya[N], yb[N];
+    const sjk_fmt_kernels *ref = sjk_fmt_kernels_ref();
+    fill_gauss(q, N, 606, 1.0);
+    for (size_t nn = 0; nn < NNORM; nn++) {
+        memset(blk, 0, sizeof blk);
+        for (size_t bi = 0; bi < NB; bi++) {
+            uint8_t *x = blk + bi * SJK_TQ6_0_NBYTES;
+            const uint16_t h = norms[(nn + bi) % NNORM];
+            x[0] = (uint8_t)(h & 0xFF);
+            x[1] = (uint8_t)(h >> 8);
+            for (size_t j = 0; j < 128; j++) {
+                const unsigned c = (unsigned)((j + 5 * bi) % 64);
+                x[2 + j / 2] |= (uint8_t)((c & 15u) << (4 * (j & 1)));
+                x[66 + j / 4] |= (uint8_t)((c >> 4) << (2 * (j & 3)));
+            }
+        }
+        ref->decode_tq6_0_stage(a, blk, N);
+        k->decode_tq6_0_stage(b, blk, N);
+        CHECKF(memcmp(a, b, sizeof a) == 0, "%s tq6 all-codes decode, norms from %zu", k->name, nn);
+        /* dot and axpy per block (one non-finite norm would make the whole sum NaN) */
+        for (size_t bi = 0; bi < NB; bi++) {
+            const uint8_t *x = blk + bi * SJK_TQ6_0_NBYTES;
+            const float *ab = a + bi * 128, *qb = q + bi * 128;
+            const float pr = ref->dot_tq6_0_stage(qb, x, 128), pk = k->dot_tq6_0_stage(qb, x, 128);
+            if (!isfinite(pr)) {
+                /* an inf norm: +inf and -inf lane partials may meet in the SIMD sum (NaN) */
+                CHECKF(!isfinite(pk), "%s tq6 dot of a non-finite block, block %zu", k->name, bi);
+                continue;
+            }
+            double mag = 0;
+            for (size_t j = 0; j < 128; j++) mag += fabs((double)qb[j] * ab[j]);
+            CHECK_NEAR(pk, pr, 1e-5 * mag + 1e-30);
+            for (size_t j = 0; j < 128; j++) ya[j] = yb[j] = qb[j];
+            ref->axpy_tq6_0_stage(ya, -0.61f, x, 128);
+            k->axpy_tq6_0_stage(yb, -0.61f, x, 128);
+            for (size_t j = 0; j < 128; j++) CHECK_NEAR(yb[j], ya[j], 1e-6 * (fabs(qb[j]) + fabs(0.61 * ab[j])) + 1e-30);
+        }
+    }
+}
+
 static void check_kernels(const sjk_fmt_kernels *k)
 {
+    check_tq6_all_codes(k);
     const sjk_fmt_kernels *ref = sjk_fmt_kernels_ref();
     check_encode_f16(k);
     check_encode_q(k);

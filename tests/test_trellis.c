@@ -169,6 +169,33 @@ TEST(test_trellis_pack_decode_roundtrip)
     }
 }
 
+/* The pair tables the attention readers use: along every decoded sequence, entry
+ * w(t) | s(t+1) << (6 + k) holds exactly C[w(t)] and C[w(t+1)] (bit for bit); other k: none. */
+TEST(test_trellis_pair_table_matches_windows)
+{
+    CHECK(sjk_trellis_pair_table(1) == NULL && sjk_trellis_pair_table(5) == NULL);
+    for (unsigned k = 2; k <= 4; k++) {
+        const uint64_t *P = sjk_trellis_pair_table(k);
+        const float *cb = sjk_trellis_codebook(k);
+        CHECK(P != NULL);
+        if (!P) continue;
+        uint8_t packed[128 * 16 * 4 / 8];
+        uint16_t win[128];
+        sjk_rng r;
+        sjk_rng_seed(&r, 40 + k);
+        for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)sjk_rng_u64(&r);
+        int ok = 1;
+        for (unsigned lane = 0; lane < 16; lane++) {
+            sjk_trellis_windows(win, packed, lane, 128, k, SJK_TRELLIS_TAILBITE);
+            for (size_t t = 0; t + 1 < 128; t++) {
+                const uint64_t e = P[win[t] | (unsigned)(win[t + 1] >> 6) << (6 + k)];
+                ok &= !memcmp(&e, cb + win[t], 4) && !memcmp((const uint8_t *)&e + 4, cb + win[t + 1], 4);
+            }
+        }
+        CHECKF(ok, "pair table k=%u", k);
+    }
+}
+
 static double tile_snr(const sjk_trellis_tile *tt, const float *y, float *out, int ref,
                        uint8_t *payload_out)
 {
@@ -490,6 +517,7 @@ int main(void)
     RUN(test_trellis_viterbi_equals_brute_force);
     RUN(test_trellis_simd_codes_equal_reference);
     RUN(test_trellis_pack_decode_roundtrip);
+    RUN(test_trellis_pair_table_matches_windows);
     RUN(test_trellis_tile_roundtrip_and_determinism);
     RUN(test_trellis_gaussian_snr_targets);
     RUN(test_trellis_trainer_reproducible);

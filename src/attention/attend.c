@@ -63,7 +63,15 @@ typedef struct attn_job {
  * correct result. The tq6_0 ring with integer key scores (chunk_tq6_q16) measured 10.3
  * and 13.7 us a chunk against fp16's 10.0 and 14.7 (two runs at load 8; 4/4 records
  * 5.1 and 6.2, trellis 12.9 and 14.5): weight 10. With many rows (prefill) the per-row
- * work, the same in every region, dominates: equal weights. */
+ * work, the same in every region, dominates: equal weights.
+ * Tables without chunk_rec_q16 (AVX2) read every scalar record in fp32 (4-bit codes
+ * extended in place, 8-bit rows read in place): bench_split_weights 256 4 1 on an
+ * AVX2-only EPYC at load 10, three runs (the body is a difference of larger times, so
+ * noisy): fp16 8.9 / 11.5 / 9.4, 4/4 records 8.2 / 15.8 / 19.4 (the last before the
+ * 4-bit loads of 937a305), 8/4 records 8.9 / 5.1 / 12.4, the tq6_0 ring decoded before
+ * use 20.5 / 26.1 / 24.2: weights 9 for those records (level with fp16) and 20 for that
+ * ring (16 kept its old ratio, unmeasured). The 8/4 records with chunk_rec_q16 (AVX-512:
+ * K in fp32, V 4-bit in place) keep 13, unmeasured. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;
@@ -76,9 +84,10 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     /* scalar records of 5..8 bits take the unpacked path of the other widths (13, not
      * measured separately); a trellis tile beside a wider scalar one is decoded (16) */
     const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
-    if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
+    if (L->rp.body == SJK_BODY_SCALAR && !j->k->chunk_rec_q16) j->w_body = 9; /* every record in fp32 */
+    else if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
     else j->w_body = j->k->trellis_inplace && !mixed ? 13 : 16;
-    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 10 : j->k->chunk_tq6 ? 12 : 16;
+    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 10 : j->k->chunk_tq6 ? 12 : 20;
     else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;
 }
 
@@ -258,6 +267,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 if (RL->bits_k == 4) {
                     rec.kp = rp + RL->off_k;
                     rec_q16 = k->chunk_rec_q16 != NULL; /* scored by integer dot products */
+                } else if (RL->bits_k == 8 && RL->k_row_nbytes == G) {
+                    rec.kc = rp + RL->off_k; /* 8-bit rows are the codes [D][G] as unpacked */
                 } else {
                     for (size_t d = 0; d < D; d++)
                         k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
@@ -265,6 +276,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 if (RL->bits_v == 4) {
                     rec.vp = rp + RL->off_v;
+                } else if (RL->bits_v == 8 && RL->v_row_nbytes == D) {
+                    rec.vc = rp + RL->off_v; /* the codes [G][D] as unpacked */
                 } else {
                     for (size_t t = 0; t < G; t++)
                         k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
@@ -354,7 +367,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
             else if (KQ) {
                 if (!qi_ready) {
-                    sjk_attn_qint_prep(&qi, qbuf, q, R, D);
+                    if (k->qint_prep) k->qint_prep(&qi, qbuf, q, R, D);
+                    else sjk_attn_qint_prep(&qi, qbuf, q, R, D);
                     qi_ready = 1;
                 }
                 const sjk_attn_qint qr = sjk_attn_qint_rows(&qi, r0);

@@ -1,12 +1,672 @@
 /* attn_avx2.c — the AVX2/FMA/F16C attention kernels (attn_kernels.h): the kernels both
- * instruction sets share, from attn_x86.h at 8 lanes, and the payload unpacking (which
- * attn_avx512.c reuses). The families that need AVX-512 (the tq6_0 ring, trellis records
- * and ggml blocks read in place, int16 record scores) are NULL here: attend.c decodes
- * those chunks and uses chunk_f32, or chunk_rec for 4-bit records. Tested against
- * attn_ref.c (tests/test_attention.c).
+ * instruction sets share, from attn_x86.h at 8 lanes, token-axis trellis records read in
+ * place and ggml block rows (q8_0, q4_0) read in place with integer key scores (both
+ * below), and the payload unpacking (which attn_avx512.c reuses). The families that need
+ * AVX-512 (the tq6_0 ring read in place, int16 record scores) are NULL here: attend.c
+ * decodes those chunks and uses chunk_f32, or chunk_rec for 4-bit records. Tested
+ * against attn_ref.c (tests/test_attention.c).
  */
+#include "codec/trellis.h" /* before attn_x86.h, whose short macros (G, W) it would see */
+
 #define SJK_ATTN_W 8
 #include "attention/attn_x86.h"
+
+/* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
+ * Without VNNI and with 16 registers, the keys are scored by vpmaddwd (16 int16 products
+ * summed in pairs into 8 int32 lanes) against the query rows as int16 words
+ * 128 hi + lo (attn_kernels.h, sjk_attn_qint) in channel order, made once per block of
+ * rows (qblk_words; the w16 order of sjk_attn_qint is laid out for AVX-512's lanes):
+ *
+ *   per block b of a key (32 codes): two vpmovsxbw (q8_0; q4_0: two nibble masks, two
+ *   vpmovzxbw and the -8 as one vpsubw each) widen the codes to two ymm of words, shared
+ *   by the NR rows; per row two vpmaddwd with the row's words (memory operands), one
+ *   vpaddd, one conversion (exact: each lane sums 4 products, below 2^24) and one fp32
+ *   multiply-add by the block's scale d_b into the row's 8 fp32 partials; one horizontal
+ *   sum per row and key.
+ *
+ * Values, per 16 channels of a block and key: the codes sign-extended and converted
+ * (q8_0; q4_0: the nibble converted, then one multiply-add makes (nib - 8) d), times the
+ * block's scale, shared by the NR rows; one broadcast and two FMAs per row, keys in
+ * blocks of TB so that the block's values stay in L1 across the channel passes.
+ *
+ * Rows go NR = 3, 4 or 6 at a time (qblk_nr: the 3 GQA rows of a SmolLM2 head and the 6
+ * of a Qwen2.5 head in one block, so that neither pays for zero rows nor decodes a
+ * chunk twice). Per 32 codes and row that is 5 operations for the key and 4 for the
+ * value against 4 + 4 FMAs for fp16 rows, with 34 bytes read instead of 64. The blocks'
+ * fp16 scales are converted once per call, 8 at a time by one gather. */
+static void qblk_scales_avx2(float *dst, const uint8_t *base, size_t nblk, size_t bn)
+{
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)bn));
+    /* the low two bytes of each dword, packed into the low 8 bytes of each 128-bit lane */
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12,
+                                          13, -1, -1, -1, -1, -1, -1, -1, -1);
+    size_t i = 0;
+    for (; i + 8 <= nblk; i += 8) {
+        const __m256i w = _mm256_i32gather_epi32((const int *)(const void *)(base + i * bn), step, 1);
+        const __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, pick), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+    }
+    for (; i < nblk; i++) {
+        uint16_t u;
+        memcpy(&u, base + i * bn, 2);
+        dst[i] = _cvtsh_ss(u);
+    }
+}
+
+#define QNR 6 /* most rows per block (qblk_nr) */
+
+/* Rows per block for R rows: 3 for 3 (or 1..3), 6 for 5 or 6, else 4. */
+static inline size_t qblk_nr(size_t R) { return R <= 3 ? 3 : R == 5 || R == 6 ? 6 : 4; }
+
+/* Sum of each of four vectors, as the four lanes of the result. */
+static inline __m128 hsum4x8(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* Scores p[r][t] of keys [0, ntm) of K for the NR rows whose words are q16c (qblk_words;
+ * zero rows past the block's last) and scales sc[r]. V, vrow: the
+ * chunk's V rows to prefetch into L1, a key's worth per key; pf, pfn: the next chunk's K
+ * rows into L2 (NULL / 0: none). */
+static ALWAYS_INLINE void qblk_scores_avx2(float *p, const uint8_t *K, size_t ntm, size_t D, const float *dkf,
+                                           const int16_t *q16c, const float sc[QNR + 2], const unsigned kbits,
+                                           const size_t NR, const uint8_t *V, size_t vrow, const uint8_t *pf,
+                                           size_t pfn)
+{
+    const size_t nb = D / 32, bn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, krow = nb * bn;
+    const __m128 sc0 = _mm_loadu_ps(sc), sc1 = _mm_loadu_ps(sc + 4);
+    const __m256i m4w = _mm256_set1_epi16(0x0F), eight = _mm256_set1_epi16(8);
+    for (size_t t = 0; t < ntm; t++) {
+        const uint8_t *row = K + t * krow;
+        if (V)
+            for (size_t o = (t * vrow) & ~(size_t)63; o < (t + 1) * vrow; o += 64) _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+        for (size_t o = (t * krow) & ~(size_t)63; o < (t + 1) * krow && o < pfn; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+        __m256 F[QNR];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) F[r] = _mm256_setzero_ps();
+        const float *dk = dkf + t * nb;
+        _Pragma("GCC unroll 2") /* nb is even (D % 64 == 0) */
+        for (size_t b = 0; b < nb; b++) {
+            const uint8_t *c = row + b * bn + 2;
+            __m256i w0, w1;
+            if (kbits == 8) {
+                w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
+                w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(c + 16)));
+            } else { /* q4_0: channels 0..15 the low nibbles, 16..31 the high ones, minus 8
+                      * (the bytes widened to words first: the high nibble is a shift) */
+                const __m256i x = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)c));
+                w0 = _mm256_sub_epi16(_mm256_and_si256(x, m4w), eight);
+                w1 = _mm256_sub_epi16(_mm256_srli_epi16(x, 4), eight);
+            }
+            const __m256 d = _mm256_broadcast_ss(dk + b);
+            const int16_t *qw = q16c + 32 * NR * b; /* rows at constant offsets */
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const __m256i a0 = _mm256_madd_epi16(w0, _mm256_loadu_si256((const __m256i *)(const void *)(qw + 32 * r)));
+                const __m256i a1 = _mm256_madd_epi16(w1, _mm256_loadu_si256((const __m256i *)(const void *)(qw + 32 * r + 16)));
+                F[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)), d, F[r]);
+            }
+        }
+        float sv[8];
+        const __m256 z = _mm256_setzero_ps();
+        if (NR == 3) {
+            _mm_storeu_ps(sv, _mm_mul_ps(hsum4x8(F[0], F[1], F[2], z), sc0));
+        } else {
+            _mm_storeu_ps(sv, _mm_mul_ps(hsum4x8(F[0], F[1], F[2], F[3]), sc0));
+            if (NR == 6) _mm_storeu_ps(sv + 4, _mm_mul_ps(hsum4x8(F[4 % NR], F[5 % NR], z, z), sc1));
+        }
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r];
+    }
+}
+
+/* The V blocks' fp16 scales of keys [0, n) into dvT [D/32][G], block-major (the value
+ * loop takes a block's scales for consecutive keys), zero from n up to a multiple of 8. */
+static void qblk_vscales_avx2(float *dvT, const uint8_t *V, size_t n, size_t nb, size_t bn)
+{
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)(nb * bn)));
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12,
+                                          13, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (size_t b = 0; b < nb; b++) {
+        float *dst = dvT + b * G;
+        size_t t = 0;
+        for (; t + 8 <= n; t += 8) {
+            const __m256i w = _mm256_i32gather_epi32((const int *)(const void *)(V + (t * nb + b) * bn), step, 1);
+            const __m256i h = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(w, pick), _MM_SHUFFLE(3, 1, 2, 0));
+            _mm256_storeu_ps(dst + t, _mm256_cvtph_ps(_mm256_castsi256_si128(h)));
+        }
+        for (; t < n; t++) {
+            uint16_t u;
+            memcpy(&u, V + (t * nb + b) * bn, 2);
+            dst[t] = _cvtsh_ss(u);
+        }
+        for (; t % 8; t++) dst[t] = 0.0f;
+    }
+}
+
+/* acc[r][d] = acc[r][d] * fct[r] + Σ_t p[r][t] · V[t][d] for the rb live rows of a block
+ * of NR (rows past rb: p = 0, not stored), V in q8_0 (vbits 8) or q4_0 block rows, dvT
+ * the blocks' scales (qblk_vscales_avx2). Per block of TB keys and block b of channels
+ * the weights w[r][t] = p[r][t] · d[t][b] are made first (8 keys a vector), so the loop
+ * over keys converts the codes and does one broadcast and two FMAs per row and 16
+ * channels; q4_0's -8 becomes one subtraction of 8 Σ_t w[r][t] per block and row. */
+static ALWAYS_INLINE void qblk_values_avx2(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+                                           const float *p, const float *fct, size_t ntm, const uint8_t *V,
+                                           const float *dvT, const unsigned vbits)
+{
+    const size_t nb = D / 32, bn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow = nb * bn;
+    const __m256i m4 = _mm256_set1_epi32(0x0F);
+    float w[QNR][TB] __attribute__((aligned(32)));
+    for (size_t r = 0; r < rb; r++) {
+        if (!nvis[r]) continue;
+        float *a = acc + r * D;
+        const __m256 f = _mm256_set1_ps(fct[r]);
+        for (size_t d = 0; d < D; d += 8) _mm256_storeu_ps(a + d, _mm256_mul_ps(_mm256_loadu_ps(a + d), f));
+    }
+    for (size_t tb = 0; tb < ntm; tb += TB) {
+        const size_t te = tb + TB < ntm ? tb + TB : ntm, nt8 = (te - tb + 7) & ~(size_t)7;
+        for (size_t b = 0; b < nb; b++) {
+            /* weights of the block's keys (p is 0 past each row's nvis, dvT 0 past the
+             * chunk's keys up to a multiple of 8, so the vectors past te add nothing) */
+            float wsum[QNR];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                __m256 z = _mm256_setzero_ps();
+                for (size_t i = 0; i < nt8; i += 8) {
+                    const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p + r * G + tb + i), _mm256_loadu_ps(dvT + b * G + tb + i));
+                    _mm256_store_ps(w[r] + i, x);
+                    z = _mm256_add_ps(z, x);
+                }
+                wsum[r] = vbits == 4 ? vhsum(z) : 0.0f;
+            }
+            _Pragma("GCC unroll 2") /* h constant in each copy: no branch in the key loop */
+            for (size_t h = 0; h < 32; h += 16) {
+                __m256 a0[QNR], a1[QNR];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+                const uint8_t *c = V + tb * vrow + b * bn + 2 + (vbits == 8 ? h : 0);
+                _Pragma("GCC unroll 2")
+                for (size_t i = 0; i < te - tb; i++, c += vrow) {
+                    __m256 v0, v1;
+                    if (vbits == 8) {
+                        v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c)));
+                        v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8))));
+                    } else { /* channels h..h+15: the low (h = 0) or high nibbles of qs[0..15] */
+                        __m256i x0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)c));
+                        __m256i x1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(c + 8)));
+                        if (h) { /* bytes widened to dwords: the high nibble is a shift */
+                            x0 = _mm256_srli_epi32(x0, 4);
+                            x1 = _mm256_srli_epi32(x1, 4);
+                        } else {
+                            x0 = _mm256_and_si256(x0, m4);
+                            x1 = _mm256_and_si256(x1, m4);
+                        }
+                        v0 = _mm256_cvtepi32_ps(x0);
+                        v1 = _mm256_cvtepi32_ps(x1);
+                    }
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        const __m256 pw = _mm256_broadcast_ss(w[r] + i);
+                        a0[r] = _mm256_fmadd_ps(pw, v0, a0[r]);
+                        a1[r] = _mm256_fmadd_ps(pw, v1, a1[r]);
+                    }
+                }
+                _Pragma("GCC unroll 8") /* constant indices: the sums stay in registers */
+                for (size_t r = 0; r < NR; r++) {
+                    if (r >= rb || !nvis[r]) continue;
+                    float *a = acc + r * D + 32 * b + h;
+                    const __m256 z8 = _mm256_set1_ps(8.0f * wsum[r]); /* q4_0: the -8 of every code */
+                    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), vbits == 4 ? _mm256_sub_ps(a0[r], z8) : a0[r]));
+                    _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), vbits == 4 ? _mm256_sub_ps(a1[r], z8) : a1[r]));
+                }
+            }
+        }
+    }
+}
+
+/* The int16 words 128 hi + lo of rows hi/lo [rb][D] into q16c [D/32][NR][32] (block b
+ * of row r at 32 (NR b + r): the rows of a block at constant offsets; rows rb..NR-1
+ * zero). */
+static void qblk_words(int16_t *q16c, const int8_t *hi, const int8_t *lo, size_t rb, size_t NR, size_t D)
+{
+    for (size_t r = 0; r < NR; r++)
+        for (size_t d = 0; d < D; d += 16) {
+            __m256i w = _mm256_setzero_si256();
+            if (r < rb) {
+                const __m256i h = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(hi + r * D + d)));
+                const __m256i l = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(lo + r * D + d)));
+                w = _mm256_add_epi16(_mm256_slli_epi16(h, 7), l);
+            }
+            _mm256_storeu_si256((__m256i *)(void *)(q16c + 32 * (NR * (d / 32) + r) + d % 32), w);
+        }
+}
+
+static ALWAYS_INLINE void chunk_qblk_avx2_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                                             unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V,
+                                             float *m, float *l, float *acc, float *work, const uint8_t *pf,
+                                             size_t pf_nbytes, const size_t NR)
+{
+    const size_t nb = D / 32, vrow = nb * (vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    float *p = work;                 /* [RBX][G] scores, then probabilities */
+    float *dkf = p + RBX * G;        /* [G * nb + 16] K block scales */
+    float *dvf = dkf + G * nb + 16;  /* [nb][G] V block scales, block-major */
+    int16_t *q16c = (int16_t *)(void *)(dvf + G * nb + 16); /* [D/32][NR][32] a block's query words */
+    size_t nall = 0;
+    for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
+    if (!nall) return;
+    qblk_scales_avx2(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    int dv_ready = 0;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
+        if (!ntm) continue;
+        float sc[QNR + 2] = {0};
+        for (size_t r = 0; r < rb; r++) sc[r] = qi->scale[r0 + r];
+        qblk_words(q16c, qi->hi + r0 * D, qi->lo + r0 * D, rb, NR, D);
+        /* prefetches on the first block of rows only (later blocks find the lines) */
+        const uint8_t *pv = r0 == 0 ? V : NULL, *pk = r0 == 0 ? pf : NULL;
+        const size_t pkn = r0 == 0 ? pf_nbytes : 0;
+        if (kbits == 8) qblk_scores_avx2(p, K, ntm, D, dkf, q16c, sc, 8, NR, pv, vrow, pk, pkn);
+        else qblk_scores_avx2(p, K, ntm, D, dkf, q16c, sc, 4, NR, pv, vrow, pk, pkn);
+        if (!dv_ready) { /* after the first scores, which brought the V rows into L1 */
+            qblk_vscales_avx2(dvf, V, nall, nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+            dv_ready = 1;
+        }
+        float fct[RBX];
+        softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
+        if (vbits == 8) qblk_values_avx2(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, 8);
+        else qblk_values_avx2(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, 4);
+    }
+}
+
+static void chunk_qblk_avx2(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis, unsigned kbits,
+                            unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n, float *m, float *l, float *acc,
+                            float *work, const uint8_t *pf, size_t pf_nbytes)
+{
+    (void)n;
+    const size_t nr = qblk_nr(R);
+    if (nr == 3) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 3);
+    else if (nr == 6) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 6);
+    else chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 4);
+}
+
+/* sjk_attn_qint_prep (attn_ref.c) 8 lanes at a time, to the same bits: the same IEEE
+ * operations per value (y = x · inv, h = rne(y / 128) clamped, lo = rne(y - 128 h)
+ * clamped; vroundps is the reference's round to nearest even), the group and block sums
+ * in int32 (exact), the w16 order (sjk_attn_qint_w16_chan) copied as runs of 8 channels
+ * from the words in channel order. */
+static void qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D)
+{
+    uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
+    float *scale = (float *)a, *bsum = scale + R;
+    int32_t *corr8 = (int32_t *)(void *)(bsum + R * (D / 32));
+    int16_t *w16 = (int16_t *)(void *)(corr8 + R * (D / 4));
+    int8_t *hi = (int8_t *)(void *)(w16 + R * D), *lo = hi + R * D;
+    int16_t wc[512]; /* one row's words 128 hi + lo in channel order (D <= 512) */
+    const __m256 lim = _mm256_set1_ps(127.0f), nlim = _mm256_set1_ps(-127.0f), inv128 = _mm256_set1_ps(1.0f / 128.0f);
+    const __m256 c128 = _mm256_set1_ps(128.0f);
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i gperm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (size_t r = 0; r < R; r++) {
+        const float *x = q + r * D;
+        __m256 mx = _mm256_setzero_ps();
+        for (size_t d = 0; d < D; d += 8) /* NaN lanes keep the max, as the reference's compare */
+            mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + d), absm), mx);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float s = isfinite(amax) ? amax / (127.0f * 128.0f) : NAN;
+        const float inv = s > 0 ? 1.0f / s : 0.0f;
+        scale[r] = s;
+        const __m256 vinv = _mm256_set1_ps(inv);
+        const int fin = isfinite(amax);
+        for (size_t d0 = 0; d0 < D; d0 += 32) {
+            __m256i wv[4], hv[4], lv[4];
+            for (int j = 0; j < 4; j++) {
+                const __m256 y = fin ? _mm256_mul_ps(_mm256_loadu_ps(x + d0 + 8 * j), vinv) : _mm256_setzero_ps();
+                __m256 h = _mm256_round_ps(_mm256_mul_ps(y, inv128), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                h = _mm256_min_ps(_mm256_max_ps(h, nlim), lim);
+                __m256 lw = _mm256_round_ps(_mm256_sub_ps(y, _mm256_mul_ps(c128, h)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                lw = _mm256_min_ps(_mm256_max_ps(lw, nlim), lim);
+                hv[j] = _mm256_cvtps_epi32(h);
+                lv[j] = _mm256_cvtps_epi32(lw);
+                wv[j] = _mm256_add_epi32(_mm256_slli_epi32(hv[j], 7), lv[j]);
+            }
+            /* bytes: pack 32 int32 to 32 int8 (in-lane packs, then the qword order back) */
+            const __m256i h16a = _mm256_packs_epi32(hv[0], hv[1]), h16b = _mm256_packs_epi32(hv[2], hv[3]);
+            const __m256i l16a = _mm256_packs_epi32(lv[0], lv[1]), l16b = _mm256_packs_epi32(lv[2], lv[3]);
+            const __m256i fix = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            _mm256_storeu_si256((__m256i *)(void *)(hi + r * D + d0), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(h16a, h16b), fix));
+            _mm256_storeu_si256((__m256i *)(void *)(lo + r * D + d0), _mm256_permutevar8x32_epi32(_mm256_packs_epi16(l16a, l16b), fix));
+            const __m256i w16a = _mm256_packs_epi32(wv[0], wv[1]), w16b = _mm256_packs_epi32(wv[2], wv[3]);
+            _mm256_storeu_si256((__m256i *)(void *)(wc + d0), _mm256_permute4x64_epi64(w16a, _MM_SHUFFLE(3, 1, 2, 0)));
+            _mm256_storeu_si256((__m256i *)(void *)(wc + d0 + 16), _mm256_permute4x64_epi64(w16b, _MM_SHUFFLE(3, 1, 2, 0)));
+            /* group sums of 4 channels: hadd twice leaves groups 0 2 4 6 | 1 3 5 7 */
+            const __m256i g = _mm256_permutevar8x32_epi32(
+                _mm256_hadd_epi32(_mm256_hadd_epi32(wv[0], wv[1]), _mm256_hadd_epi32(wv[2], wv[3])), gperm);
+            _mm256_storeu_si256((__m256i *)(void *)(corr8 + r * (D / 4) + d0 / 4), _mm256_sub_epi32(_mm256_setzero_si256(), g));
+            __m128i b4 = _mm_add_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+            b4 = _mm_add_epi32(b4, _mm_shuffle_epi32(b4, _MM_SHUFFLE(1, 0, 3, 2)));
+            b4 = _mm_add_epi32(b4, _mm_shuffle_epi32(b4, _MM_SHUFFLE(2, 3, 0, 1)));
+            bsum[r * (D / 32) + d0 / 32] = (float)_mm_cvtsi128_si32(b4);
+        }
+        /* w16: runs of 8 consecutive channels (attn_kernels.h) */
+        int16_t *dst = w16 + r * D;
+        const size_t nq = D / 128 * 128;
+        for (size_t p = 0; p < nq; p += 128)
+            for (size_t v = 0; v < 4; v++)
+                for (size_t b = 0; b < 4; b++, dst += 8) memcpy(dst, wc + p + 32 * b + 8 * v, 16);
+        for (size_t p = nq; p < D; p += 64)
+            for (size_t h = 0; h < 2; h++)
+                for (size_t L = 0; L < 4; L++, dst += 8) memcpy(dst, wc + p + 32 * (L / 2) + 16 * (L % 2) + 8 * h, 16);
+    }
+    qi->hi = hi;
+    qi->lo = lo;
+    qi->corr8 = corr8;
+    qi->bsum = bsum;
+    qi->scale = scale;
+    qi->w16 = w16;
+    qi->D = D;
+}
+
+/* ---- trellis records, read in place -------------------------------------------------
+ * The AVX2 form of attn_avx512.c's reader (same payload walk, same pair tables; the
+ * codes are docs/FORMAT.md's token-axis trellis). A payload group is 16 channels; step t
+ * holds their symbols in 2k bytes, half h (channels 8h..8h+7 of the group) in bits
+ * 8kh..8kh+8k-1, so one broadcast load and one variable shift put the 8 symbols of a
+ * half in the 8 lanes (trel8_sym; every load lies inside its step). Tokens go in pairs:
+ * the pair index
+ *
+ *     idx = s(t+1) << (6 + k) | s(t) << 6 | w(t-1) >> k,   next state idx >> 2k
+ *
+ * looks up (C[w(t)], C[w(t+1)]) of each channel in the codec's pair table
+ * (sjk_trellis_pair_table), eight 64-bit loads (trel8_lookup): lo holds channels 0..3
+ * and hi channels 4..7 of the half, lane 2i token t and lane 2i+1 token t+1 of its
+ * channel. The lookups are what this kernel spends its time on (Zen 3: an 8-element
+ * gather of fp32 costs about as much as two 4-element gathers of pairs, and those 1.6x
+ * the loads by hand). At k = 4 too: its 128 KiB table lives in L2, and the hand loads
+ * from it beat two 8-element gathers from the 4 KiB codebook (1.22x, sj:4/4t at 32K); a
+ * codebook other than the committed one takes those two gathers per pair.
+ *
+ *   scores: per token pair, all halves: s[r] += qd_lo[r] * lo + qd_hi[r] * hi (queries
+ *           duplicated into the lane order, the rows' sums in registers, each half's
+ *           state carried in wst), then the even and odd lanes are summed:
+ *           p[r][t] = Ktok[t] * (Σ even + cz[r]), p[r][t+1] likewise with the odd lanes;
+ *   values: per half, all token pairs: al[r] += (p[r][t], p[r][t+1]) * lo, ah[r] likewise
+ *           (p already times Vscale), even and odd lanes summed per channel at the end.
+ * No K or V value is materialised (the decoded path wrote and reread 256 KiB of fp32 per
+ * record at D = 256). */
+typedef struct trel8 {
+    __m256i sh[2]; /* per half: the shifts that bring lane l's symbol to bit 0 */
+    __m256i mk;    /* (1 << k) - 1 */
+} trel8;
+
+static ALWAYS_INLINE trel8 trel8_init(const unsigned k)
+{
+    trel8 c;
+    for (int h = 0; h < 2; h++) {
+        int32_t s[8];
+        /* k = 3: half 1 is read as the 4 bytes from byte 2 of the step, its bits from 8 */
+        for (int l = 0; l < 8; l++) s[l] = (int32_t)((unsigned)l * k + (k == 3 ? 8u * (unsigned)h : 0u));
+        c.sh[h] = _mm256_loadu_si256((const __m256i *)(const void *)s);
+    }
+    c.mk = _mm256_set1_epi32((int)((1u << k) - 1));
+    return c;
+}
+
+/* The symbols of half h at one step, at bit 0 of each lane: k = 2 a 16-bit broadcast
+ * (both halves of a lane hold the field; the shifts stay below 16), k = 3 the 4 bytes
+ * from byte 2h, k = 4 from byte 4h; then a shift and a mask. */
+static ALWAYS_INLINE __m256i trel8_sym(const uint8_t *step, const unsigned k, size_t h, const trel8 *c)
+{
+    __m256i b;
+    if (k == 2) {
+        uint16_t x;
+        memcpy(&x, step + 2 * h, 2);
+        b = _mm256_set1_epi16((short)x);
+    } else {
+        uint32_t x;
+        memcpy(&x, step + (k == 3 ? 2 : 4) * h, 4);
+        b = _mm256_set1_epi32((int)x);
+    }
+    return _mm256_and_si256(_mm256_srlv_epi32(b, c->sh[h]), c->mk);
+}
+
+/* The window before token 0 of half h of group g (tail-biting: built from the last steps
+ * of the sequence), as the carried state: w(-1) >> k for the pair path, w(-1) else. */
+static ALWAYS_INLINE __m256i trel8_start(const uint8_t *g, const unsigned k, size_t h, const trel8 *c, const int pairs)
+{
+    const size_t lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k;
+    __m256i w = _mm256_setzero_si256();
+    for (size_t t = G - lead; t < G; t++)
+        w = _mm256_or_si256(_mm256_slli_epi32(trel8_sym(g + t * 2 * k, k, h, c), 6), _mm256_srli_epi32(w, (int)k));
+    return pairs ? _mm256_srli_epi32(w, (int)k) : w;
+}
+
+/* The pair-table entries of the 8 indices idx: lo = P[idx 0..3], hi = P[idx 4..7]. Done
+ * by hand (two 64-bit moves out of each 128-bit half, a 64-bit load per entry, paired
+ * by movhpd and a 128-bit insert): on Zen 3 this takes 0.6x the time of two vpgatherdq
+ * (a loop of lookups alone, 8 and 32 KiB tables). */
+static ALWAYS_INLINE void trel8_lookup(__m256 *lo, __m256 *hi, const uint64_t *P, __m256i idx)
+{
+    const __m128i a = _mm256_castsi256_si128(idx), b = _mm256_extracti128_si256(idx, 1);
+    const uint64_t e0 = (uint64_t)_mm_cvtsi128_si64(a), e1 = (uint64_t)_mm_extract_epi64(a, 1);
+    const uint64_t e2 = (uint64_t)_mm_cvtsi128_si64(b), e3 = (uint64_t)_mm_extract_epi64(b, 1);
+#define TREL8_LD2(e) _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)(e))), \
+                                  (const double *)(const void *)(P + ((e) >> 32)))
+    const __m128d x0 = TREL8_LD2(e0), x1 = TREL8_LD2(e1), x2 = TREL8_LD2(e2), x3 = TREL8_LD2(e3);
+#undef TREL8_LD2
+    *lo = _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x0), x1, 1));
+    *hi = _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x2), x3, 1));
+}
+
+/* One of trel8_lookup's outputs: P[idx 0..3] (part 0) or P[idx 4..7] (part 1). */
+static ALWAYS_INLINE __m256 trel8_lookup4(const uint64_t *P, __m256i idx, const int part)
+{
+    const __m128i a = part ? _mm256_extracti128_si256(idx, 1) : _mm256_castsi256_si128(idx);
+    const uint64_t e0 = (uint64_t)_mm_cvtsi128_si64(a), e1 = (uint64_t)_mm_extract_epi64(a, 1);
+    const __m128d x0 = _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e0)),
+                                    (const double *)(const void *)(P + (e0 >> 32)));
+    const __m128d x1 = _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e1)),
+                                    (const double *)(const void *)(P + (e1 >> 32)));
+    return _mm256_castpd_ps(_mm256_insertf128_pd(_mm256_castpd128_pd256(x0), x1, 1));
+}
+
+/* Values of tokens t, t+1 (steps st, st + 2k) of half h, in the pair layout (lo: channels
+ * 0..3, hi: 4..7, lane 2i token t, 2i+1 token t+1); advances the state *w. P: the pair
+ * table (pairs = 1), else cb with two one-value gathers. */
+static ALWAYS_INLINE void trel8_pair(__m256 *lo, __m256 *hi, __m256i *w, const uint8_t *st, const unsigned k, size_t h,
+                                     const trel8 *c, const float *cb, const uint64_t *P, const int pairs, const int part)
+{
+    const __m256i x = trel8_sym(st, k, h, c), y = trel8_sym(st + 2 * k, k, h, c);
+    if (pairs) {
+        const __m256i idx = _mm256_or_si256(_mm256_or_si256(*w, _mm256_slli_epi32(x, 6)), _mm256_slli_epi32(y, (int)(6 + k)));
+        *w = _mm256_srli_epi32(idx, (int)(2 * k));
+        if (part == 2) trel8_lookup(lo, hi, P, idx);
+        else if (part == 0) *lo = trel8_lookup4(P, idx, 0);
+        else *hi = trel8_lookup4(P, idx, 1);
+        return;
+    }
+    const __m256i w0 = _mm256_or_si256(_mm256_slli_epi32(x, 6), _mm256_srli_epi32(*w, (int)k));
+    const __m256i w1 = _mm256_or_si256(_mm256_slli_epi32(y, 6), _mm256_srli_epi32(w0, (int)k));
+    *w = w1;
+    const __m256 c0 = _mm256_i32gather_ps(cb, w0, 4), c1 = _mm256_i32gather_ps(cb, w1, 4);
+    const __m256 u = _mm256_unpacklo_ps(c0, c1), v = _mm256_unpackhi_ps(c0, c1); /* channels 0,1,4,5 | 2,3,6,7 */
+    *lo = _mm256_permute2f128_ps(u, v, 0x20);
+    *hi = _mm256_permute2f128_ps(u, v, 0x31);
+}
+
+/* Scores of the RB rows for tokens t < ntm2 (even): p[r][t] = Ktok[t] * (Σ_d qs[r][d] *
+ * C[w(d, t)] + cz[r]). qd: [D/8][RB][16] the queries of half hh duplicated into the pair
+ * layout (lo 8, hi 8). wst: [D/8] carried states. pfn bytes of the next record (pf) are
+ * prefetched, a line per (token pair, group). */
+static ALWAYS_INLINE void trel8_scores(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2, const float *ktok,
+                                       const float *cz, const uint8_t *payload, const float *cb, const uint64_t *P,
+                                       const unsigned k, const int pairs, const uint8_t *pf, size_t pfn, const size_t NR)
+{
+    const trel8 c = trel8_init(k);
+    const size_t nh = D / 8, gbytes = G * 2 * k;
+    for (size_t hh = 0; hh < nh; hh++) wst[hh] = trel8_start(payload + hh / 2 * gbytes, k, hh % 2, &c, pairs);
+    for (size_t t = 0; t < ntm2; t += 2) {
+        __m256 s[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) s[r] = _mm256_setzero_ps();
+        const uint8_t *st = payload + t * 2 * k;
+        for (size_t hh = 0; hh < nh; hh += 2, st += gbytes) { /* a group: its two halves */
+            const size_t o = (t / 2 * nh / 2 + hh / 2) * 64;
+            if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+            _Pragma("GCC unroll 2")
+            for (size_t h = 0; h < 2; h++) {
+                __m256 lo, hi;
+                trel8_pair(&lo, &hi, wst + hh + h, st, k, h, &c, cb, P, pairs, 2);
+                const float *qh = qd + (hh + h) * NR * 16;
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
+                    s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r), lo, s[r]);
+                    s[r] = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 16 * r + 8), hi, s[r]);
+                }
+            }
+        }
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { /* lanes e o e o ...: (Σ even, Σ odd) to p[r][t], p[r][t+1] */
+            __m128 x = _mm_add_ps(_mm256_castps256_ps128(s[r]), _mm256_extractf128_ps(s[r], 1));
+            x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+            _mm_storel_pi((__m64 *)(void *)(p + r * G + t), x);
+        }
+    }
+    const size_t ntw = (ntm2 + 7) & ~(size_t)7;
+    for (size_t r = 0; r < NR; r++) {
+        const vf cr = vset1(cz[r]);
+        for (size_t t = 0; t < ntw; t += 8) vstore(p + r * G + t, vmul(vload(ktok + t), vadd(vload(p + r * G + t), cr)));
+    }
+}
+
+/* a[r] (the 8 channels of half h of group g, NR rows) = Σ_{t < ntm2} p[r][t] * C[w(t)]
+ * (p is zero past each row's visible keys and up to G). 8 rows would need 16
+ * accumulators: then each half takes two passes, channels 0..3 and 4..7 (the states are
+ * walked twice, each entry is looked up once). */
+static ALWAYS_INLINE void trel8_values_part(__m256 a[RBX], const float *p, size_t ntm2, const uint8_t *g, size_t h,
+                                            const float *cb, const uint64_t *P, const unsigned k, const int pairs,
+                                            const size_t NR, const int part)
+{
+    const trel8 c = trel8_init(k);
+    __m256i w = trel8_start(g, k, h, &c, pairs);
+    __m256 al[RBX], ah[RBX];
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) { al[r] = _mm256_setzero_ps(); ah[r] = _mm256_setzero_ps(); }
+    for (size_t t = 0; t < ntm2; t += 2) {
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        trel8_pair(&lo, &hi, &w, g + t * 2 * k, k, h, &c, cb, P, pairs, pairs ? part : 2);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            const __m256 pw = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(p + r * G + t)));
+            if (part != 1) al[r] = _mm256_fmadd_ps(pw, lo, al[r]);
+            if (part != 0) ah[r] = _mm256_fmadd_ps(pw, hi, ah[r]);
+        }
+    }
+    /* hadd: channels 0 1 4 5 | 2 3 6 7 as pairs of lanes; the qword permute puts them in
+     * order (a pass of one part leaves the other part's channels zero, the caller adds) */
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++)
+        a[r] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_hadd_ps(al[r], ah[r])), 0xD8));
+}
+
+static ALWAYS_INLINE void trel8_values(__m256 a[RBX], const float *p, size_t ntm2, const uint8_t *g, size_t h,
+                                       const float *cb, const uint64_t *P, const unsigned k, const int pairs,
+                                       const size_t NR)
+{
+    if (NR <= RB) {
+        trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 2);
+        return;
+    }
+    __m256 b[RBX];
+    trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 0);
+    trel8_values_part(b, p, ntm2, g, h, cb, P, k, pairs, NR, 1);
+    for (size_t r = 0; r < NR; r++) a[r] = _mm256_add_ps(a[r], b[r]);
+}
+
+static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd, size_t D, size_t ntm2,
+                                         const sjk_attn_rec *rc, const float *cz, const unsigned k, size_t pfn,
+                                         const size_t NR)
+{
+    const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
+    if (P) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn, NR);
+    else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn, NR);
+}
+
+static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t ntm2, const sjk_attn_rec *rc, size_t hh,
+                                         const unsigned k, const size_t NR)
+{
+    const uint64_t *P = rc->vcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
+    const uint8_t *g = rc->vt + hh / 2 * (G * 2 * k);
+    if (P) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1, NR);
+    else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);
+}
+
+/* Rows go NR at a time: RB (4), or RBX (8) when the call has more than 4 (the 6 GQA rows
+ * of a Qwen2.5 head), so that a record's codes are walked once per call instead of once
+ * per 4 rows; the padding rows are zero queries. */
+static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                            const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work,
+                                            const size_t NR)
+{
+    float *p = work;            /* [RBX][G] scores, then probabilities */
+    float *qs = work + RBX * G; /* [RBX][D] folded queries */
+    __m256i *wst = (__m256i *)(void *)(((uintptr_t)(work + RBX * (2 * D + 4 * G + 8)) + 31) & ~(uintptr_t)31); /* [D/8] */
+    float *qd = (float *)(void *)(wst + D / 8); /* [D/8][NR][16] queries in the pair layout */
+    const __m256i dlo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dhi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const unsigned kb = rc->kbits, vb = rc->vbits;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
+        if (!ntm) continue;
+        float cz[RBX], zz[RBX], fct[RBX];
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
+        for (size_t hh = 0; hh < D / 8; hh++)
+            for (size_t r = 0; r < NR; r++) {
+                const __m256 x = _mm256_loadu_ps(qs + r * D + 8 * hh);
+                _mm256_storeu_ps(qd + (hh * NR + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
+                _mm256_storeu_ps(qd + (hh * NR + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
+            }
+        const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens; the extra score is unused */
+        const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
+        if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn, NR);
+        else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn, NR);
+        else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn, NR);
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+        for (size_t hh = 0; hh < D / 8; hh++) {
+            __m256 a[RBX];
+            if (vb == 2) trel8_values_k(a, p, ntm2, rc, hh, 2, NR);
+            else if (vb == 3) trel8_values_k(a, p, ntm2, rc, hh, 3, NR);
+            else trel8_values_k(a, p, ntm2, rc, hh, 4, NR);
+            const __m256 vch = _mm256_loadu_ps(rc->vch + 8 * hh);
+            for (size_t r = 0; r < rb; r++) {
+                if (!nvis[r0 + r]) continue;
+                float *ad = acc + (r0 + r) * D + 8 * hh;
+                const __m256 x = _mm256_fmadd_ps(_mm256_loadu_ps(ad), _mm256_set1_ps(fct[r]), _mm256_mul_ps(vch, _mm256_set1_ps(zz[r])));
+                _mm256_storeu_ps(ad, _mm256_add_ps(x, _mm256_mul_ps(vch, a[r])));
+            }
+        }
+    }
+}
+
+static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                               float *m, float *l, float *acc, float *work)
+{
+    if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+}
+
+/* Records: trellis read in place (chunk_trellis_avx2), scalar ones by chunk_rec_scalar. */
+static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                           float *m, float *l, float *acc, float *work)
+{
+    if (rc->kt) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work);
+    else chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
+}
 
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
@@ -64,9 +724,9 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 }
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
-    "avx2", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_scalar,
-    sjk_attn_unpack_row_avx2, f16_to_f32_x, 0 /* trellis records: decoded by the caller */,
-    NULL /* ggml block rows: decoded by the caller */,
+    "avx2", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_avx2,
+    sjk_attn_unpack_row_avx2, f16_to_f32_x, 1 /* token-axis trellis records read in place */,
+    chunk_qblk_avx2,
     NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
-    NULL /* tq6_0 rows by integer dot products: decoded by the caller */,
+    NULL /* tq6_0 rows by integer dot products: decoded by the caller */, qint_prep_avx2,
 };

@@ -5,8 +5,6 @@
  * products against int8 query pieces, and 4-bit records scored by int16 dot products.
  * Every kernel is tested against attn_ref.c (tests/test_attention.c).
  */
-#include <pthread.h>
-
 #include "codec/format.h"
 #include "codec/trellis.h"
 
@@ -465,40 +463,16 @@ static inline __attribute__((always_inline)) __m512i trel_start(const uint8_t *g
     return w;
 }
 
-/* Pair tables: for k = 2 and 3 bits, P_k[w | sym' << (6 + k)] = (C[w], C[w']) with
- * w' = (sym' << 6) | (w >> k), the window that follows w when the next symbol is sym'.
- * One 64-bit gather element then yields the values of two consecutive tokens, which
- * halves the gathered elements (the bottleneck of this kernel). 8 KiB and 32 KiB, built
- * once per process from the committed codebooks (immutable afterwards); a record with
- * another codebook (none today) takes the one-value path. k = 4 (128 KiB) always does. */
-static uint64_t g_pair2[1u << 10], g_pair3[1u << 12];
-static pthread_once_t g_pair_once = PTHREAD_ONCE_INIT;
-
-static void pair_build(uint64_t *P, unsigned k)
-{
-    const float *cb = sjk_trellis_codebook(k);
-    const unsigned L = 6 + k;
-    for (unsigned w = 0; w < (1u << L); w++)
-        for (unsigned s1 = 0; s1 < (1u << k); s1++) {
-            unsigned w1 = (s1 << 6) | (w >> k);
-            uint32_t a, b;
-            memcpy(&a, cb + w, 4);
-            memcpy(&b, cb + w1, 4);
-            P[w | (s1 << L)] = (uint64_t)a | ((uint64_t)b << 32);
-        }
-}
-
-static void pair_init(void)
-{
-    pair_build(g_pair2, 2);
-    pair_build(g_pair3, 3);
-}
-
+/* Pair tables (sjk_trellis_pair_table, trellis.c): for k = 2 and 3 bits, P_k[w | sym' <<
+ * (6 + k)] = (C[w], C[w']) with w' = (sym' << 6) | (w >> k), the window that follows w
+ * when the next symbol is sym'. One 64-bit gather element then yields the values of two
+ * consecutive tokens, which halves the gathered elements (the bottleneck of this
+ * kernel). 8 KiB and 32 KiB, built once per process from the committed codebooks; a
+ * record with another codebook (none today) takes the one-value path. k = 4 (128 KiB)
+ * always does. */
 static const uint64_t *pair_table(const float *cb, unsigned k)
 {
-    if (k > 3 || cb != sjk_trellis_codebook(k)) return NULL;
-    pthread_once(&g_pair_once, pair_init);
-    return k == 2 ? g_pair2 : g_pair3;
+    return k > 3 || cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
 }
 
 /* Values of tokens t and t+1 of the 16 channels of group g, interleaved: lo holds
@@ -958,4 +932,5 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
+    NULL /* the query pieces: sjk_attn_qint_prep */,
 };

@@ -161,6 +161,10 @@ typedef struct sjk_attn_kernels {
     void (*chunk_tq6_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const uint8_t *K, const uint8_t *V, size_t n,
                           float *m, float *l, float *acc, float *work);
+    /* sjk_attn_qint_prep with SIMD, to the same bits in every field for rows of finite
+     * values and rows with an infinity (tests/test_attention.c); NULL: attend.c calls
+     * sjk_attn_qint_prep. (A table that lists no entry here gets NULL.) */
+    void (*qint_prep)(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
 } sjk_attn_kernels;
 
 /* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)

@@ -308,6 +308,15 @@ static void chunk_rec_q16_ref(const float *q, size_t R, size_t D, const uint32_t
 
 /* ---- ggml block rows (q8_0, q4_0) against int8 query pieces ------------------------- */
 
+/* nearbyintf(y) for |y| < 2^22 in the default rounding mode, inline: adding 1.5 * 2^23
+ * leaves no fraction bits, so the sum rounds y to the nearest integer (ties to even) and
+ * the subtraction is exact (the libm call cost more than the rest of the loop). */
+static inline float round_small(float y)
+{
+    const float M = 12582912.0f; /* 1.5 * 2^23 */
+    return (y + M) - M;
+}
+
 void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D)
 {
     uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
@@ -325,9 +334,9 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
         scale[r] = s;
         for (size_t i = 0; i < D; i++) {
             const float y = isfinite(amax) ? x[i] * inv : 0.0f; /* |y| <= 16256 */
-            float h = nearbyintf(y / 128.0f);
+            float h = round_small(y / 128.0f);
             h = h > 127 ? 127 : h < -127 ? -127 : h;
-            float lw = nearbyintf(y - 128.0f * h); /* |lw| <= 64 */
+            float lw = round_small(y - 128.0f * h); /* |lw| <= 64 */
             lw = lw > 127 ? 127 : lw < -127 ? -127 : lw;
             hi[r * D + i] = (int8_t)h;
             lo[r * D + i] = (int8_t)lw;
@@ -430,6 +439,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
+    sjk_attn_qint_prep,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }

@@ -6,8 +6,10 @@
  * What differs between the widths (loads of fp16 / byte / nibble codes, lane masks,
  * horizontal reductions, the W x W transpose, how many rows a block may take) is in the
  * small primitives at the top; the kernels below them are the same text for both. The
- * AVX-512-only families (tq6_0 ring, trellis records, ggml blocks, int16 record scores)
- * live in attn_avx512.c on top of the same helpers.
+ * AVX-512-only families (tq6_0 ring, int16 record scores) live in attn_avx512.c; the
+ * trellis readers and the ggml block readers (attn_avx512.c: VNNI on 128-bit lanes of
+ * blocks; attn_avx2.c: vpmaddwd per block) have one per width; all on top of the same
+ * helpers.
  *
  * Decode shape: rows are taken RB (4) at a time (AVX-512: 8 when a call has more than 4)
  * so that the query heads sharing a KV head (GQA) reuse every key and value load. Scores
@@ -172,16 +174,26 @@ static inline vf vld_i8(const uint8_t *p)
 {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
 }
-/* Codes i0..i0+15 (i0 % 16 == 0) of a 4-bit payload row, minus off: one nibble (low for
- * i0 % 32 < 16) of bytes 0..7 and 8..15 of unit i0/32. */
+/* Codes i0..i0+15 (i0 % 16 == 0) of a 4-bit payload row, minus off: bytes 0..7 and 8..15
+ * of unit i0/32 zero-extended to dwords (one load-and-extend each), then the low nibbles
+ * (i0 % 32 < 16: masked) or the high ones (shifted: each dword holds one byte, so no mask
+ * is needed), converted: 6 operations for 16 codes (a load, shift, mask, extend and convert
+ * per 8 before: 10). */
 static ALWAYS_INLINE void vld2_nib(vf *lo, vf *hi, const uint8_t *row, size_t i0, const int off)
 {
     const uint8_t *u = row + (i0 / 32) * 16;
-    const __m128i sh = _mm_cvtsi32_si128((int)((i0 % 32) / 16) * 4), m4 = _mm_set1_epi8(0x0F);
-    const __m128i a = _mm_and_si128(_mm_srl_epi16(_mm_loadl_epi64((const __m128i *)(const void *)u), sh), m4);
-    const __m128i b = _mm_and_si128(_mm_srl_epi16(_mm_loadl_epi64((const __m128i *)(const void *)(u + 8)), sh), m4);
-    *lo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(a));
-    *hi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)u));
+    __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(u + 8)));
+    if (i0 % 32 < 16) {
+        const __m256i m4 = _mm256_set1_epi32(0x0F);
+        a = _mm256_and_si256(a, m4);
+        b = _mm256_and_si256(b, m4);
+    } else {
+        a = _mm256_srli_epi32(a, 4);
+        b = _mm256_srli_epi32(b, 4);
+    }
+    *lo = _mm256_cvtepi32_ps(a);
+    *hi = _mm256_cvtepi32_ps(b);
     if (off) {
         *lo = _mm256_sub_ps(*lo, _mm256_set1_ps((float)off));
         *hi = _mm256_sub_ps(*hi, _mm256_set1_ps((float)off));
@@ -414,13 +426,28 @@ static ALWAYS_INLINE void rows_scores(float *p, const float *const *qrow, const 
     }
 }
 
-/* Rows are processed RB at a time with every per-row loop of compile-time length (so
- * accumulators stay in registers); a short last block reads a zero query row. */
+#if SJK_ATTN_W == 8
+/* AVX2 (16 registers): the GQA rows of one KV head in one block where they fit, so that
+ * no FMAs go to zero rows and each K / V load serves every row: R = 1, 2, 3 (an MHA head,
+ * the 3 rows of a SmolLM2 head) as blocks of R, R = 5, 6 (a Qwen2.5 head: 12 accumulators
+ * + 3 registers) as one block of 6; other R take blocks of RB. ROWS_NR(R, call) expands
+ * call with NR_ a compile-time constant. */
+#define ROWS_NR(R, call)                                                                                             \
+    do {                                                                                                             \
+        if ((R) == 1) { const size_t NR_ = 1; call; }                                                                \
+        else if ((R) == 2) { const size_t NR_ = 2; call; }                                                           \
+        else if ((R) == 3) { const size_t NR_ = 3; call; }                                                           \
+        else { const size_t NR_ = 6; call; }                                                                         \
+    } while (0)
+#endif
+
+/* Rows are processed NR (RB; on AVX2 also 1, 2, 3, 6: ROWS_NR) at a time with every
+ * per-row loop of compile-time length (so accumulators stay in registers); a short last
+ * block reads a zero query row. */
 static ALWAYS_INLINE void chunk_rows(const float *q, size_t R, size_t D, const uint32_t *nvis, const void *K,
                                      const void *V, const int f16, float *m, float *l, float *acc, float *work,
-                                     const uint8_t *pf, size_t pf_nbytes)
+                                     const uint8_t *pf, size_t pf_nbytes, const size_t NR)
 {
-    const size_t NR = RB;
     float *p = work;                       /* [RBX][G] scores, then probabilities */
     float *zero = work + RBX * G + RBX * D; /* [D] zeros */
     memset(zero, 0, D * sizeof(float));
@@ -443,7 +470,13 @@ static void chunk_f32_x(const float *q, size_t R, size_t D, const uint32_t *nvis
                         size_t n, float *m, float *l, float *acc, float *work)
 {
     (void)n;
-    chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0);
+#if SJK_ATTN_W == 8
+    if (R <= 3 || R == 5 || R == 6) {
+        ROWS_NR(R, chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, NR_));
+        return;
+    }
+#endif
+    chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, RB);
 }
 
 static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint16_t *K,
@@ -451,7 +484,13 @@ static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis
                         size_t pf_nbytes)
 {
     (void)n;
-    chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes);
+#if SJK_ATTN_W == 8
+    if (R <= 3 || R == 5 || R == 6) {
+        ROWS_NR(R, chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, NR_));
+        return;
+    }
+#endif
+    chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, RB);
 }
 
 /* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
@@ -712,8 +751,15 @@ static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const
 static void chunk_rec_scalar(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
                              float *m, float *l, float *acc, float *work)
 {
+#if SJK_ATTN_W == 8
+    /* the GQA rows in one block where they fit (ROWS_NR), so that a record is decoded
+     * once per call and no FMAs go to zero rows; else 4 at a time */
+    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0));
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+#else
     if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 0);
     else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+#endif
 }
 
 static void f16_to_f32_x(float *dst, const uint8_t *src, size_t n)

@@ -324,6 +324,37 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
     }
 }
 
+/* Pair tables (trellis.h): for every window w and next symbol s', the two values. */
+static uint64_t g_pair2[1u << 10], g_pair3[1u << 12], g_pair4[1u << 14];
+static pthread_once_t g_pair_once[3] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+
+static void pair_build(uint64_t *P, unsigned k)
+{
+    const float *cb = sjk_trellis_codebook(k);
+    const unsigned L = SJK_TRELLIS_STATE_BITS + k;
+    for (unsigned w = 0; w < (1u << L); w++)
+        for (unsigned s1 = 0; s1 < (1u << k); s1++) {
+            const unsigned w1 = (s1 << SJK_TRELLIS_STATE_BITS) | (w >> k);
+            uint32_t a, b;
+            memcpy(&a, cb + w, 4);
+            memcpy(&b, cb + w1, 4);
+            P[w | (s1 << L)] = (uint64_t)a | ((uint64_t)b << 32);
+        }
+}
+
+static void pair_init2(void) { pair_build(g_pair2, 2); }
+static void pair_init3(void) { pair_build(g_pair3, 3); }
+static void pair_init4(void) { pair_build(g_pair4, 4); }
+
+/* Each table is built on its first use (the 128 KiB of k = 4 only by a caller that asks). */
+const uint64_t *sjk_trellis_pair_table(unsigned k)
+{
+    if (k < 2 || k > 4) return NULL;
+    static void (*const init[3])(void) = {pair_init2, pair_init3, pair_init4};
+    pthread_once(&g_pair_once[k - 2], init[k - 2]);
+    return k == 2 ? g_pair2 : k == 3 ? g_pair3 : g_pair4;
+}
+
 /* ---- the tile layer ---------------------------------------------------------------- */
 
 static int tile_ok(const sjk_trellis_tile *tt)

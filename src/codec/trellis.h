@@ -95,6 +95,14 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
 void sjk_trellis_windows(uint16_t *w, const uint8_t *group, unsigned lane, size_t T,
                          unsigned k, sjk_trellis_start start);
 
+/* Pair table of the committed codebook C_k (k = 2, 3, 4): entry w | s' << (6 + k) holds
+ * the fp32 bits of C_k[w] (low half) and C_k[w'] (high half), w' = (s' << 6) | (w >> k)
+ * the window after w when the next symbol is s'. So one 64-bit load gives the values of
+ * two consecutive tokens of a sequence (the attention readers use it to halve their
+ * lookups). 8 / 32 / 128 KiB, built once per process (thread-safe, immutable
+ * afterwards); NULL for another k. */
+const uint64_t *sjk_trellis_pair_table(unsigned k);
+
 /* ---- the tile layer (what a record body calls) ---------------------------------- */
 
 /* How a trellis body codes one tile.
