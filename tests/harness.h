@@ -6,7 +6,8 @@
  * A test fails if any CHECK fails; SKIP("why") marks it skipped and returns;
  * SKIP_PART("why") marks it skipped and goes on (a test that checks what it can and
  * could not check a part: two models, one missing). A skipped test is never reported as
- * a pass. Under SJK_REQUIRE_ALL=1 (CI sets it) every skip is a failure, in the binary
+ * a pass. Under SJK_REQUIRE_ALL=1 (CI sets it) every skip is a failure (but those of
+ * SKIP_HW: the CPU lacks the instructions, see below), in the binary
  * itself (its summary and exit status), so a binary run alone tells the truth too; the
  * runner (tests/run_tests.sh) does the same over all binaries. Each binary prints
  * "N passed, N failed, N skipped" last; tests/run_tests.sh adds them up. */
@@ -20,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-static int t_cur_failed, t_cur_skipped, t_n_pass, t_n_fail, t_n_skip;
+static int t_cur_failed, t_cur_skipped, t_cur_skipped_hw, t_n_pass, t_n_fail, t_n_skip, t_n_skip_hw;
 static const char *t_cur_name;
 static char t_note[1024]; /* test_note(): shown after the summary counts */
 
@@ -75,6 +76,29 @@ static char t_note[1024]; /* test_note(): shown after the summary counts */
         t_cur_skipped = 1;                                                           \
     } while (0)
 
+/* SKIP_HW / SKIP_PART_HW: skipped because this CPU lacks the instructions the code under
+ * test needs (an AVX-512 kernel on an AVX2 machine, or SJK_CPU_DISABLE). No package can
+ * provide them, so SJK_REQUIRE_ALL does not turn these into failures; they are still
+ * skips, never passes: counted, printed as "SKIP ... (this CPU)", and summed by the
+ * runner as "skipped for this CPU". A test that also skips for another reason fails under
+ * SJK_REQUIRE_ALL as before. */
+#define SKIP_HW(...)                                                                 \
+    do {                                                                             \
+        fprintf(stderr, "  SKIP (this CPU) %s: ", t_cur_name);                       \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fputc('\n', stderr);                                                         \
+        t_cur_skipped_hw = 1;                                                        \
+        return;                                                                      \
+    } while (0)
+
+#define SKIP_PART_HW(...)                                                            \
+    do {                                                                             \
+        fprintf(stderr, "  SKIP (part, this CPU) %s: ", t_cur_name);                 \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fputc('\n', stderr);                                                         \
+        t_cur_skipped_hw = 1;                                                        \
+    } while (0)
+
 static inline int test_require_all(void)
 {
     const char *e = getenv("SJK_REQUIRE_ALL");
@@ -95,15 +119,17 @@ static inline void test_run_one(const char *name, void (*fn)(void))
     t_cur_name = name;
     t_cur_failed = 0;
     t_cur_skipped = 0;
+    t_cur_skipped_hw = 0;
     double t0 = test_now();
     fn();
     double dt = test_now() - t0;
     if (t_cur_skipped && !t_cur_failed && test_require_all()) {
         t_n_fail++;
         printf("FAIL %s (skipped, and SJK_REQUIRE_ALL=1)\n", name);
-    } else if (t_cur_skipped && !t_cur_failed) {
+    } else if ((t_cur_skipped || t_cur_skipped_hw) && !t_cur_failed) {
         t_n_skip++;
-        printf("SKIP %s (%.2f s)\n", name, dt);
+        if (!t_cur_skipped) t_n_skip_hw++;
+        printf("SKIP %s%s (%.2f s)\n", name, t_cur_skipped ? "" : " (this CPU)", dt);
     } else if (t_cur_failed) {
         t_n_fail++;
         printf("FAIL %s (%d checks, %.2f s)\n", name, t_cur_failed, dt);
@@ -132,7 +158,10 @@ static inline void test_note(const char *fmt, ...)
 
 static inline int test_summary(void)
 {
-    printf("%d passed, %d failed, %d skipped%s%s\n", t_n_pass, t_n_fail, t_n_skip, t_note[0] ? "; " : "", t_note);
+    char hw[48] = "";
+    if (t_n_skip_hw) snprintf(hw, sizeof hw, "; %d for this CPU", t_n_skip_hw);
+    printf("%d passed, %d failed, %d skipped%s%s%s\n", t_n_pass, t_n_fail, t_n_skip, hw, t_note[0] ? "; " : "",
+           t_note);
     return t_n_fail ? 1 : 0;
 }
 

@@ -154,7 +154,7 @@ TEST(test_simd_kernels_match_reference)
                 CHECKF(!memcmp(u1, u2, n), "%s unpack bits=%u n=%zu", k->name, bits, n);
             }
     }
-    if (!tested) SKIP("no SIMD attention kernels on this CPU");
+    if (!tested) SKIP_HW("no SIMD attention kernels on this CPU");
 }
 
 /* 4-bit records read in place (chunk_rec with kp / vp) against the reference on the
@@ -219,7 +219,7 @@ TEST(test_rec_nib_rows_extremes)
                         }
                     }
     }
-    if (!tested) SKIP("no SIMD attention kernels on this CPU");
+    if (!tested) SKIP_HW("no SIMD attention kernels on this CPU");
 }
 
 /* chunk_f32_many (the prefill layout: rows in lanes, scores and values as blocked matrix
@@ -300,7 +300,7 @@ TEST(test_many_rows_kernel_matches_reference)
                        pi ? k->name : "ref", D, R, n, pat, bad_m ? "differs" : "ok", bad_c ? "written" : "ok", el, e / mag);
             }
         }
-    if (!tested) SKIP_PART("no SIMD table has chunk_f32_many on this CPU; the reference was checked alone");
+    if (!tested) SKIP_PART_HW("no SIMD table has chunk_f32_many on this CPU; the reference was checked alone");
 }
 
 /* n_threads splits positions across threads; the merge must give the same answer up to
@@ -462,7 +462,7 @@ TEST(test_trellis_inplace_matches_decoded)
                 }
             }
         }
-    if (!tested) SKIP_PART("no SIMD table reads trellis in place on this CPU; the reference was checked alone");
+    if (!tested) SKIP_PART_HW("no SIMD table reads trellis in place on this CPU; the reference was checked alone");
 }
 
 /* n_blk random tq6_0 blocks each of K and V rows (norms 0.5..1.5; extreme: every code 63,
@@ -519,7 +519,7 @@ TEST(test_tq6_ring_inplace_matches_decoded)
                 CHECKF(e < 1e-5, "%s tq6 D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded", D, R, e);
             }
         }
-    if (!tested) SKIP_PART("no SIMD table reads tq6_0 rows in place on this CPU; the reference was checked alone");
+    if (!tested) SKIP_PART_HW("no SIMD table reads tq6_0 rows in place on this CPU; the reference was checked alone");
 }
 
 TEST(test_config_strings_parse)
@@ -1000,7 +1000,7 @@ TEST(test_tq6_q16_matches_reference)
                 }
             }
     fprintf(stderr, "  note: int16 ring path vs fp32 path (tq6_0 rows): worst %.3g of the outputs' magnitude\n", worst_fp);
-    if (!tested) SKIP_PART("no SIMD table scores tq6_0 rows by integer dot products on this CPU; the reference was checked alone");
+    if (!tested) SKIP_PART_HW("no SIMD table scores tq6_0 rows by integer dot products on this CPU; the reference was checked alone");
 }
 
 int main(void)

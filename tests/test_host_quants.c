@@ -293,7 +293,7 @@ static void check_simd_dots(const kpair *pairs, size_t n_pairs, const char *isa)
 
 TEST(test_simd_dots_match_ref)
 {
-    if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
+    if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP_HW("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
 #if defined(__x86_64__)
     const kpair avx2[] = {
         {SJKH_TYPE_F32, sjkh_vec_dot_f32_avx2},   {SJKH_TYPE_F16, sjkh_vec_dot_f16_avx2},
@@ -305,7 +305,7 @@ TEST(test_simd_dots_match_ref)
     };
     check_simd_dots(avx2, SJKH_ARRAY_LEN(avx2), "avx2");
     if (!(sjk_cpu_features() & SJK_CPU_AVX512)) {
-        SKIP_PART("no AVX-512 VNNI here (or SJK_CPU_DISABLE): the avx512 kernels were not run");
+        SKIP_PART_HW("no AVX-512 VNNI here (or SJK_CPU_DISABLE): the avx512 kernels were not run");
         return;
     }
     const kpair avx512[] = {
@@ -412,7 +412,7 @@ TEST(test_dotn_matches_vec_dot_bit_for_bit)
     free(w);
     free(xq);
     free(xp);
-    if (!tested) SKIP("no many-rows kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
+    if (!tested) SKIP_HW("no many-rows kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
 }
 
 /* mm_many (the prefill matmul): every output equals vec_dot_ref of its weight row and
@@ -474,12 +474,12 @@ TEST(test_mm_many_matches_ref_bit_for_bit)
     free(xq);
     free(xp);
     free(scratch);
-    if (!tested) SKIP("no many-token kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
+    if (!tested) SKIP_HW("no many-token kernels on this CPU (they need AVX512-VNNI; or SJK_CPU_DISABLE)");
 }
 
 TEST(test_simd_activation_quantizers_bit_exact)
 {
-    if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
+    if (!(sjk_cpu_features() & SJK_CPU_AVX2)) SKIP_HW("no AVX2 on this CPU (or SJK_CPU_DISABLE)");
 #if defined(__x86_64__)
     const size_t n = 1024;
     float *x = malloc(n * sizeof *x);

@@ -130,7 +130,7 @@ TEST(test_trellis_simd_codes_equal_reference)
         CHECKF(!memcmp(c_ref, c_simd, T * nseq), "driver k=%u (%s) differs", k, sjk_trellis_path());
     }
     free(u); free(c_ref); free(c_simd); free(hist);
-    if (!ran) SKIP("no AVX2/AVX-512 on this CPU: only the reference ran");
+    if (!ran) SKIP_HW("no AVX2/AVX-512 on this CPU: only the reference ran");
 }
 
 /* Packing and the table-lookup decoder agree with the windows the search used; in
