@@ -66,6 +66,10 @@ static const smoke_row rows[] = {
      "cols:config context thr us/token;out:sj:4/4"},
     {NEED_NONE, "$CLI bench attn --ctx 512 --geometry gemma3 --kv q4_0 --json", 0,
      "json:geometry,config,context,threads,us_per_token,speedup_vs_f16"},
+    /* any configuration string, e.g. the auto tier's sj:6/4 rung with its q8_0 ring */
+    {NEED_NONE, "$CLI bench attn --ctx 512 --geometry gemma3 --no-peer --kv sj:6/4:tail_min=256:tail_max=512:stage=q8_0", 0,
+     "cols:config context thr us/token;out:sj:6/4:tail_min=256:tail_max=512:stage=q8_0 "},
+    {NEED_NONE, "$CLI bench attn --ctx 512 --kv sj:9/4", 2, "err:bits '9/4'"},
     {NEED_NONE, "$CLI bench trellis --quick", 0, "out:trellis-chan;lines>=10"},
     {NEED_NONE, "$CLI bench balance --quick", 0, "out:outlier;lines>=10"},
     {NEED_NONE, "$CLI train-codebook --bits 2 --seed 1 --iters 2 --samples 16384 --out $T/cb.c", 0,

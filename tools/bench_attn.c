@@ -239,7 +239,8 @@ int sjk_bench_attn(int argc, char **argv)
                             "  decode and prefill attention per configuration, context and thread count\n"
                             "  --quick: contexts 4K and 16K only\n"
                             "  --ctx N: that one context only (128..131072; a smoke test uses a small one)\n"
-                            "  --kv NAME: only f16 (the baseline) and NAME, one of the configurations below\n"
+                            "  --kv NAME: only f16 (the baseline) and NAME: one of the configurations below, or any\n"
+                            "    KV configuration string (README, \"KV configuration strings\")\n"
                             "  --geometry: only that geometry\n"
                             "  --rounds: print every round's decode time to stderr\n"
                             "  --peer PATH: ggml's flash attention driver (default: $SJK_GGML_PEER, else\n"
@@ -251,9 +252,10 @@ int sjk_bench_attn(int argc, char **argv)
     static const geom geoms[] = {{"gemma3 4q/1kv D=256", 4, 1, 256},
                                  {"qwen 12q/2kv D=128", 12, 2, 128},
                                  {"smollm2 9q/3kv D=64", 9, 3, 64}};
-    /* ours, then the peer's (same cache types as ours at the same index - NOURS) */
-    static const char *const cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t",
-                                       "ggml:f16", "ggml:q8_0", "ggml:q4_0"};
+    /* ours, then the peer's; --kv with a configuration string that is not one of ours
+     * (e.g. "sj:6/4:tail_min=256:tail_max=512:stage=q8_0") takes the second slot */
+    const char *cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t",
+                          "ggml:f16", "ggml:q8_0", "ggml:q4_0"};
     enum { NOURS = 6, NCFG = 9, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
     _Static_assert(ROUNDS <= 16 && ROUNDS_PREFILL <= ROUNDS, "median() sorts at most 16 values");
     const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
@@ -264,11 +266,18 @@ int sjk_bench_attn(int argc, char **argv)
         int found = 0;
         for (int ci = 0; ci < NOURS; ci++) found |= !strcmp(cfgs[ci], only_kv);
         if (!found) {
-            fprintf(stderr, "bench attn: --kv %s is not one of the benchmarked configurations "
-                            "(f16 q8_0 q4_0 sj:4/4 sj:3/3t sj:3/2t)\n", only_kv);
-            return 2;
+            sjk_layer_config lc;
+            char err[200];
+            if (sjk_cache_config_parse(only_kv, 1, &lc, err, sizeof err) != SJK_OK) {
+                fprintf(stderr, "bench attn: --kv %s: %s\n", only_kv, err);
+                return 2;
+            }
+            cfgs[1] = only_kv;
         }
     }
+    /* the name column is as wide as the longest configuration */
+    int wname = 9;
+    if (only_kv && (int)strlen(only_kv) > wname) wname = (int)strlen(only_kv);
     if (only_geom && strcmp(only_geom, "gemma3") && strcmp(only_geom, "qwen") && strcmp(only_geom, "smollm2")) {
         fprintf(stderr, "bench attn: --geometry %s is not gemma3, qwen or smollm2\n", only_geom);
         return 2;
@@ -459,7 +468,7 @@ int sjk_bench_attn(int argc, char **argv)
                         first = 0;
                     } else {
                         if (ci == 0 && xi == 0 && th == 0)
-                            printf("\n## %s\n%-9s %7s %3s %12s %8s %10s %8s %14s %8s %8s\n", g->name, "config", "context",
+                            printf("\n## %s\n%-*s %7s %3s %12s %8s %10s %8s %14s %8s %8s\n", g->name, wname, "config", "context",
                                    "thr", "us/token", "vs f16", "GB/s", "of memcpy", "prefill tok/s", "vs f16", "vs ggml");
                         char pfs[32] = "-", pfr[32] = "-", vg[32] = "-";
                         if (R->prefill_tps > 0) {
@@ -467,7 +476,7 @@ int sjk_bench_attn(int argc, char **argv)
                             snprintf(pfr, sizeof pfr, "%.2fx", pf);
                         }
                         if (R->vs_ggml > 0) snprintf(vg, sizeof vg, "%.2fx", R->vs_ggml);
-                        printf("%-9s %7u %3d %12.1f %7.2fx %10.2f %8.2f %14s %8s %8s\n", cfgs[ci], ctxs[xi], th + 1,
+                        printf("%-*s %7u %3d %12.1f %7.2fx %10.2f %8.2f %14s %8s %8s\n", wname, cfgs[ci], ctxs[xi], th + 1,
                                R->us, sp, bps / 1e9, frac, pfs, pfr, vg);
                     }
                 }
