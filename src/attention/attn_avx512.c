@@ -387,8 +387,8 @@ static void chunk_tq6_q16_avx512(const float *q, size_t R, size_t D, const uint3
  * w = (sym << 6) | (w >> k) (the tile decoder's recurrence, trellis_avx512.c); the code
  * values are one gather from the codebook (L1-resident: 1 / 2 / 4 KiB).
  *
- * Tokens go in pairs: one pair-table gather element per channel gives the values of
- * tokens t and t+1 (trel_pair), and the pair's index is built from the two steps'
+ * Tokens go in pairs: one pair-table entry per channel gives the values of tokens t
+ * and t+1 (trel_pair, 64-bit loads by hand: trel_lookup16), and the pair's index is built from the two steps'
  * symbols (each rotated straight to its bits: two rotates and a blend) and the carried
  * state with two ternary-logic merges and one shift.
  *
@@ -465,9 +465,8 @@ static inline __attribute__((always_inline)) __m512i trel_start(const uint8_t *g
 
 /* Pair tables (sjk_trellis_pair_table, trellis.c): for k = 2 and 3 bits, P_k[w | sym' <<
  * (6 + k)] = (C[w], C[w']) with w' = (sym' << 6) | (w >> k), the window that follows w
- * when the next symbol is sym'. One 64-bit gather element then yields the values of two
- * consecutive tokens, which halves the gathered elements (the bottleneck of this
- * kernel). 8 KiB and 32 KiB, built once per process from the committed codebooks; a
+ * when the next symbol is sym'. One 64-bit entry then yields the values of two
+ * consecutive tokens, which halves the lookups (the bottleneck of this kernel). 8 KiB and 32 KiB, built once per process from the committed codebooks; a
  * record with another codebook (none today) takes the one-value path. k = 4 (128 KiB)
  * always does. */
 static const uint64_t *pair_table(const float *cb, unsigned k)
@@ -475,9 +474,38 @@ static const uint64_t *pair_table(const float *cb, unsigned k)
     return k > 3 || cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
 }
 
+/* The pair-table entries of the 16 indices idx: lo = P[idx 0..7], hi = P[idx 8..15], by
+ * plain 64-bit loads (the AVX2 reader's trel8_lookup at 512 bits): the indices leave the
+ * vector two at a time (vmovq / vpextrq of each 128-bit lane), each entry is one load,
+ * pairs are joined by movhpd and the four 128-bit pieces of each result by inserts.
+ * On the Zen 4 EPYC this beats the two vpgatherdq zmm it replaces by 1.05-1.24x over
+ * the whole call (bench_attn_ab, sj:3/3t and 3/2t, Gemma and Qwen, 16K and 32K), and
+ * four vpgatherdq ymm were no better than the zmm ones (0.88-1.03x); storing idx and
+ * reading the indices back as 32-bit loads lost 0.78x (store-forwarding stalls). */
+static inline __attribute__((always_inline)) __m128d trel_ld2(const uint64_t *P, uint64_t e)
+{
+    return _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e)),
+                        (const double *)(const void *)(P + (e >> 32)));
+}
+
+static inline __attribute__((always_inline)) __m512d trel_ld8(const uint64_t *P, __m128i a, __m128i b)
+{
+    const __m128d x0 = trel_ld2(P, (uint64_t)_mm_cvtsi128_si64(a)), x1 = trel_ld2(P, (uint64_t)_mm_extract_epi64(a, 1));
+    const __m128d x2 = trel_ld2(P, (uint64_t)_mm_cvtsi128_si64(b)), x3 = trel_ld2(P, (uint64_t)_mm_extract_epi64(b, 1));
+    const __m256d y0 = _mm256_insertf128_pd(_mm256_castpd128_pd256(x0), x1, 1);
+    const __m256d y1 = _mm256_insertf128_pd(_mm256_castpd128_pd256(x2), x3, 1);
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(y0), y1, 1);
+}
+
+static inline __attribute__((always_inline)) void trel_lookup16(__m512 *lo, __m512 *hi, const uint64_t *P, __m512i idx)
+{
+    *lo = _mm512_castpd_ps(trel_ld8(P, _mm512_castsi512_si128(idx), _mm512_extracti32x4_epi32(idx, 1)));
+    *hi = _mm512_castpd_ps(trel_ld8(P, _mm512_extracti32x4_epi32(idx, 2), _mm512_extracti32x4_epi32(idx, 3)));
+}
+
 /* Values of tokens t and t+1 of the 16 channels of group g, interleaved: lo holds
  * channels 0..7 and hi channels 8..15, lane 2i token t and lane 2i+1 token t+1 of its
- * channel (the order in which the pair-table gathers deliver them; the callers weight
+ * channel (the order in which the pair-table lookups deliver them; the callers weight
  * them with duplicated queries or with the probability pair of (t, t+1), so no lane
  * shuffle is needed per pair). Advances the state *w (trel_state) from token t-1 to
  * t+1. P: pair table, or NULL (two one-value gathers from cb, interleaved here). */
@@ -503,8 +531,7 @@ static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *
     const __m512i xy = _mm512_ternarylogic_epi32(x, y, rt->m6, 0xE4);    /* m6 ? x : y */
     const __m512i idx = _mm512_ternarylogic_epi32(xy, *w, rt->mt, 0xE4); /* mt ? xy : w */
     *w = _mm512_srli_epi32(idx, (int)(2 * k));
-    *lo = _mm512_castsi512_ps(_mm512_i32gather_epi64(_mm512_castsi512_si256(idx), (const void *)P, 8));
-    *hi = _mm512_castsi512_ps(_mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx, 1), (const void *)P, 8));
+    trel_lookup16(lo, hi, P, idx);
 }
 
 /* trel_pair's carried state from the window w(t-1): the window itself on the one-value
