@@ -463,15 +463,18 @@ static inline __attribute__((always_inline)) __m512i trel_start(const uint8_t *g
     return w;
 }
 
-/* Pair tables (sjk_trellis_pair_table, trellis.c): for k = 2 and 3 bits, P_k[w | sym' <<
+/* Pair tables (sjk_trellis_pair_table, trellis.c): for k = 2, 3 and 4 bits, P_k[w | sym' <<
  * (6 + k)] = (C[w], C[w']) with w' = (sym' << 6) | (w >> k), the window that follows w
  * when the next symbol is sym'. One 64-bit entry then yields the values of two
- * consecutive tokens, which halves the lookups (the bottleneck of this kernel). 8 KiB and 32 KiB, built once per process from the committed codebooks; a
- * record with another codebook (none today) takes the one-value path. k = 4 (128 KiB)
- * always does. */
+ * consecutive tokens, which halves the lookups (the bottleneck of this kernel). 8, 32
+ * and 128 KiB, built once per process from the committed codebooks; a record with
+ * another codebook (none today) takes the one-value path (two gathers from cb per
+ * pair). At k = 4 the table lives in L2, and its hand loads still beat the two gathers
+ * from the 4 KiB codebook on the Zen 4 EPYC: 1.22-1.36x sj:4/4t, 1.07-1.24x sj:4/3t
+ * (bench_attn_ab, Gemma and Qwen, 16K), as the AVX2 reader found on Zen 3. */
 static const uint64_t *pair_table(const float *cb, unsigned k)
 {
-    return k > 3 || cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
+    return cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
 }
 
 /* The pair-table entries of the 16 indices idx: lo = P[idx 0..7], hi = P[idx 8..15], by
@@ -513,7 +516,7 @@ static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *
                                                             size_t t, int lastg, const float *cb,
                                                             const uint64_t *P, const unsigned k, const trel_rot *rt)
 {
-    if (k == 4 || !P) {
+    if (!P) {
         *w = trel_step(*w, g, t, k, 0, rt);
         const __m512 c0 = _mm512_i32gather_ps(*w, cb, 4);
         *w = trel_step(*w, g, t + 1, k, lastg && t + 1 == G - 1, rt);
@@ -538,7 +541,7 @@ static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *
  * path, w(t-1) >> k on the pair-table path. */
 static inline __attribute__((always_inline)) __m512i trel_state(__m512i w, const uint64_t *P, const unsigned k)
 {
-    return k == 4 || !P ? w : _mm512_srli_epi32(w, (int)k);
+    return !P ? w : _mm512_srli_epi32(w, (int)k);
 }
 
 /* Sums of the even and of the odd lanes of v. */
