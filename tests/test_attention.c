@@ -405,7 +405,11 @@ TEST(test_threads_split_heads_and_positions_same_result)
 /* Trellis records read in place (rec.kt / rec.vt): the reference kernel against attention
  * over the explicitly decoded K/V (chunk_f32_ref; FORMAT.md's decode formula), and every
  * table that reads trellis in place against the reference, at 2, 3 and 4 bits, every D,
- * 3, 4 or 9 rows, 6 (a Qwen2.5 head) and 1 or 2, with partial visibility. Payloads are random bytes (any bytes are valid symbols). */
+ * 3, 4 or 9 rows, 6 (a Qwen2.5 head) and 1 or 2, with partial visibility. Payloads are random bytes (any bytes are valid symbols).
+ * A last pass gives the record copies of the committed codebooks (the same values at
+ * another address): the SIMD readers then take their one-value gathers from the
+ * codebook instead of the pair tables (sjk_trellis_pair_table), a path no committed
+ * record takes. */
 TEST(test_trellis_inplace_matches_decoded)
 {
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
@@ -415,13 +419,16 @@ TEST(test_trellis_inplace_matches_decoded)
     static float K[G * MAXD], V[G * MAXD], q[16 * MAXD], seq[G];
     static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
     static float sc[3 * MAXD + 3 * G];
+    static float cbk[SJK_TRELLIS_CB_SIZE(4)], cbv[SJK_TRELLIS_CB_SIZE(4)];
     int tested = 0;
     for (unsigned kb = 2; kb <= 4; kb++)
         for (size_t D = 64; D <= MAXD; D *= 2) {
             unsigned vb = kb == 4 ? 4 : 2 + (unsigned)(D / 64 % 2); /* mixed widths too */
-            for (int pass = 0; pass < 3; pass++) {
-                /* pass 1: the 6 GQA rows of a Qwen2.5 head; pass 2: 1 or 2 rows (an MHA head) */
-                size_t R = pass == 2 ? (D == 64 || D == 256 ? 1 : 2) : pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
+            for (int pass = 0; pass < 4; pass++) {
+                /* pass 1: the 6 GQA rows of a Qwen2.5 head; pass 2: 1 or 2 rows (an MHA head);
+                 * pass 3: codebook copies, 4 or 6 rows */
+                size_t R = pass == 3 ? (D == 128 ? 6 : 4)
+                           : pass == 2 ? (D == 64 || D == 256 ? 1 : 2) : pass ? 6 : D == 128 ? 4 : (D == 64 ? 9 : 3);
                 for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
                 for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
                 for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
@@ -435,6 +442,12 @@ TEST(test_trellis_inplace_matches_decoded)
                 rc.vcb = sjk_trellis_codebook(vb);
                 CHECK(rc.kcb && rc.vcb);
                 if (!rc.kcb || !rc.vcb) return;
+                if (pass == 3) {
+                    memcpy(cbk, rc.kcb, SJK_TRELLIS_CB_SIZE(kb) * sizeof(float));
+                    memcpy(cbv, rc.vcb, SJK_TRELLIS_CB_SIZE(vb) * sizeof(float));
+                    rc.kcb = cbk;
+                    rc.vcb = cbv;
+                }
                 /* the oracle: K[t][d], V[t][d] decoded by FORMAT.md's formula */
                 for (size_t d = 0; d < D; d++) {
                     const uint8_t *gk = kt + d / 16 * (G * 2 * kb), *gv = vt + d / 16 * (G * 2 * vb);

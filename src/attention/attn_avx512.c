@@ -387,8 +387,8 @@ static void chunk_tq6_q16_avx512(const float *q, size_t R, size_t D, const uint3
  * w = (sym << 6) | (w >> k) (the tile decoder's recurrence, trellis_avx512.c); the code
  * values are one gather from the codebook (L1-resident: 1 / 2 / 4 KiB).
  *
- * Tokens go in pairs: one pair-table gather element per channel gives the values of
- * tokens t and t+1 (trel_pair), and the pair's index is built from the two steps'
+ * Tokens go in pairs: one pair-table entry per channel gives the values of tokens t
+ * and t+1 (trel_pair, 64-bit loads by hand: trel_lookup16), and the pair's index is built from the two steps'
  * symbols (each rotated straight to its bits: two rotates and a blend) and the carried
  * state with two ternary-logic merges and one shift.
  *
@@ -463,21 +463,52 @@ static inline __attribute__((always_inline)) __m512i trel_start(const uint8_t *g
     return w;
 }
 
-/* Pair tables (sjk_trellis_pair_table, trellis.c): for k = 2 and 3 bits, P_k[w | sym' <<
+/* Pair tables (sjk_trellis_pair_table, trellis.c): for k = 2, 3 and 4 bits, P_k[w | sym' <<
  * (6 + k)] = (C[w], C[w']) with w' = (sym' << 6) | (w >> k), the window that follows w
- * when the next symbol is sym'. One 64-bit gather element then yields the values of two
- * consecutive tokens, which halves the gathered elements (the bottleneck of this
- * kernel). 8 KiB and 32 KiB, built once per process from the committed codebooks; a
- * record with another codebook (none today) takes the one-value path. k = 4 (128 KiB)
- * always does. */
+ * when the next symbol is sym'. One 64-bit entry then yields the values of two
+ * consecutive tokens, which halves the lookups (the bottleneck of this kernel). 8, 32
+ * and 128 KiB, built once per process from the committed codebooks; a record with
+ * another codebook (none today) takes the one-value path (two gathers from cb per
+ * pair). At k = 4 the table lives in L2, and its hand loads still beat the two gathers
+ * from the 4 KiB codebook on the Zen 4 EPYC: 1.22-1.36x sj:4/4t, 1.07-1.24x sj:4/3t
+ * (bench_attn_ab, Gemma and Qwen, 16K), as the AVX2 reader found on Zen 3. */
 static const uint64_t *pair_table(const float *cb, unsigned k)
 {
-    return k > 3 || cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
+    return cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
+}
+
+/* The pair-table entries of the 16 indices idx: lo = P[idx 0..7], hi = P[idx 8..15], by
+ * plain 64-bit loads (the AVX2 reader's trel8_lookup at 512 bits): the indices leave the
+ * vector two at a time (vmovq / vpextrq of each 128-bit lane), each entry is one load,
+ * pairs are joined by movhpd and the four 128-bit pieces of each result by inserts.
+ * On the Zen 4 EPYC this beats the two vpgatherdq zmm it replaces by 1.05-1.24x over
+ * the whole call (bench_attn_ab, sj:3/3t and 3/2t, Gemma and Qwen, 16K and 32K), and
+ * four vpgatherdq ymm were no better than the zmm ones (0.88-1.03x); storing idx and
+ * reading the indices back as 32-bit loads lost 0.78x (store-forwarding stalls). */
+static inline __attribute__((always_inline)) __m128d trel_ld2(const uint64_t *P, uint64_t e)
+{
+    return _mm_loadh_pd(_mm_load_sd((const double *)(const void *)(P + (uint32_t)e)),
+                        (const double *)(const void *)(P + (e >> 32)));
+}
+
+static inline __attribute__((always_inline)) __m512d trel_ld8(const uint64_t *P, __m128i a, __m128i b)
+{
+    const __m128d x0 = trel_ld2(P, (uint64_t)_mm_cvtsi128_si64(a)), x1 = trel_ld2(P, (uint64_t)_mm_extract_epi64(a, 1));
+    const __m128d x2 = trel_ld2(P, (uint64_t)_mm_cvtsi128_si64(b)), x3 = trel_ld2(P, (uint64_t)_mm_extract_epi64(b, 1));
+    const __m256d y0 = _mm256_insertf128_pd(_mm256_castpd128_pd256(x0), x1, 1);
+    const __m256d y1 = _mm256_insertf128_pd(_mm256_castpd128_pd256(x2), x3, 1);
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(y0), y1, 1);
+}
+
+static inline __attribute__((always_inline)) void trel_lookup16(__m512 *lo, __m512 *hi, const uint64_t *P, __m512i idx)
+{
+    *lo = _mm512_castpd_ps(trel_ld8(P, _mm512_castsi512_si128(idx), _mm512_extracti32x4_epi32(idx, 1)));
+    *hi = _mm512_castpd_ps(trel_ld8(P, _mm512_extracti32x4_epi32(idx, 2), _mm512_extracti32x4_epi32(idx, 3)));
 }
 
 /* Values of tokens t and t+1 of the 16 channels of group g, interleaved: lo holds
  * channels 0..7 and hi channels 8..15, lane 2i token t and lane 2i+1 token t+1 of its
- * channel (the order in which the pair-table gathers deliver them; the callers weight
+ * channel (the order in which the pair-table lookups deliver them; the callers weight
  * them with duplicated queries or with the probability pair of (t, t+1), so no lane
  * shuffle is needed per pair). Advances the state *w (trel_state) from token t-1 to
  * t+1. P: pair table, or NULL (two one-value gathers from cb, interleaved here). */
@@ -485,7 +516,7 @@ static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *
                                                             size_t t, int lastg, const float *cb,
                                                             const uint64_t *P, const unsigned k, const trel_rot *rt)
 {
-    if (k == 4 || !P) {
+    if (!P) {
         *w = trel_step(*w, g, t, k, 0, rt);
         const __m512 c0 = _mm512_i32gather_ps(*w, cb, 4);
         *w = trel_step(*w, g, t + 1, k, lastg && t + 1 == G - 1, rt);
@@ -503,15 +534,14 @@ static inline __attribute__((always_inline)) void trel_pair(__m512 *lo, __m512 *
     const __m512i xy = _mm512_ternarylogic_epi32(x, y, rt->m6, 0xE4);    /* m6 ? x : y */
     const __m512i idx = _mm512_ternarylogic_epi32(xy, *w, rt->mt, 0xE4); /* mt ? xy : w */
     *w = _mm512_srli_epi32(idx, (int)(2 * k));
-    *lo = _mm512_castsi512_ps(_mm512_i32gather_epi64(_mm512_castsi512_si256(idx), (const void *)P, 8));
-    *hi = _mm512_castsi512_ps(_mm512_i32gather_epi64(_mm512_extracti64x4_epi64(idx, 1), (const void *)P, 8));
+    trel_lookup16(lo, hi, P, idx);
 }
 
 /* trel_pair's carried state from the window w(t-1): the window itself on the one-value
  * path, w(t-1) >> k on the pair-table path. */
 static inline __attribute__((always_inline)) __m512i trel_state(__m512i w, const uint64_t *P, const unsigned k)
 {
-    return k == 4 || !P ? w : _mm512_srli_epi32(w, (int)k);
+    return !P ? w : _mm512_srli_epi32(w, (int)k);
 }
 
 /* Sums of the even and of the odd lanes of v. */
@@ -727,11 +757,16 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
     }
 }
 
+/* Trellis records: a call of exactly 6 rows (a Qwen2.5 head) is one block of 6, not 8
+ * with two zero rows: the reader's per-row work is FMAs only, so the padding rows cost
+ * 25% of them for nothing (1.09-1.17x, bench_attn_ab, sj:3/3t and 3/2t, Qwen, 16K and
+ * 32K); the trellis reader reduces each row alone, so any NR works. */
 static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     const size_t nr = rows_per_block(R);
-    if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    if (rc->kt && R == 6) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, 6);
+    else if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
     else if (rc->kt) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
     else chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
 }
