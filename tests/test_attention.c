@@ -653,9 +653,14 @@ TEST(test_qblk_rows_match_reference)
     static const unsigned bits[3][2] = {{8, 8}, {4, 4}, {8, 4}};
     double worst_ratio = 0, worst_e = 0;
     int tested = 0;
+    /* R: one row; 4 (one block of RB); 5, 6 (AVX-512: one block of 6, two keys at a time);
+     * 11 (blocks of 8). Row 0 sees G − R % 2 keys: an odd count leaves the two-key readers
+     * a last key alone. */
+    static const size_t rows[] = {1, 4, 5, 6, 11};
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
-        for (size_t R = 1; R <= 11; R += 5)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
             for (int bi = 0; bi < 3; bi++) {
+                const size_t R = rows[ri];
                 const size_t D = dims[di]; /* 192: whole quads of blocks and a pair */
                 const unsigned kb = bits[bi][0], vb = bits[bi][1];
                 float off[MAXD];
@@ -702,7 +707,7 @@ TEST(test_qblk_rows_match_reference)
                     }
                 }
                 uint32_t nvis[16];
-                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G - R % 2 : (sjk_rng_u64(&r) % (G + 1)));
                 static state a, b, c;
                 sjk_rng s0 = r;
                 /* 3: int8 path vs fp32 path, relative to the format's own error */
@@ -737,7 +742,8 @@ TEST(test_qblk_rows_match_reference)
 /* Every table's qint_prep against sjk_attn_qint_prep, field by field and bit for bit:
  * rows of Gaussian values, rows with one channel 1000x the others, rows of zeros, rows at
  * the rounding ties of the pieces (values k / 2 and 64 k + 0.5 of the scale), and rows
- * with an infinity (scale NaN, zero pieces); D = 64 .. 512, R = 1 .. 16. */
+ * with an infinity or a NaN (scale NaN, zero pieces, checked in the reference too);
+ * D = 64 .. 512, R = 1 .. 16. */
 TEST(test_qint_prep_simd_matches_reference)
 {
     static const size_t dims[] = {64, 128, 192, 256, 320, 512};
@@ -757,11 +763,18 @@ TEST(test_qint_prep_simd_matches_reference)
                     if (kind == 1) x = d == i % D ? 1000.0f : 0.01f * x;
                     else if (kind == 2) x = 0.0f;
                     else if (kind == 3) x = d == 0 ? 16256.0f : (float)((int)(d % 200) - 100) * (d % 2 ? 0.5f : 64.5f); /* scale 1: ties */
-                    else if (kind == 4) x = d == 5 ? -INFINITY : x;
+                    else if (kind == 4) x = d == 5 ? (i % 2 ? NAN : -INFINITY) : x;
                     q[i * D + d] = x;
                 }
             sjk_attn_qint a, b;
             sjk_attn_qint_prep(&a, qa, q, R, D);
+            /* the non-finite rows (an infinity, or a NaN the max skips): scale NaN, zero pieces */
+            for (size_t i = 4; i < R; i += 5) {
+                int z = 1;
+                for (size_t d = 0; d < D; d++) z &= a.hi[i * D + d] == 0 && a.lo[i * D + d] == 0 && a.w16[i * D + d] == 0;
+                CHECKF(isnan(a.scale[i]) && z, "ref D=%zu row %zu (%s): scale %g, pieces %s", D, i, i % 2 ? "NaN" : "-inf",
+                       (double)a.scale[i], z ? "zero" : "not zero");
+            }
             for (int pi = 0; pi < 3; pi++) {
                 const sjk_attn_kernels *k = paths[pi];
                 if (!k || !k->qint_prep) continue;

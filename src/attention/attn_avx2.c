@@ -311,13 +311,17 @@ static void qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t 
     const __m256i gperm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (size_t r = 0; r < R; r++) {
         const float *x = q + r * D;
-        __m256 mx = _mm256_setzero_ps();
-        for (size_t d = 0; d < D; d += 8) /* NaN lanes keep the max, as the reference's compare */
-            mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + d), absm), mx);
+        __m256 mx = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+        for (size_t d = 0; d < D; d += 8) { /* NaN lanes keep the max, as the reference's compare */
+            const __m256 xv = _mm256_loadu_ps(x + d);
+            mx = _mm256_max_ps(_mm256_and_ps(xv, absm), mx);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q));
+        }
         __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
+        /* a row with a NaN is non-finite, as in the reference */
+        const float amax = _mm256_movemask_ps(nan) ? NAN : _mm_cvtss_f32(m4);
         const float s = isfinite(amax) ? amax / (127.0f * 128.0f) : NAN;
         const float inv = s > 0 ? 1.0f / s : 0.0f;
         scale[r] = s;

@@ -97,7 +97,8 @@ static inline size_t sjk_attn_qint_w16_chan(size_t k, size_t D)
 }
 
 /* Quantizes R rows q[R][D] (D a multiple of 32) into buf (SJK_ATTN_QINT_NBYTES(R, D)
- * bytes, cache/attn_layout.h) and points *qi at them. */
+ * bytes, cache/attn_layout.h) and points *qi at them. A row with an infinity or a NaN
+ * gets scale NaN and zero pieces (its scores are NaN, as the fp32 kernels make them). */
 void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
 /* The view of rows r0.. of qi. */
 sjk_attn_qint sjk_attn_qint_rows(const sjk_attn_qint *qi, size_t r0);
@@ -162,7 +163,7 @@ typedef struct sjk_attn_kernels {
                           const uint8_t *K, const uint8_t *V, size_t n,
                           float *m, float *l, float *acc, float *work);
     /* sjk_attn_qint_prep with SIMD, to the same bits in every field for rows of finite
-     * values and rows with an infinity (tests/test_attention.c); NULL: attend.c calls
+     * values and rows with an infinity or a NaN (tests/test_attention.c); NULL: attend.c calls
      * sjk_attn_qint_prep. (A table that lists no entry here gets NULL.) */
     void (*qint_prep)(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
 } sjk_attn_kernels;

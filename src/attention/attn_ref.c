@@ -327,8 +327,15 @@ void sjk_attn_qint_prep(sjk_attn_qint *qi, void *buf, const float *q, size_t R, 
     for (size_t r = 0; r < R; r++) {
         const float *x = q + r * D;
         float amax = 0;
-        for (size_t i = 0; i < D; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-        /* a non-finite row scores NaN, as the fp32 kernels would make it */
+        int nan = 0;
+        for (size_t i = 0; i < D; i++) {
+            amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+            nan |= isnan(x[i]);
+        }
+        /* a non-finite row (an infinity or a NaN: the compare above skips NaN, whose
+         * pieces would be a NaN cast to int8, undefined) gets scale NaN and zero pieces,
+         * so it scores NaN, as the fp32 kernels would make it */
+        if (nan) amax = NAN;
         const float s = isfinite(amax) ? amax / (127.0f * 128.0f) : NAN;
         const float inv = s > 0 ? 1.0f / s : 0.0f;
         scale[r] = s;
