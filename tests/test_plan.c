@@ -457,20 +457,26 @@ TEST(test_plan_estimate_equals_allocation)
 
 /* ---- the automatic tier ------------------------------------------------------------- */
 
+/* the ladder's trellis rungs, with their short rings */
+#define T44 "sj:4/4t:tail_min=256:tail_max=512"
+#define T43 "sj:4/3t:tail_min=256:tail_max=512"
+#define T32 "sj:3/2t:tail_min=128:tail_max=256"
+
 static const char g_floor_csv[] =
     "# test table\n"
     "model,config,mean_kl,source\n"
     "*,q8_0,0.002,sjkvarn eval -m X --kv q8_0/q8_0\n"
     "*,q8_0/q4_0,0.009,sjkvarn eval -m X --kv q8_0/q4_0\n"
     "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.010,sjkvarn eval -m X --kv sj:6/4\n"
-    "*,sj:4/4,0.011,sjkvarn eval -m X --kv sj:4/4,sj:3/3t\n"
-    "*,sj:3/3t,0.016,sjkvarn eval -m X --kv sj:4/4,sj:3/3t\n"
-    "*,sj:3/2t,0.019,sjkvarn eval -m X --kv sj:3/2t\n"
-    "strict-model,sj:3/3t,unmeasured,\n"
-    "strict-model,sj:3/2t,0.05,sjkvarn eval -m strict-model --kv sj:3/2t\n";
+    "*,sj:4/4,0.011,sjkvarn eval -m X --kv sj:4/4,sj:4/3t\n"
+    "*," T44 ",0.012,sjkvarn eval -m X --kv sj:4/4t\n"
+    "*," T43 ",0.016,sjkvarn eval -m X --kv sj:4/4,sj:4/3t\n"
+    "*," T32 ",0.019,sjkvarn eval -m X --kv sj:3/2t\n"
+    "strict-model," T43 ",unmeasured,\n"
+    "strict-model," T32 ",0.05,sjkvarn eval -m strict-model --kv sj:3/2t\n";
 
 /* As the budget tightens, the ladder walks f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 ->
- * sj:4/4 -> sj:3/3t -> sj:3/2t, then refuses, saying what would fit. */
+ * sj:4/4 -> sj:4/4t -> sj:4/3t -> sj:3/2t, then refuses, saying what would fit. */
 TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
 {
     static sjkh_plan_model m;
@@ -482,8 +488,8 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
     size_t n;
     const char *const *ladder = sjkh_plan_ladder(&n);
-    CHECK(n == 7 && !strcmp(ladder[0], "f16") && !strcmp(ladder[6], "sj:3/2t"));
-    size_t need[7];
+    CHECK(n == 8 && !strcmp(ladder[0], "f16") && !strcmp(ladder[7], T32));
+    size_t need[8];
     for (size_t i = 0; i < n; i++) {
         sjkh_plan_size s;
         CHECK(sjkh_plan_estimate(&m, ladder[i], &p, &s, NULL, 0) == SJK_OK);
@@ -506,13 +512,13 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     r.budget_nbytes = 80 * GiB;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     /* nothing fits: refuse, naming a shorter context and the budget this one needs */
-    r.budget_nbytes = need[6] - 1;
+    r.budget_nbytes = need[7] - 1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECK(c.kv[0] == 0 && !c.fits);
-    CHECKF(strstr(c.reason, "sj:3/2t") && strstr(c.reason, "--ctx") && strstr(c.reason, "a budget of"), "%s",
+    CHECKF(strstr(c.reason, T32) && strstr(c.reason, "--ctx") && strstr(c.reason, "a budget of"), "%s",
            c.reason);
     uint32_t ctx;
-    CHECK(sjkh_plan_max_ctx(&m, "sj:3/2t", &p, need[6] - 1, p.n_ctx, &ctx) == SJK_OK);
+    CHECK(sjkh_plan_max_ctx(&m, T32, &p, need[7] - 1, p.n_ctx, &ctx) == SJK_OK);
     char want[32];
     snprintf(want, sizeof want, "--ctx %u", ctx);
     CHECKF(strstr(c.reason, want) != NULL, "%s not in %s", want, c.reason);
@@ -542,28 +548,29 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     sjkh_plan_params p = sjkh_plan_params_default();
     p.n_ctx = 1u << 20;
     sjkh_plan_size s32, s2;
-    CHECK(sjkh_plan_estimate(&m, "sj:3/3t", &p, &s32, NULL, 0) == SJK_OK);
-    CHECK(sjkh_plan_estimate(&m, "sj:3/2t", &p, &s2, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, T43, &p, &s32, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, T32, &p, &s2, NULL, 0) == SJK_OK);
     sjkh_tier_choice c;
 
-    /* a tighter floor: sj:3/2t (0.019) is no longer allowed, sj:3/3t (0.016) is */
+    /* a tighter floor: sj:3/2t (0.019) is no longer allowed, sj:4/3t (0.016) is */
     sjkh_tier_request r = {NULL, s2.total_nbytes, f, "qwen14b", 0.017};
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
-    CHECKF(strstr(c.reason, "above the floor") && strstr(c.reason, "sj:3/3t"), "%s", c.reason);
+    CHECKF(strstr(c.reason, "above the floor") && strstr(c.reason, T43), "%s", c.reason);
     r.budget_nbytes = s32.total_nbytes;
-    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "sj:3/3t"));
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, T43));
 
-    /* a model whose sj:3/3t is unmeasured and whose sj:3/2t is above the floor */
+    /* a model whose sj:4/3t is unmeasured and whose sj:3/2t is above the floor */
     r.model_key = "strict-model";
     r.max_kl = 0.02;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
-    CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv sj:3/3t"), "%s",
+    CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv " T43), "%s",
            c.reason);
-    CHECK(c.rungs[5].verdict == SJKH_RUNG_UNMEASURED && c.rungs[6].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.rungs[6].verdict == SJKH_RUNG_UNMEASURED && c.rungs[7].verdict == SJKH_RUNG_BELOW_FLOOR);
     CHECK(c.rungs[4].verdict == SJKH_RUNG_TOO_BIG && c.rungs[4].mean_kl == 0.011); /* "*" row */
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.012);
     /* lifting the floor allows them */
     r.max_kl = -1;
-    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "sj:3/3t"));
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, T43));
 
     /* no table at all: only f16 is allowed, and the refusal says how to measure */
     r.floor = NULL;
@@ -672,27 +679,29 @@ TEST(test_auto_tier_hybrid_stays_f16)
     CHECK(c.size.recurrent_nbytes == 36 * MiB);
 }
 
-/* At short contexts an sj tier (sink + an 8192-position staging ring + records) costs
- * more than q8_0/q4_0: the refusal must name the longest context any allowed rung
- * holds, not just the last rung's. */
+/* At short contexts an sj tier (sink + staging ring + records) costs more than
+ * q8_0/q4_0: the refusal must name the longest context any allowed rung holds, not
+ * just the last rung's. */
 TEST(test_auto_tier_refusal_names_the_longest_context)
 {
     static sjkh_plan_model m;
     small_model(&m, 30, 3, 9, 64, 0, 0); /* SmolLM2-135M's geometry */
     sjkh_plan_params p = {2048, 512, 1, 1, SJKH_WINDOW_F16};
-    sjkh_tier_request r = {"auto", 16 * MiB, NULL, "smol", -1};
+    sjkh_tier_request r = {"auto", 8 * MiB, NULL, "smol", -1};
     sjkh_tier_choice c;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
-    size_t n;
+    size_t n, best_i = 0;
     const char *const *ladder = sjkh_plan_ladder(&n);
-    uint32_t best = 0;
+    uint32_t best = 0, last = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t ctx = 0;
         CHECK(sjkh_plan_max_ctx(&m, ladder[i], &p, r.budget_nbytes, p.n_ctx, &ctx) == SJK_OK);
-        if (ctx > best) best = ctx;
+        if (ctx > best) best = ctx, best_i = i;
+        last = ctx;
     }
-    char want[48];
-    snprintf(want, sizeof want, "context %u at q8_0/q4_0", best);
+    CHECKF(best > last && best_i < n - 1, "the longest context (%u) should not be the last rung's (%u)", best, last);
+    char want[96];
+    snprintf(want, sizeof want, "context %u at %s", best, ladder[best_i]);
     CHECKF(strstr(c.reason, want) != NULL, "'%s' not in: %s", want, c.reason);
 }
 
@@ -783,14 +792,19 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
     CHECKF(sjkh_quality_floor_load("docs/quality-floor.csv", &fl, err, sizeof err) == SJK_OK, "%s", err);
     const sjkh_floor_row *r = sjkh_quality_floor_find(fl, "gemma3-270m", "sj:4/4");
     CHECK(r && r->mean_kl > 0);
-    /* the wide-key study first: a rung both studies measured (q8_0/q4_0) comes from it, the
-     * others from the nine-document study */
+    /* the wide-key study first: a rung both studies measured (q8_0/q4_0) comes from it,
+     * then the low-end study, then the nine-document one */
     r = sjkh_quality_floor_find(fl, "gemma3-270m", "sj:6/4:tail_min=256:tail_max=512:stage=q8_0");
     CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-wide.csv") == r->source);
     r = sjkh_quality_floor_find(fl, "gemma3-270m", "q8_0/q4_0");
     CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-wide.csv") == r->source);
     r = sjkh_quality_floor_find(fl, "gemma3-270m", "q8_0/q8_0");
     CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k.csv") == r->source);
+    /* the trellis rungs with short rings from the low-end study */
+    r = sjkh_quality_floor_find(fl, "gemma3-270m", T43);
+    CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-low.csv") == r->source);
+    r = sjkh_quality_floor_find(fl, "gemma3-270m", T32);
+    CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-low.csv") == r->source);
     sjkh_quality_floor_free(fl);
 }
 
@@ -858,14 +872,14 @@ TEST(test_quality_floor_table_format)
     sjkh_quality_floor *f = NULL;
     char err[256] = "";
     CHECK(sjkh_quality_floor_parse(g_floor_csv, strlen(g_floor_csv), &f, err, sizeof err) == SJK_OK);
-    CHECK(f && f->n_rows == 8);
+    CHECK(f && f->n_rows == 9);
     /* canonical forms match: "q8_0" row answers "q8_0/q8_0" */
     const sjkh_floor_row *row = sjkh_quality_floor_find(f, "any", "q8_0/q8_0");
     CHECK(row && row->mean_kl == 0.002);
-    row = sjkh_quality_floor_find(f, "strict-model", "sj:3/3t");
+    row = sjkh_quality_floor_find(f, "strict-model", T43);
     CHECK(row && row->mean_kl < 0); /* the model's own row wins over "*" */
     row = sjkh_quality_floor_find(f, "any", "sj:4/4");
-    CHECK(row && !strcmp(row->source, "sjkvarn eval -m X --kv sj:4/4,sj:3/3t")); /* commas kept */
+    CHECK(row && !strcmp(row->source, "sjkvarn eval -m X --kv sj:4/4,sj:4/3t")); /* commas kept */
     CHECK(sjkh_quality_floor_find(f, "any", "turbo3") == NULL);
     sjkh_quality_floor_free(f);
 

@@ -17,7 +17,8 @@
  *
  *  2. The automatic tier. Given a context, a budget and a quality-floor table (mean KL
  *     per model and configuration, measured by `sjkvarn eval`), walk the ladder
- *     f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:4/4 -> sj:3/3t -> sj:3/2t and take the first
+ *     f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 -> sj:4/4 -> sj:4/4t -> sj:4/3t -> sj:3/2t
+ *     (the sj rungs after sj:4/4 with short rings: sjkh_plan_ladder) and take the first
  *     rung that keeps the whole cache resident and is allowed by the floor. The format
  *     of the table and the rule for rungs without a measurement are in docs/PLAN.md.
  *
@@ -173,8 +174,10 @@ const sjkh_floor_row *sjkh_quality_floor_find(const sjkh_quality_floor *f, const
  * Automatic tier
  * ---------------------------------------------------------------------------------- */
 
-/* The ladder, least compression first: "f16", "q8_0/q8_0", "q8_0/q4_0", "sj:4/4",
- * "sj:3/3t", "sj:3/2t". *n receives its length. */
+/* The ladder, least compression first: "f16", "q8_0/q8_0", "q8_0/q4_0",
+ * "sj:6/4:tail_min=256:tail_max=512:stage=q8_0", "sj:4/4",
+ * "sj:4/4t:tail_min=256:tail_max=512", "sj:4/3t:tail_min=256:tail_max=512",
+ * "sj:3/2t:tail_min=128:tail_max=256". *n receives its length. */
 const char *const *sjkh_plan_ladder(size_t *n);
 
 typedef struct sjkh_tier_request {

@@ -25,11 +25,23 @@
 
 #define FAIL(st, ...) plan_fail((st), err, err_cap, __VA_ARGS__)
 
-/* sj:6/4 with a short q8_0 ring: record format v2's 6-bit keys (K carries most of the KL)
- * beside 4-bit values, the frontier point between q8_0/q4_0 and sj:4/4 that the 16K study
- * measured (docs/RESULTS.md, "Wide keys at 16K"). */
-static const char *const g_ladder[] = {"f16",    "q8_0/q8_0", "q8_0/q4_0", "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
-                                       "sj:4/4", "sj:3/3t",   "sj:3/2t"};
+/* The rungs are the measured frontier at 16K on Gemma 3 (docs/RESULTS.md):
+ *   - sj:6/4 with a short q8_0 ring: record format v2's 6-bit keys (K carries most of
+ *     the KL) beside 4-bit values, between q8_0/q4_0 and sj:4/4 ("Wide keys at 16K");
+ *   - below sj:4/4, the trellis bodies with short rings ("The low end at 16K"): 4-bit
+ *     trellis K and V, 4-bit trellis K with 3-bit V, then 3-bit K with 2-bit V, each
+ *     smaller than the last and below every comparator at its size; they replace the
+ *     default-ring sj:3/3t and sj:3/2t, which are larger than sj:4/3t and worse.
+ * Trellis readers are slower than the scalar ones (docs/BENCHMARKS.md): the walk
+ * reaches them only when the scalar rungs do not fit. */
+static const char *const g_ladder[] = {"f16",
+                                       "q8_0/q8_0",
+                                       "q8_0/q4_0",
+                                       "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
+                                       "sj:4/4",
+                                       "sj:4/4t:tail_min=256:tail_max=512",
+                                       "sj:4/3t:tail_min=256:tail_max=512",
+                                       "sj:3/2t:tail_min=128:tail_max=256"};
 
 const char *const *sjkh_plan_ladder(size_t *n)
 {
