@@ -30,7 +30,7 @@
  *     the KL) beside 4-bit values, between q8_0/q4_0 and sj:4/4 ("Wide keys at 16K");
  *   - below sj:4/4, the trellis bodies with short rings ("The low end at 16K"): 4-bit
  *     trellis K and V, 4-bit trellis K with 3-bit V, then 3-bit K with 2-bit V, each
- *     smaller than the last and below every comparator at its size; they replace the
+ *     smaller than the last and far below the comparators near its size; they replace the
  *     default-ring sj:3/3t and sj:3/2t, which are larger than sj:4/3t and worse.
  * Trellis readers are slower than the scalar ones (docs/BENCHMARKS.md): the walk
  * reaches them only when the scalar rungs do not fit. */
