@@ -113,6 +113,11 @@ static const smoke_row rows[] = {
      "err:window"},
     {NEED_GEMMA, "$CLI bench run --ctx 128 -n 4 --kv f16,sj:4/4 -t 2 --json", 0,
      "jsonl:engine,kv,context,prefill_tok_s,decode_tok_s,kv_bytes"},
+    /* decode rounds resumed from the saved session: each round must regenerate round 1's
+     * tokens (else the row fails and the command exits 1) */
+    {NEED_GEMMA, "$CLI bench run --ctx 160 -n 4 --kv f16,sj:4/4 -t 2 --json --decode-rounds 3", 0,
+     "jsonl:engine,kv,decode_tok_s,decode_vs_f16,decode_rounds,decode_tok_s_rounds;err:decode tok/s by round"},
+    {NEED_GEMMA, "$CLI bench run --ctx 128 -n 4 --kv f16 --decode-rounds 0", 2, "err:--decode-rounds"},
     /* the main job's pipeline at a tiny size (scripts/main-job with small knobs) */
     {NEED_GEMMA | NEED_CORPUS, "SJK_MAIN_CLI=$CLI SJK_MAIN_CTX=$MAIN_CTX SJK_MAIN_KV=$MAIN_KV SJK_MAIN_NGEN=4"
                                " SJK_MAIN_DOCS=code-0 SJK_MAIN_OUT=$T/main SJK_MAIN_THREADS=2 scripts/main-job", 0,

@@ -49,6 +49,7 @@ int sjk_bench_run(int argc, char **argv);
 #define BR_MAX_CTX 16
 #define BR_MAX_KV 8
 #define BR_ITEM_NBYTES (SJKH_KV_STR_MAX + 1) /* one --kv or --ctx list item */
+#define BR_MAX_ROUNDS 64
 
 static double now_s(void)
 {
@@ -68,6 +69,7 @@ typedef struct br_row {
     size_t rss_grow;   /* RssAnon growth from before session create to after decode */
     long peak_rss_kib; /* filled by the parent from wait4 */
     int32_t first_gen[8];
+    uint64_t gen_hash; /* FNV-1a of every generated token: resumed rounds must match round 1 */
 } br_row;
 
 typedef struct br_llama {
@@ -168,6 +170,20 @@ static int32_t *prompt_ids(const sjkh_tokenizer *tok, size_t n_want, char *src, 
     return ids;
 }
 
+/* Median of n values (n <= BR_MAX_ROUNDS); the mean of the middle two when n is even. */
+static double median(const double *v, uint32_t n)
+{
+    double a[BR_MAX_ROUNDS];
+    memcpy(a, v, n * sizeof *a);
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && a[j - 1] > a[j]; j--) {
+            double t = a[j];
+            a[j] = a[j - 1];
+            a[j - 1] = t;
+        }
+    return n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
+}
+
 static int argmax(const float *x, uint32_t n)
 {
     int b = 0;
@@ -176,9 +192,12 @@ static int argmax(const float *x, uint32_t n)
     return b;
 }
 
-/* One row, in the calling (child) process. */
+/* One row, in the calling (child) process. With snap set and resume 0, the session is also
+ * saved to snap between prefill and decode (untimed), so that later rounds can resume it;
+ * with resume 1 there is no prefill: the session is loaded from snap and only the decode
+ * is timed, from the same state and pending token as the first round. */
 static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_t *ids, uint32_t ctx, uint32_t n_gen,
-                    uint32_t threads, const char *kv, uint32_t window_type, br_row *r)
+                    uint32_t threads, const char *kv, uint32_t window_type, const char *snap, int resume, br_row *r)
 {
     const sjkh_model_info *in = sjkh_model_get_info(m);
     sjkh_session *s = NULL;
@@ -197,17 +216,25 @@ static void measure(const sjkh_model *m, const sjkh_plan_model *pm, const int32_
     sp.kv = kv;
     sp.window_type = window_type;
     if (sjkh_session_create(m, &sp, &s, r->err, sizeof r->err)) goto done;
-    double t0 = now_s();
-    if (sjkh_session_feed(s, ids, ctx, logits, 0, r->err, sizeof r->err)) goto done;
+    int32_t tokv;
+    if (resume) {
+        if (sjkh_session_load(s, snap, &tokv, r->err, sizeof r->err)) goto done;
+    } else {
+        double t0 = now_s();
+        if (sjkh_session_feed(s, ids, ctx, logits, 0, r->err, sizeof r->err)) goto done;
+        r->prefill_s = now_s() - t0;
+        tokv = argmax(logits, in->n_vocab);
+        if (snap && sjkh_session_save(s, snap, tokv, r->err, sizeof r->err)) goto done;
+    }
     double t1 = now_s();
-    int32_t tokv = argmax(logits, in->n_vocab);
+    r->gen_hash = 14695981039346656037ull;
     for (uint32_t i = 0; i < n_gen; i++) {
         if (i < 8) r->first_gen[i] = tokv;
+        r->gen_hash = (r->gen_hash ^ (uint32_t)tokv) * 1099511628211ull;
         if (sjkh_session_feed(s, &tokv, 1, logits, 0, r->err, sizeof r->err)) goto done;
         tokv = argmax(logits, in->n_vocab);
     }
     double t2 = now_s();
-    r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->rss_grow = rss_anon_now() - rss0;
     sjkh_kv_report rep;
@@ -235,7 +262,8 @@ done:
 
 /* Runs measure() in a child so the row's peak RSS is its own. */
 static void measure_forked(const sjkh_model *m, const sjkh_plan_model *pm, const int32_t *ids, uint32_t ctx,
-                           uint32_t n_gen, uint32_t threads, const char *kv, uint32_t window_type, br_row *r)
+                           uint32_t n_gen, uint32_t threads, const char *kv, uint32_t window_type, const char *snap,
+                           int resume, br_row *r)
 {
     memset(r, 0, sizeof *r);
     int fd[2];
@@ -256,7 +284,7 @@ static void measure_forked(const sjkh_model *m, const sjkh_plan_model *pm, const
         close(fd[0]);
         br_row c;
         memset(&c, 0, sizeof c);
-        measure(m, pm, ids, ctx, n_gen, threads, kv, window_type, &c);
+        measure(m, pm, ids, ctx, n_gen, threads, kv, window_type, snap, resume, &c);
         const char *p = (const char *)&c;
         size_t left = sizeof c;
         while (left) {
@@ -396,7 +424,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sjkvarn bench run [--json] [--quick] [-m MODEL] [-t THREADS] [--ctx 512,4096,16384,32768]\n"
-            "                         [--kv f16,sj:4/4] [--window f16|q8_0] [-n GEN] [--llama-cpp PYTHON]\n"
+            "                         [--kv f16,sj:4/4] [--window f16|q8_0] [-n GEN] [--decode-rounds R]\n"
+            "                         [--llama-cpp PYTHON]\n"
             "\n"
             "  Prefill and decode tokens/s of the host on a real model, per KV cache and context,\n"
             "  with llama.cpp's figures for the same model, threads and prompt ids in the same run.\n"
@@ -408,6 +437,10 @@ static void usage(FILE *f)
             "  --kv LIST        cache configurations of the growing layers (default f16,sj:4/4)\n"
             "  --window T       storage of the sliding-window layers: f16 (default) | q8_0\n"
             "  -n GEN           greedy tokens decoded after the prompt (default 32)\n"
+            "  --decode-rounds R  decode R times per row (default 1, at most 64): the session is\n"
+            "                   saved after the prompt and each later round resumes it in a fresh\n"
+            "                   process, configurations alternating; decode/s is the median and\n"
+            "                   x_f16 the median of the per-round ratios (the rounds go to stderr)\n"
             "  --llama-cpp PY   python with llama-cpp-python (the oracle venv of\n"
             "                   tests/oracle/build-llama-cpp.sh); default $SJK_LLAMA_CPP_PYTHON.\n"
             "                   Runs bench/llama_cpp_speed.py (or $SJK_LLAMA_CPP_SCRIPT).\n"
@@ -423,7 +456,7 @@ int sjk_bench_run(int argc, char **argv)
     int n_kv = parse_list("f16,sj:4/4", kv_s, BR_MAX_KV);
     int json = 0;
     uint32_t window_type = SJKH_WINDOW_F16;
-    uint32_t threads = sjk_cli_threads_default(), n_gen = 32;
+    uint32_t threads = sjk_cli_threads_default(), n_gen = 32, rounds = 1;
     const char *P = "sjkvarn bench run";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -444,6 +477,9 @@ int sjk_bench_run(int argc, char **argv)
         }
         else if (v && (!strcmp(a, "-n") || !strcmp(a, "--n-gen"))) {
             if (!sjk_cli_flag_u32(P, a, argv[++i], 1, 512, &n_gen)) return 2;
+        }
+        else if (v && !strcmp(a, "--decode-rounds")) {
+            if (!sjk_cli_flag_u32(P, a, argv[++i], 1, BR_MAX_ROUNDS, &rounds)) return 2;
         }
         else {
             fprintf(stderr, "sjkvarn bench run: unknown flag or missing value: %s\n", a);
@@ -569,17 +605,74 @@ int sjk_bench_run(int argc, char **argv)
                 printf("%-10s %-8s %6u %10.1f %10.2f %9s %9s %7s %11s %8.1fMiB %9s\n", "llama.cpp", "f16", ctx, lp, ld, "1.00",
                        "1.00", "-", "-", L.peak_rss_kib / 1024.0, "-");
         }
-        double d_f16 = 0; /* our f16 row's decode rate at this context, once measured */
+        /* Round 1 prefills each configuration and decodes; with --decode-rounds R > 1 it
+         * also saves the session after the prompt, and rounds 2..R load it in a fresh
+         * child and decode the same n_gen tokens again, the configurations' order reversed
+         * every other round. A row's decode rate is the median of its rounds and x_f16 the
+         * median of its per-round ratios to the f16 row's rate in the same round. */
+        br_row rows[BR_MAX_KV];
+        double rate[BR_MAX_KV][BR_MAX_ROUNDS];
+        char snaps[BR_MAX_KV][64];
+        memset(snaps, 0, sizeof snaps);
         for (int ki = 0; ki < n_kv; ki++) {
-            br_row r;
-            measure_forked(m, pm, ids, ctx, (uint32_t)n_gen, (uint32_t)threads, kv_s[ki], window_type, &r);
-            if (!r.ok) {
-                fprintf(stderr, "sjkvarn bench run: %s at context %u: %s\n", kv_s[ki], ctx, r.err);
-                all_ok = 0;
-                continue;
+            if (rounds > 1) {
+                const char *td = getenv("TMPDIR");
+                snprintf(snaps[ki], sizeof snaps[ki], "%s/sjk-bench-snap-XXXXXX", td && *td && strlen(td) < 32 ? td : "/tmp");
+                int fd = mkstemp(snaps[ki]);
+                if (fd < 0) {
+                    fprintf(stderr, "sjkvarn bench run: cannot create a session snapshot in %s: %s\n", snaps[ki], strerror(errno));
+                    snaps[ki][0] = 0;
+                    all_ok = 0;
+                    rows[ki].ok = 0;
+                    continue;
+                }
+                close(fd);
             }
-            double p = ctx / r.prefill_s, d = n_gen / r.decode_s;
-            if (!strcmp(kv_s[ki], "f16")) d_f16 = d;
+            measure_forked(m, pm, ids, ctx, (uint32_t)n_gen, (uint32_t)threads, kv_s[ki], window_type,
+                           snaps[ki][0] ? snaps[ki] : NULL, 0, &rows[ki]);
+            if (rows[ki].ok) rate[ki][0] = n_gen / rows[ki].decode_s;
+            else {
+                fprintf(stderr, "sjkvarn bench run: %s at context %u: %s\n", kv_s[ki], ctx, rows[ki].err);
+                all_ok = 0;
+            }
+        }
+        for (uint32_t ro = 1; ro < rounds; ro++)
+            for (int j = 0; j < n_kv; j++) {
+                int ki = ro % 2 ? n_kv - 1 - j : j;
+                if (!rows[ki].ok) continue;
+                br_row q;
+                measure_forked(m, pm, ids, ctx, (uint32_t)n_gen, (uint32_t)threads, kv_s[ki], window_type, snaps[ki], 1, &q);
+                if (q.ok && q.gen_hash != rows[ki].gen_hash)
+                    snprintf(q.err, sizeof q.err, "round %u resumed from the saved session generated other tokens than round 1", ro + 1), q.ok = 0;
+                if (!q.ok) {
+                    fprintf(stderr, "sjkvarn bench run: %s at context %u, round %u: %s\n", kv_s[ki], ctx, ro + 1, q.err);
+                    rows[ki].ok = 0;
+                    all_ok = 0;
+                    continue;
+                }
+                rate[ki][ro] = n_gen / q.decode_s;
+                if (q.peak_rss_kib > rows[ki].peak_rss_kib) rows[ki].peak_rss_kib = q.peak_rss_kib;
+            }
+        for (int ki = 0; ki < n_kv; ki++)
+            if (snaps[ki][0]) unlink(snaps[ki]);
+        if (rounds > 1)
+            for (int ki = 0; ki < n_kv; ki++) {
+                if (!rows[ki].ok) continue;
+                fprintf(stderr, "sjkvarn bench run: %s at context %u: decode tok/s by round:", kv_s[ki], ctx);
+                for (uint32_t ro = 0; ro < rounds; ro++) fprintf(stderr, " %.2f", rate[ki][ro]);
+                fprintf(stderr, "\n");
+            }
+        int fi = -1; /* our f16 row at this context, when --kv lists it before a row */
+        for (int ki = 0; ki < n_kv; ki++) {
+            br_row r = rows[ki];
+            if (!r.ok) continue;
+            if (fi < 0 && !strcmp(kv_s[ki], "f16")) fi = ki;
+            double p = ctx / r.prefill_s, d = median(rate[ki], rounds), xf16 = 0;
+            if (fi >= 0) {
+                double x[BR_MAX_ROUNDS];
+                for (uint32_t ro = 0; ro < rounds; ro++) x[ro] = rate[ki][ro] / rate[fi][ro];
+                xf16 = median(x, rounds);
+            }
             const char *check = r.kv_planned == 0 ? "no-plan" : r.kv_planned == r.kv_bytes ? "ok" : "MISMATCH";
             if (r.kv_planned && r.kv_planned != r.kv_bytes) all_ok = 0;
             if (json) {
@@ -591,16 +684,18 @@ int sjk_bench_run(int argc, char **argv)
                        r.kv_planned, r.bits_per_value, r.peak_rss_kib * 1024, r.rss_grow);
                 if (L.ok) printf(",\"prefill_vs_llama_cpp\":%.4f,\"decode_vs_llama_cpp\":%.4f", p / lp, d / ld);
                 else printf(",\"prefill_vs_llama_cpp\":null,\"decode_vs_llama_cpp\":null");
-                if (d_f16 > 0) printf(",\"decode_vs_f16\":%.4f", d / d_f16);
+                if (xf16 > 0) printf(",\"decode_vs_f16\":%.4f", xf16);
                 else printf(",\"decode_vs_f16\":null");
-                printf("}\n");
+                printf(",\"decode_rounds\":%u,\"decode_tok_s_rounds\":[", rounds);
+                for (uint32_t ro = 0; ro < rounds; ro++) printf("%s%.3f", ro ? "," : "", rate[ki][ro]);
+                printf("]}\n");
             } else {
                 char xp[16] = "-", xd[16] = "-", xf[16] = "-";
                 if (L.ok) {
                     snprintf(xp, sizeof xp, "%.2f", p / lp);
                     snprintf(xd, sizeof xd, "%.2f", d / ld);
                 }
-                if (d_f16 > 0) snprintf(xf, sizeof xf, "%.2f", d / d_f16);
+                if (xf16 > 0) snprintf(xf, sizeof xf, "%.2f", xf16);
                 printf("%-10s %-8s %6u %10.1f %10.2f %9s %9s %7s %11zu %8.1fMiB %9s\n", "sjkvarn", kv_s[ki], ctx, p, d, xp, xd,
                        xf, r.kv_bytes, r.peak_rss_kib / 1024.0, check);
             }
