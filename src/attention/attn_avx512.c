@@ -232,7 +232,7 @@ static ALWAYS_INLINE void tq6_scores(float *p, const uint8_t *K, size_t ntm, siz
                 _mm_prefetch((const char *)V + o, _MM_HINT_T0);
         __m512 s[RBX];
         _Pragma("GCC unroll 8")
-        for (size_t r = 0; r < NR; r++) s[r] = vzero();
+        for (size_t r = 0; r < (NR + 3) / 4 * 4; r++) s[r] = vzero(); /* NR = 6: two zero partials */
         for (size_t b = 0; b < nb; b++) {
             __m512 e[RBX];
             tq6_block(e, row + b * SJK_TQ6_0_NBYTES, b, qp, qi, D, tt, c16lo, c16hi, NR, q16);
@@ -361,31 +361,26 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
     }
 }
 
-/* Rows per block: 4, or 8 when a call has more than 4 rows (the 6 GQA rows of a Qwen2.5
- * head, 8 of a Llama-3 head), so that a chunk's codes are decoded once per call instead
- * of once per 4 rows; the padding rows of a block are zero queries (their FMAs are the
- * price of the shared decode). */
+/* Rows by blocks of 4, 6 or 8 (ROWS_NR16, attn_x86.h). */
 static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const uint8_t *K, const uint8_t *V, size_t n,
                              float *m, float *l, float *acc, float *work)
 {
-    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX, 0);
-    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB, 0);
+    ROWS_NR16(R, chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, NR_, 0));
 }
 
 static void chunk_tq6_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                  const uint8_t *K, const uint8_t *V, size_t n,
                                  float *m, float *l, float *acc, float *work)
 {
-    if (rows_per_block(R) == RBX) chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RBX, 1);
-    else chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, RB, 1);
+    ROWS_NR16(R, chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, NR_, 1));
 }
 
 /* ---- trellis records, read in place -------------------------------------------------
  * A payload group is 16 channels d0..d0+15 (docs/FORMAT.md); step t holds their 16
  * symbols in 2k bytes, so the 16 windows of token t live in one vector and advance as
  * w = (sym << 6) | (w >> k) (the tile decoder's recurrence, trellis_avx512.c); the code
- * values are one gather from the codebook (L1-resident: 1 / 2 / 4 KiB).
+ * values come from the pair tables (next paragraph), not from a gather.
  *
  * Tokens go in pairs: one pair-table entry per channel gives the values of tokens t
  * and t+1 (trel_pair, 64-bit loads by hand: trel_lookup16), and the pair's index is built from the two steps'
@@ -757,25 +752,20 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
     }
 }
 
-/* Trellis records: a call of exactly 6 rows (a Qwen2.5 head) is one block of 6, not 8
- * with two zero rows: the reader's per-row work is FMAs only, so the padding rows cost
- * 25% of them for nothing (1.09-1.17x, bench_attn_ab, sj:3/3t and 3/2t, Qwen, 16K and
- * 32K); the trellis reader reduces each row alone, so any NR works. */
+/* Rows by blocks of 4, 6 or 8 (ROWS_NR16, attn_x86.h). For trellis records the block
+ * of 6 measured 1.09-1.17x the block of 8 with two zero rows (bench_attn_ab, sj:3/3t and
+ * 3/2t, Qwen, 16K and 32K): the reader's per-row work is FMAs only. */
 static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    const size_t nr = rows_per_block(R);
-    if (rc->kt && R == 6) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, 6);
-    else if (rc->kt && nr == RBX) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
-    else if (rc->kt) chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+    if (rc->kt) ROWS_NR16(R, chunk_trellis_nr(q, R, D, nvis, rc, m, l, acc, work, NR_));
     else chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
 }
 
 static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                  const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 1);
-    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1);
+    ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1));
 }
 
 
@@ -953,15 +943,12 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
     }
 }
 
-/* Rows by blocks of RB (R <= 4), of 6 (R = 5, 6: a Qwen2.5 head's 6 GQA rows in one block,
- * where a block of 8 spent a quarter of its dot products and FMAs on zero rows) or of 8. */
+/* Rows by blocks of 4, 6 or 8 (ROWS_NR16, attn_x86.h). */
 static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                               unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                               float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    if (R == 5 || R == 6) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, 6);
-    else if (rows_per_block(R) == RBX) chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, RBX);
-    else chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, RB);
+    ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_));
 }
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */

@@ -287,11 +287,20 @@ static float softmax_row(float *s, size_t nv, float *m, float *l)
     return f;
 }
 
-/* Rows per block: 4, or (AVX-512, 32 registers) 8 when a call has more than 4 rows (the
- * 6 GQA rows of a Qwen2.5 head, 8 of a Llama-3 head), so that a chunk's codes are
+#if SJK_ATTN_W == 16
+/* Rows per block on AVX-512 (32 registers), for the readers of codes (records, tq6_0
+ * rows, q8_0 / q4_0 blocks): RB (4) for up to 4 rows, one block of 6 for 5 or 6 rows
+ * (the 6 GQA rows of a Qwen2.5 head: a block of 8 spent a quarter of its dot products and
+ * FMAs on two zero rows), RBX (8) above (a Llama-3 head), so that a chunk's codes are
  * decoded once per call instead of once per 4 rows; the padding rows of a block are
- * zero queries (their FMAs are the price of the shared decode). */
-static inline size_t rows_per_block(size_t R) { return W == 16 && R > RB ? RBX : RB; }
+ * zero queries. ROWS_NR16(R, call) expands call with NR_ a compile-time constant. */
+#define ROWS_NR16(R, call)                                                                                           \
+    do {                                                                                                             \
+        if ((R) <= RB) { const size_t NR_ = RB; call; }                                                              \
+        else if ((R) <= 6) { const size_t NR_ = 6; call; }                                                           \
+        else { const size_t NR_ = RBX; call; }                                                                       \
+    } while (0)
+#endif
 
 /* The block of rows [r0, r0 + NR) of R: returns the rows in it (rb) and sets *ntm to the
  * most keys any of them sees. */
@@ -757,8 +766,7 @@ static void chunk_rec_scalar(const float *q, size_t R, size_t D, const uint32_t 
     if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0));
     else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
 #else
-    if (rows_per_block(R) == RBX) chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, 0);
-    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+    ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0));
 #endif
 }
 
