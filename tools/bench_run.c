@@ -8,7 +8,10 @@
  *   prefill  wall time of one sjkh_session_feed of the first `context` ids (n_batch 512),
  *            in a fresh session of context + n_gen positions; tokens/s = context / time.
  *   decode   n_gen greedy steps after that prompt, one token per feed; tokens/s =
- *            n_gen / time (argmax included, as on the llama.cpp side).
+ *            n_gen / time (argmax included, as on the llama.cpp side). With
+ *            --decode-rounds R the session is saved after the prompt and R - 1 more
+ *            rounds resume it in fresh children (configurations alternating, each
+ *            round's tokens checked against round 1's); the row's rate is the median.
  *   memory   kv_bytes = sjkh_session_kv_report's total (the growing layers' configured
  *            cache plus the sliding-window caches), checked against the size model
  *            (sjkh_plan_estimate, which prices the cache with sjk_cache_estimate) — the
@@ -623,7 +626,7 @@ int sjk_bench_run(int argc, char **argv)
                     fprintf(stderr, "sjkvarn bench run: cannot create a session snapshot in %s: %s\n", snaps[ki], strerror(errno));
                     snaps[ki][0] = 0;
                     all_ok = 0;
-                    rows[ki].ok = 0;
+                    memset(&rows[ki], 0, sizeof rows[ki]);
                     continue;
                 }
                 close(fd);
