@@ -484,8 +484,10 @@ static void chunk_f32_x(const float *q, size_t R, size_t D, const uint32_t *nvis
         ROWS_NR(R, chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, NR_));
         return;
     }
-#endif
     chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, RB);
+#else
+    ROWS_NR16(R, chunk_rows(q, R, D, nvis, K, V, 0, m, l, acc, work, NULL, 0, NR_));
+#endif
 }
 
 static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint16_t *K,
@@ -498,8 +500,11 @@ static void chunk_f16_x(const float *q, size_t R, size_t D, const uint32_t *nvis
         ROWS_NR(R, chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, NR_));
         return;
     }
-#endif
     chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, RB);
+#else
+    /* one block for a Qwen2.5 head's 6 rows (ROWS_NR16), so each K / V row is read once */
+    ROWS_NR16(R, chunk_rows(q, R, D, nvis, K, V, 1, m, l, acc, work, pf, pf_nbytes, NR_));
+#endif
 }
 
 /* ---- many query rows (prefill): chunk_f32_many ---------------------------------------
