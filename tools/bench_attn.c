@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "attention/attn_kernels.h"
+#include "bench_stats.h"
 #include "common/rng.h"
 #include "sjkvarn.h"
 
@@ -196,21 +197,6 @@ static double time_attend(sjk_cache *c, const float *q, size_t rows, uint32_t D,
     return cpu / threads;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of n <= 16 values. */
-static double median(const double *v, int n)
-{
-    double t[16];
-    memcpy(t, v, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 int sjk_bench_attn(int argc, char **argv)
 {
     int json = 0, quick = 0, no_peer = 0;
@@ -257,7 +243,7 @@ int sjk_bench_attn(int argc, char **argv)
     const char *cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t",
                           "ggml:f16", "ggml:q8_0", "ggml:q4_0"};
     enum { NOURS = 6, NCFG = 9, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
-    _Static_assert(ROUNDS <= 16 && ROUNDS_PREFILL <= ROUNDS, "median() sorts at most 16 values");
+    _Static_assert(ROUNDS <= SJK_BENCH_MEDIAN_MAX && ROUNDS_PREFILL <= ROUNDS, "sjk_bench_median sorts at most 64 values");
     const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
     uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
     int n_ctx = quick ? 2 : NCTX;
@@ -425,12 +411,12 @@ int sjk_bench_attn(int argc, char **argv)
                         for (int rd = 0; rd < ROUNDS; rd++) fprintf(stderr, " %.0f", dec[ci][rd] * 1e6);
                         fprintf(stderr, "\n");
                     }
-                    R->us = median(dec[ci], ROUNDS) * 1e6;
+                    R->us = sjk_bench_median(dec[ci], ROUNDS) * 1e6;
                     R->wall_us = wmin * 1e6;
-                    R->speedup = median(ratio, ROUNDS);
+                    R->speedup = sjk_bench_median(ratio, ROUNDS);
                     if (ci < 3 && live[NOURS + ci]) {
                         for (int rd = 0; rd < ROUNDS; rd++) ratio[rd] = dec[NOURS + ci][rd] / dec[ci][rd];
-                        R->vs_ggml = median(ratio, ROUNDS);
+                        R->vs_ggml = sjk_bench_median(ratio, ROUNDS);
                     }
                     if (ci >= NOURS) {
                         /* ggml's rows: fp16, or blocks of 32 values with an fp16 scale */
@@ -442,8 +428,8 @@ int sjk_bench_attn(int argc, char **argv)
                     R->bytes = (double)m.occupied_nbytes;
                     if (do_pre) {
                         for (int rd = 0; rd < ROUNDS_PREFILL; rd++) ratio[rd] = pre[0][rd] / pre[ci][rd];
-                        R->prefill_tps = 128.0 / median(pre[ci], ROUNDS_PREFILL);
-                        R->prefill_speedup = median(ratio, ROUNDS_PREFILL);
+                        R->prefill_tps = 128.0 / sjk_bench_median(pre[ci], ROUNDS_PREFILL);
+                        R->prefill_speedup = sjk_bench_median(ratio, ROUNDS_PREFILL);
                     }
                 }
             }

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_stats.h"
 #include "cli_files.h"
 #include "cli_parse.h"
 #include "models.h"
@@ -52,7 +53,7 @@ int sjk_bench_run(int argc, char **argv);
 #define BR_MAX_CTX 16
 #define BR_MAX_KV 8
 #define BR_ITEM_NBYTES (SJKH_KV_STR_MAX + 1) /* one --kv or --ctx list item */
-#define BR_MAX_ROUNDS 64
+#define BR_MAX_ROUNDS SJK_BENCH_MEDIAN_MAX
 
 static double now_s(void)
 {
@@ -171,20 +172,6 @@ static int32_t *prompt_ids(const sjkh_tokenizer *tok, size_t n_want, char *src, 
         if (j == n) j = first;
     }
     return ids;
-}
-
-/* Median of n values (n <= BR_MAX_ROUNDS); the mean of the middle two when n is even. */
-static double median(const double *v, uint32_t n)
-{
-    double a[BR_MAX_ROUNDS];
-    memcpy(a, v, n * sizeof *a);
-    for (uint32_t i = 1; i < n; i++)
-        for (uint32_t j = i; j > 0 && a[j - 1] > a[j]; j--) {
-            double t = a[j];
-            a[j] = a[j - 1];
-            a[j - 1] = t;
-        }
-    return n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
 }
 
 static int argmax(const float *x, uint32_t n)
@@ -670,11 +657,11 @@ int sjk_bench_run(int argc, char **argv)
             br_row r = rows[ki];
             if (!r.ok) continue;
             if (fi < 0 && !strcmp(kv_s[ki], "f16")) fi = ki;
-            double p = ctx / r.prefill_s, d = median(rate[ki], rounds), xf16 = 0;
+            double p = ctx / r.prefill_s, d = sjk_bench_median(rate[ki], rounds), xf16 = 0;
             if (fi >= 0) {
                 double x[BR_MAX_ROUNDS];
                 for (uint32_t ro = 0; ro < rounds; ro++) x[ro] = rate[ki][ro] / rate[fi][ro];
-                xf16 = median(x, rounds);
+                xf16 = sjk_bench_median(x, rounds);
             }
             const char *check = r.kv_planned == 0 ? "no-plan" : r.kv_planned == r.kv_bytes ? "ok" : "MISMATCH";
             if (r.kv_planned && r.kv_planned != r.kv_bytes) all_ok = 0;
