@@ -963,6 +963,121 @@ TEST(test_rec_q16_matches_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table scores 4-bit records by integer dot products on this CPU; the reference was checked alone\n");
 }
 
+/* Trellis records by int16 dot products (chunk_trellis_q16).
+ * 1. sjk_attn_trellis_c16: |c16| <= CMAX, reached, and every committed codebook value
+ *    within scale / 2 of scale · c16.
+ * 2. sjk_attn_q16_prep_l1: the sum bound holds and every value stays within scale / 2 of
+ *    scale · q16, on a flat row (the bound rescales it) and a spiky one (it does not: the
+ *    bits of sjk_attn_q16_prep).
+ * 3. The reference against the fp32 reference over the same records (the int16
+ *    rounding is the only difference; its worst case is printed) and every table's
+ *    chunk_trellis_q16 against the reference at 1e-5, at 2, 3 and 4 bits (and mixed),
+ *    every D, 1 to 9 rows with partial visibility, and two extreme records: a flat query
+ *    (the key sum bound binds) and flat weights (keys nearly equal: the value bound
+ *    binds). */
+TEST(test_trellis_q16_matches_reference)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    /* 1 */
+    for (unsigned k = 2; k <= 4; k++) {
+        float cs;
+        const int16_t *c16 = sjk_attn_trellis_c16(k, &cs);
+        const float *cb = sjk_trellis_codebook(k);
+        CHECK(c16 && cb && cs > 0);
+        if (!c16 || !cb) return;
+        int top = 0;
+        double worst = 0;
+        for (size_t w = 0; w < ((size_t)64 << k); w++) {
+            CHECK(c16[w] >= -SJK_ATTN_TRQ_CMAX && c16[w] <= SJK_ATTN_TRQ_CMAX);
+            top |= c16[w] == SJK_ATTN_TRQ_CMAX || c16[w] == -SJK_ATTN_TRQ_CMAX;
+            worst = fmax(worst, fabs((double)cs * c16[w] - cb[w]));
+        }
+        CHECK(top);
+        CHECKF(worst <= cs * 0.5 * 1.001, "k=%u: codebook error %.3g > scale/2 = %.3g", k, worst, cs * 0.5);
+    }
+    {
+        float cs;
+        CHECK(sjk_attn_trellis_c16(1, &cs) == NULL && sjk_attn_trellis_c16(5, &cs) == NULL);
+    }
+    CHECK((uint64_t)SJK_ATTN_TRQ_SUM_MAX * SJK_ATTN_TRQ_CMAX <= 2147483647u &&
+          (uint64_t)(SJK_ATTN_TRQ_SUM_MAX + 1) * SJK_ATTN_TRQ_CMAX > 2147483647u);
+    /* 2 */
+    sjk_rng r;
+    sjk_rng_seed(&r, 47);
+    {
+        static float x[MAXD];
+        static int16_t a16[MAXD], b16[MAXD];
+        for (int shape = 0; shape < 2; shape++) {
+            for (size_t i = 0; i < MAXD; i++) x[i] = shape ? (float)(0.01 * sjk_rng_normal(&r)) : (float)(1.0 + 0.1 * sjk_rng_uniform(&r));
+            if (shape) x[7] = 3.0f;
+            float sa, sb;
+            sjk_attn_q16_prep_l1(a16, &sa, x, MAXD, SJK_ATTN_TRQ_SUM_MAX);
+            sjk_attn_q16_prep(b16, &sb, x, MAXD);
+            uint64_t sum = 0;
+            double worst = 0;
+            for (size_t i = 0; i < MAXD; i++) {
+                sum += (uint64_t)abs(a16[i]);
+                worst = fmax(worst, fabs((double)sa * a16[i] - x[i]));
+            }
+            CHECKF(sum <= SJK_ATTN_TRQ_SUM_MAX, "shape %d: sum %llu", shape, (unsigned long long)sum);
+            CHECKF(worst <= sa * 0.5 * 1.001, "shape %d: error %.3g > scale/2 %.3g", shape, worst, sa * 0.5);
+            if (shape) CHECK(sa == sb && !memcmp(a16, b16, sizeof a16));
+            else CHECK(sa > sb * 2); /* the flat row was rescaled */
+        }
+    }
+    /* 3 */
+    static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
+    static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
+    double worst_fp = 0;
+    int tested = 0;
+    for (unsigned kb = 2; kb <= 4; kb++)
+        for (size_t D = 64; D <= MAXD; D *= 2)
+            for (int pass = 0; pass < 4; pass++) {
+                const unsigned vb = pass == 1 ? (kb == 2 ? 4 : kb - 1) : kb;
+                const size_t R = pass == 0 ? 4 : pass == 1 ? 6 : pass == 2 ? (D == 128 ? 9 : 1) : 3;
+                const int flat_q = pass == 3 && D % 128 == 0, flat_p = pass == 3 && D % 128 != 0;
+                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < R * D; i++) q[i] = flat_q ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
+                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                if (flat_q) for (size_t d = 0; d < D; d++) sc[d] = 0.1f;                 /* Kscale */
+                if (flat_p) for (size_t t = 0; t < G; t++) sc[2 * D + t] = 1e-4f;      /* Ktok */
+                sjk_attn_rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
+                rc.kcb = sjk_trellis_codebook(kb);
+                rc.vcb = sjk_trellis_codebook(vb);
+                uint32_t nvis[16];
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                static state a, b, c;
+                sjk_rng s0 = r;
+                state_init(&a, R, D, &s0), s0 = r;
+                state_init(&b, R, D, &s0);
+                ref->chunk_trellis_q16(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                ref->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                const double e_fp = output_diff(&b, &a, R, D);
+                worst_fp = fmax(worst_fp, e_fp);
+                CHECKF(e_fp < 1e-3, "%u/%u D=%zu R=%zu%s: int16 path %.3g from the fp32 path", kb, vb, D, R,
+                       flat_q ? " flat q" : flat_p ? " flat p" : "", e_fp);
+                for (int pi = 0; pi < 2; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    if (!k || !k->chunk_trellis_q16) continue;
+                    tested++;
+                    s0 = r;
+                    state_init(&c, R, D, &s0);
+                    k->chunk_trellis_q16(q, R, D, nvis, &rc, c.m, c.l, c.acc, g_work);
+                    const double e = state_diff(&a, &c, R, D);
+                    CHECKF(e < 1e-5, "%s trellis_q16 %u/%u D=%zu R=%zu%s: rel diff %.3g", k->name, kb, vb, D, R,
+                           flat_q ? " flat q" : flat_p ? " flat p" : "", e);
+                }
+            }
+    fprintf(stderr, "  note: int16 trellis path vs fp32 path: worst %.3g of the outputs' magnitude\n", worst_fp);
+    if (!tested) fprintf(stderr, "  note: no SIMD table reads trellis records by integer dot products on this CPU; the reference was checked alone\n");
+}
+
 /* The staging ring's tq6_0 rows with integer key scores (chunk_tq6_q16).
  *
  * 1. sjk_attn_tq6_c16: |c16| <= 8191 and every centroid within scale / 2 of scale · c16.
@@ -1044,6 +1159,7 @@ int main(void)
     RUN(test_qint_prep_simd_matches_reference);
     RUN(test_rec_q16_matches_reference);
     RUN(test_tq6_q16_matches_reference);
+    RUN(test_trellis_q16_matches_reference);
     RUN(test_config_strings_parse);
     return test_summary();
 }

@@ -240,7 +240,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL, *qpf = NULL;
         size_t qpf_n = 0;
         sjk_attn_rec rec;
-        int is_rec = 0, rec_q16 = 0;
+        int is_rec = 0, rec_q16 = 0, trel_q16 = 0;
         const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
         if (!L->compressed) {
             kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
@@ -299,6 +299,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec.vcb = sjk_trellis_codebook(RL->bits_v);
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
+                trel_q16 = k->chunk_trellis_q16 != NULL; /* by int16 dot products */
             } else {
                 /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
                  * 4 bits (or a table without in-place trellis): decode the record. */
@@ -362,6 +363,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             const float *qb = q + r0 * D;
             float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
             if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            else if (is_rec && trel_q16) k->chunk_trellis_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
             else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);

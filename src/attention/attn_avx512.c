@@ -5,6 +5,8 @@
  * products against int8 query pieces, and 4-bit records scored by int16 dot products.
  * Every kernel is tested against attn_ref.c (tests/test_attention.c).
  */
+#include <pthread.h>
+
 #include "codec/format.h"
 #include "codec/trellis.h"
 
@@ -768,6 +770,336 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
     ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1));
 }
 
+/* ---- trellis records by int16 dot products: chunk_trellis_q16 -----------------------
+ * The pair-table reader above spends most of its time moving pair-table entries through
+ * general registers (16 scalar loads, 8 extracts and 6 inserts per 32 values: the
+ * profile's hottest instructions). This one looks the code values up inside the vector
+ * unit, 64 at a time, from the int16 codebooks (sjk_attn_trellis_c16) split into a low
+ * and a high byte plane:
+ *   windows  4 steps of a group (tokens t..t+3, 16 channels) advance the windows as
+ *            trel_step does (dword lanes, 6 + k bits);
+ *   indices  two vpackusdw and one vpermt2b put the windows' low bytes into 64 byte
+ *            lanes in the order the dot products want (trq_build: kperm for keys, vperm
+ *            for values); bit 7 of a window is the byte's sign (vpmovb2m), bits 8 and 9
+ *            come from a second vpermt2b of the high bytes (vptestmb);
+ *   lookup   per byte plane one vpermi2b per 128 entries (bits 0..6), merged by the
+ *            masks: 2, 4 or 8 vpermi2b for k = 2, 3, 4, then two byte unpacks give 64
+ *            int16 values in two zmm;
+ *   keys     one vpdpwssd per row and 32 values against the row's int16 folded query
+ *            (lanes: a token's channel pair; the group's 16 query words broadcast to
+ *            both 256-bit halves), summed over the groups in int32 registers, the
+ *            windows carried in memory between steps; 4 tokens' sums per step;
+ *   values   one vpdpwssd per row and 32 values against the row's int16 weights (lanes:
+ *            a channel's token pair; the pair's weights broadcast), per group over the
+ *            record's tokens, then one conversion and one multiply-add into acc.
+ * Both sums are exact in int32 (the sum bound of sjk_attn_q16_prep_l1). */
+typedef struct trq_lut {
+    _Alignas(64) uint8_t lo[3][64 << SJK_TRELLIS_MAX_BITS]; /* byte planes of c16, k = 2..4 */
+    _Alignas(64) uint8_t hi[3][64 << SJK_TRELLIS_MAX_BITS];
+    _Alignas(64) uint8_t kperm[2][64]; /* vpermt2b controls, keys: [0] low bytes, [1] high */
+    _Alignas(64) uint8_t vperm[2][64]; /* values */
+} trq_lut;
+static trq_lut g_trq;
+static pthread_once_t g_trq_once = PTHREAD_ONCE_INIT;
+
+/* Byte of (token tau, channel c 0..15) in the windows Wa || Wb of one step (trq_step2:
+ * word lanes; Wa holds tokens t (lanes 0..15) and t+64 (16..31), Wb tokens t+1 and
+ * t+65; tau 0..3 = t, t+1, t+64, t+65). */
+static unsigned trq_src(unsigned tau, unsigned c)
+{
+    return (tau & 1 ? 64u : 0u) + 2 * (c + (tau & 2 ? 16u : 0u));
+}
+
+/* The planes and the controls. Byte 16 j + u of the index vector becomes word u % 8 of
+ * lane j of the low (u < 8) or the high (u >= 8) byte unpack, so
+ *   keys:   (tau, c) = ((u < 8 ? 0 : 2) + j / 2, 8 (j % 2) + u % 8): dword i of lane j
+ *           holds channels 2i, 2i + 1 (+ 8 for odd j) of one token;
+ *   values: (tau, c) = ((u < 8 ? 0 : 2) + u % 2, 4 j + (u % 8) / 2): dword lane 4j + i
+ *           holds channel 4j + i of two consecutive tokens. */
+static void trq_build(void)
+{
+    for (unsigned k = 2; k <= 4; k++) {
+        float sc;
+        const int16_t *c16 = sjk_attn_trellis_c16(k, &sc);
+        for (size_t w = 0; w < ((size_t)64 << k); w++) {
+            g_trq.lo[k - 2][w] = (uint8_t)((uint16_t)c16[w] & 0xFF);
+            g_trq.hi[k - 2][w] = (uint8_t)((uint16_t)c16[w] >> 8);
+        }
+    }
+    for (unsigned b = 0; b < 64; b++) {
+        const unsigned j = b / 16, u = b % 16, half = u < 8 ? 0 : 2;
+        const unsigned ks = trq_src(half + j / 2, 8 * (j % 2) + u % 8);
+        const unsigned vs = trq_src(half + u % 2, 4 * j + (u % 8) / 2);
+        g_trq.kperm[0][b] = (uint8_t)ks;
+        g_trq.kperm[1][b] = (uint8_t)(ks + 1);
+        g_trq.vperm[0][b] = (uint8_t)vs;
+        g_trq.vperm[1][b] = (uint8_t)(vs + 1);
+    }
+}
+
+/* sjk_attn_q16_prep_l1 (attn_ref.c) 16 lanes at a time, to the same bits (n: a multiple
+ * of 16). */
+static void q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
+{
+    q16_prep(q16, scale, x, n);
+    for (;;) {
+        __m512i sa = _mm512_setzero_si512();
+        for (size_t i = 0; i < n; i += 16)
+            sa = _mm512_add_epi32(sa, _mm512_cvtepi16_epi32(_mm256_abs_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + i)))));
+        const uint64_t sum = (uint32_t)_mm512_reduce_add_epi32(sa); /* <= n * 32767 */
+        if (sum <= sum_max) return;
+        const float s = *scale * ((float)sum / (float)(sum_max - sum_max / 64));
+        *scale = s;
+        const __m512 vinv = _mm512_set1_ps(1.0f / s), lim = _mm512_set1_ps(32767.0f);
+        for (size_t i = 0; i < n; i += 16) {
+            __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+            _mm256_storeu_si256((__m256i *)(void *)(q16 + i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
+        }
+    }
+}
+
+/* 64 bytes of one plane: entries X & 127 of the 128-entry table T. */
+static inline __attribute__((always_inline)) __m512i trq_tab(const uint8_t *T, __m512i X)
+{
+    return _mm512_permutex2var_epi8(_mm512_load_si512((const void *)T), X, _mm512_load_si512((const void *)(T + 64)));
+}
+
+/* Plane T (64 << k entries) at the windows: table w >> 7, chosen by the masks of bits 7,
+ * 8 and 9. */
+static inline __attribute__((always_inline)) __m512i trq_plane(const uint8_t *T, __m512i X, __mmask64 m7, __mmask64 m8,
+                                                               __mmask64 m9, const unsigned k)
+{
+    const __m512i y = _mm512_mask_blend_epi8(m7, trq_tab(T, X), trq_tab(T + 128, X));
+    if (k == 2) return y;
+    const __m512i y8 = _mm512_mask_blend_epi8(m8, y, _mm512_mask_blend_epi8(m7, trq_tab(T + 256, X), trq_tab(T + 384, X)));
+    if (k == 3) return y8;
+    const __m512i z = _mm512_mask_blend_epi8(m7, trq_tab(T + 512, X), trq_tab(T + 640, X));
+    const __m512i z8 = _mm512_mask_blend_epi8(m8, z, _mm512_mask_blend_epi8(m7, trq_tab(T + 768, X), trq_tab(T + 896, X)));
+    return _mm512_mask_blend_epi8(m9, y8, z8);
+}
+
+/* The int16 values of the windows wa, wb (one step, trq_step2) in the order of the
+ * controls pl / ph (kperm or vperm): u0 the low byte unpack (tokens t, t+1), u1 the high
+ * one (t+64, t+65). */
+static inline __attribute__((always_inline)) void trq_lookup(__m512i *u0, __m512i *u1, __m512i wa, __m512i wb,
+                                                             __m512i pl, __m512i ph, const unsigned k)
+{
+    const __m512i X = _mm512_permutex2var_epi8(wa, pl, wb);
+    const __mmask64 m7 = _mm512_movepi8_mask(X);
+    __mmask64 m8 = 0, m9 = 0;
+    if (k >= 3) {
+        const __m512i XH = _mm512_permutex2var_epi8(wa, ph, wb);
+        m8 = _mm512_test_epi8_mask(XH, _mm512_set1_epi8(1));
+        if (k == 4) m9 = _mm512_test_epi8_mask(XH, _mm512_set1_epi8(2));
+    }
+    const __m512i L = trq_plane(g_trq.lo[k - 2], X, m7, m8, m9, k), H = trq_plane(g_trq.hi[k - 2], X, m7, m8, m9, k);
+    *u0 = _mm512_unpacklo_epi8(L, H);
+    *u1 = _mm512_unpackhi_epi8(L, H);
+}
+
+/* The windows of a group in 32 word lanes, two runs of the record at once: lanes 0..15
+ * channel i at token t, lanes 16..31 at token t + 64 (the recurrence of trel_step in
+ * 16-bit lanes: one vpmultishiftqb brings both steps' symbols to bit 6, control byte b
+ * of lane i taking the 8 bits from (ik − 6 + 8b) mod 64 of its qword, which holds the
+ * step's 2k bytes: qwords 0..3 step ta, 4..7 step tb). */
+typedef struct trq_rot { __m512i ctl, m6; } trq_rot;
+
+static inline __attribute__((always_inline)) trq_rot trq_rot_init(const unsigned k)
+{
+    uint8_t c[64];
+    for (unsigned j = 0; j < 64; j++) c[j] = (uint8_t)(((j / 2) % 16 * k + 64 - 6 + 8 * (j % 2)) & 63);
+    trq_rot r;
+    r.ctl = _mm512_loadu_si512(c);
+    r.m6 = _mm512_set1_epi16((short)(((1u << k) - 1) << 6));
+    return r;
+}
+
+/* The 2k bytes of step t of group g in a qword (exact: the step is the payload's last,
+ * so only its bytes are read). */
+static inline __attribute__((always_inline)) long long trq_word(const uint8_t *g, size_t t, const unsigned k, int exact)
+{
+    const uint8_t *p = g + t * 2 * k;
+    long long q;
+    if (k == 4 || !exact) {
+        memcpy(&q, p, 8);
+    } else {
+        uint32_t lo;
+        uint16_t hi = 0;
+        memcpy(&lo, p, 4);
+        if (k == 3) memcpy(&hi, p + 4, 2);
+        q = (long long)(lo | ((uint64_t)hi << 32));
+    }
+    return q;
+}
+
+/* The windows after steps ta (lanes 0..15) and tb (16..31) from the windows before them. */
+static inline __attribute__((always_inline)) __m512i trq_step2(__m512i w, const uint8_t *g, size_t ta, size_t tb,
+                                                               const unsigned k, int exact_a, int exact_b,
+                                                               const trq_rot *rt)
+{
+    const __m512i sym = _mm512_inserti64x4(_mm512_set1_epi64(trq_word(g, ta, k, exact_a)),
+                                           _mm256_set1_epi64x(trq_word(g, tb, k, exact_b)), 1);
+    const __m512i x = _mm512_multishift_epi64_epi8(rt->ctl, sym);
+    return _mm512_ternarylogic_epi32(x, rt->m6, _mm512_srli_epi16(w, (int)k), 0xEA);
+}
+
+/* The windows before tokens 0 (tail-biting: the record's last symbols) and 64. */
+static inline __attribute__((always_inline)) __m512i trq_start(const uint8_t *g, const unsigned k, int lastg,
+                                                               const trq_rot *rt)
+{
+    const size_t lead = (6 + k - 1) / k;
+    __m512i w = _mm512_setzero_si512();
+    for (size_t i = 0; i < lead; i++)
+        w = trq_step2(w, g, G - lead + i, G / 2 - lead + i, k, lastg && i == lead - 1, 0, rt);
+    return w;
+}
+
+/* Scores of the NR rows for all G tokens: p[r][t] = Ktok[t] * (fk[r] * Σ_d q16[r][d] *
+ * c16[w(d, t)] + cz[r]). Tokens go by steps (t, t+1, t+64, t+65), t = 0, 2, .., 62. */
+static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *wst, const int16_t *q16, const float *fk,
+                                                             const float *cz, const float *ktok, const uint8_t *payload,
+                                                             size_t D, const uint8_t *pf, size_t pfn, const unsigned k,
+                                                             const size_t NR)
+{
+    const trq_rot rt = trq_rot_init(k);
+    const __m512i pl = _mm512_load_si512((const void *)g_trq.kperm[0]), ph = _mm512_load_si512((const void *)g_trq.kperm[1]);
+    const __m512i lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const size_t ng = D / 16, gbytes = G * 2 * k;
+    for (size_t j = 0; j < ng; j++) wst[j] = trq_start(payload + j * gbytes, k, j == ng - 1, &rt);
+    for (size_t t = 0; t < G / 2; t += 2) {
+        __m512i s0[RBX], s1[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_si512(); s1[r] = _mm512_setzero_si512(); }
+        for (size_t j = 0; j < ng; j++) {
+            const uint8_t *g = payload + j * gbytes;
+            const int lastg = j == ng - 1;
+            const size_t o = (t / 2 * ng + j) * 64; /* the next record (rc->pf), a line per group step */
+            if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+            const __m512i wa = trq_step2(wst[j], g, t, t + G / 2, k, 0, 0, &rt);
+            const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
+            wst[j] = wb;
+            __m512i u0, u1;
+            trq_lookup(&u0, &u1, wa, wb, pl, ph, k);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + r * D + 16 * j)));
+                s0[r] = _mm512_dpwssd_epi32(s0[r], u0, qv);
+                s1[r] = _mm512_dpwssd_epi32(s1[r], u1, qv);
+            }
+        }
+        /* s0: lanes 0..7 token t, 8..15 t+1; s1: t+64, t+65 */
+        const __m128 kt = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(const void *)(ktok + t)),
+                                       (const __m64 *)(const void *)(ktok + t + G / 2));
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            const __m512i x = _mm512_add_epi32(_mm512_shuffle_i32x4(s0[r], s1[r], _MM_SHUFFLE(2, 0, 2, 0)),
+                                               _mm512_shuffle_i32x4(s0[r], s1[r], _MM_SHUFFLE(3, 1, 3, 1)));
+            const __m512i y = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+            const __m512i z = _mm512_add_epi32(y, _mm512_shuffle_epi32(y, _MM_SHUFFLE(2, 3, 0, 1)));
+            const __m128 sv = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, z)));
+            const __m128 ps = _mm_mul_ps(kt, _mm_fmadd_ps(_mm_set1_ps(fk[r]), sv, _mm_set1_ps(cz[r])));
+            _mm_storel_pi((__m64 *)(void *)(p + r * G + t), ps);
+            _mm_storeh_pi((__m64 *)(void *)(p + r * G + t + G / 2), ps);
+        }
+    }
+}
+
+/* a[r] (16 channels of group g, int32) = Σ_t p16[r][t] * c16[w(t)] over all G tokens
+ * (p16 is zero past each row's keys). */
+static inline __attribute__((always_inline)) void trq_values(__m512i a[RBX], const int16_t *p16, const uint8_t *g,
+                                                             int lastg, const unsigned k, const size_t NR)
+{
+    const trq_rot rt = trq_rot_init(k);
+    const __m512i pl = _mm512_load_si512((const void *)g_trq.vperm[0]), ph = _mm512_load_si512((const void *)g_trq.vperm[1]);
+    __m512i w = trq_start(g, k, lastg, &rt);
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) a[r] = _mm512_setzero_si512();
+    for (size_t t = 0; t < G / 2; t += 2) {
+        const __m512i wa = trq_step2(w, g, t, t + G / 2, k, 0, 0, &rt);
+        const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
+        w = wb;
+        __m512i u0, u1;
+        trq_lookup(&u0, &u1, wa, wb, pl, ph, k);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            int32_t pa, pb;
+            memcpy(&pa, p16 + r * G + t, 4);
+            memcpy(&pb, p16 + r * G + t + G / 2, 4);
+            a[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(a[r], u0, _mm512_set1_epi32(pa)), u1, _mm512_set1_epi32(pb));
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                const sjk_attn_rec *rc, float *m, float *l, float *acc,
+                                                                float *work, const size_t NR)
+{
+    float *p = work;                                    /* [RBX][G] */
+    float *qs = p + RBX * G;                            /* [RBX][D] */
+    __m512i *wst = (__m512i *)(((uintptr_t)(qs + RBX * D) + 63) & ~(uintptr_t)63); /* [D/16] */
+    int16_t *q16 = (int16_t *)(void *)(wst + D / 16);   /* [RBX][D] */
+    int16_t *p16 = q16 + RBX * D;                       /* [RBX][G] */
+    const unsigned kb = rc->kbits, vb = rc->vbits;
+    float ck, cv;
+    sjk_attn_trellis_c16(kb, &ck);
+    sjk_attn_trellis_c16(vb, &cv);
+    const size_t ng = D / 16, gbytes = G * 2 * vb;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
+        if (!ntm) continue;
+        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1}, fk[RBX], fv[RBX];
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
+        for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
+            float sq;
+            q16_prep_l1(q16 + r * D, &sq, qs + r * D, D, SJK_ATTN_TRQ_SUM_MAX);
+            fk[r] = sq * ck;
+        }
+        const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
+        if (kb == 2) trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 2, NR);
+        else if (kb == 3) trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 3, NR);
+        else trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 4, NR);
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+        for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
+            float sp;
+            q16_prep_l1(p16 + r * G, &sp, p + r * G, G, SJK_ATTN_TRQ_SUM_MAX);
+            fv[r] = sp * cv;
+        }
+        for (size_t j = 0; j < ng; j++) {
+            __m512i a[RBX];
+            const uint8_t *g = rc->vt + j * gbytes;
+            if (vb == 2) trq_values(a, p16, g, j == ng - 1, 2, NR);
+            else if (vb == 3) trq_values(a, p16, g, j == ng - 1, 3, NR);
+            else trq_values(a, p16, g, j == ng - 1, 4, NR);
+            const __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
+            for (size_t r = 0; r < rb; r++) {
+                if (!nvis[r0 + r]) continue;
+                float *ad = acc + (r0 + r) * D + 16 * j;
+                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(ad), _mm512_set1_ps(fct[r]),
+                                                 _mm512_mul_ps(vch, _mm512_set1_ps(zz[r])));
+                const __m512 av = _mm512_mul_ps(_mm512_set1_ps(fv[r]), _mm512_cvtepi32_ps(a[r]));
+                _mm512_storeu_ps(ad, _mm512_fmadd_ps(vch, av, x));
+            }
+        }
+    }
+}
+
+/* Rows by blocks of 4, 6 or 8 (ROWS_NR16); a record with another codebook (none today)
+ * takes chunk_rec. */
+static void chunk_trellis_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                     const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    float s;
+    if (!rc->kt || rc->kcb != sjk_trellis_codebook(rc->kbits) || rc->vcb != sjk_trellis_codebook(rc->vbits) ||
+        !sjk_attn_trellis_c16(rc->kbits, &s) || !sjk_attn_trellis_c16(rc->vbits, &s)) {
+        chunk_rec_avx512(q, R, D, nvis, rc, m, l, acc, work);
+        return;
+    }
+    pthread_once(&g_trq_once, trq_build);
+    ROWS_NR16(R, chunk_trq_nr(q, R, D, nvis, rc, m, l, acc, work, NR_));
+}
+
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
  * Scores by integer dot products against the query as int16 words 128 hi + lo
@@ -957,5 +1289,5 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
-    NULL /* the query pieces: sjk_attn_qint_prep */,
+    NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512,
 };

@@ -166,6 +166,17 @@ typedef struct sjk_attn_kernels {
      * values and rows with an infinity or a NaN (tests/test_attention.c); NULL: attend.c calls
      * sjk_attn_qint_prep. (A table that lists no entry here gets NULL.) */
     void (*qint_prep)(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
+    /* One trellis record read in place (rec.kt / rec.vt set, the committed codebooks),
+     * keys and values by int16 dot products: the codebooks as int16
+     * (sjk_attn_trellis_c16), per record and row the folded query qs[d] = q[d]·Kscale[d]
+     * and, after the softmax, the weights p[t]·Vscale[t] as int16 under a sum bound
+     * (sjk_attn_q16_prep_l1, SJK_ATTN_TRQ_SUM_MAX), and
+     *   s[t]   = Ktok[t] · (scale_q · scale_c · (float)Σ_d q16[d] · c16[wK(d, t)] + Σ_d q·Kzero)
+     *   acc[d] = acc[d]·f + Vch[d] · (scale_p · scale_c · (float)Σ_t p16[t] · c16[wV(d, t)] + Σ_t p·Vzero)
+     * with both sums exact in int32. A record with another codebook takes chunk_rec.
+     * NULL: the caller uses chunk_rec (fp32 code values). */
+    void (*chunk_trellis_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
 
 /* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)
@@ -179,6 +190,26 @@ float sjk_attn_tq6_c16(int16_t c16[64]);
  * gives scale 0 and zeros, a row with a non-finite value scale NaN and zeros (its scores
  * are NaN, as the fp32 kernels would make them). The SIMD kernels compute the same bits. */
 void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D);
+
+/* The int16 trellis codebooks of chunk_trellis_q16. c16[w] = round(C_k[w] · CMAX /
+ * max|C_k|) for the committed codebook C_k (sjk_trellis_codebook, k = 2..4 bits: 64 << k
+ * entries), so |c16| <= CMAX and C_k[w] is within scale / 2 = max|C_k| / 4094 of
+ * scale · c16[w] (about 1/1000 of a standard deviation of the data the codebook
+ * quantizes, next to a trellis error of 1/10 to 1/3 of one). CMAX is 11 bits so that a
+ * sum of products with int16 weights fits int32 when the weights' absolute sum is at most
+ * SUM_MAX = floor((2^31 − 1) / CMAX). Returns c16 (immutable, built once) and *scale, or
+ * NULL for another k. */
+#define SJK_ATTN_TRQ_CMAX 2047
+#define SJK_ATTN_TRQ_SUM_MAX 1049088u
+const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale);
+
+/* sjk_attn_q16_prep under a sum bound: as sjk_attn_q16_prep, then while Σ|q16| exceeds
+ * sum_max the scale grows by (Σ|q16|) / (sum_max − sum_max / 64) and the row is rounded
+ * again (q16 = round-to-nearest-even(x · (1 / scale)); once in practice: the rounding adds
+ * at most n / 2 to the sum, far inside the margin). The precision of a value is then
+ * scale / 2 = max(max|x| / 65534, about Σ|x| / (2 sum_max)). Bits as sjk_attn_q16_prep:
+ * the SIMD kernels compute the same ones. */
+void sjk_attn_q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max);
 
 /* The chunk kernels' `work`: SJK_ATTN_WORK_FLOATS(D) floats (cache/attn_layout.h). */
 

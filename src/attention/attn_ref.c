@@ -306,6 +306,104 @@ static void chunk_rec_q16_ref(const float *q, size_t R, size_t D, const uint32_t
     rec_ref(q, R, D, nvis, rc, m, l, acc, work, 1);
 }
 
+/* ---- trellis records by int16 dot products (chunk_trellis_q16) ---------------------- */
+
+static int16_t g_trq_c16[3][64 << SJK_TRELLIS_MAX_BITS];
+static float g_trq_scale[3];
+static pthread_once_t g_trq_once = PTHREAD_ONCE_INIT;
+
+static void trq_c16_build(void)
+{
+    for (unsigned k = 2; k <= 4; k++) {
+        const float *cb = sjk_trellis_codebook(k);
+        const size_t n = (size_t)64 << k;
+        float cmax = 0;
+        for (size_t w = 0; w < n; w++) cmax = fabsf(cb[w]) > cmax ? fabsf(cb[w]) : cmax;
+        for (size_t w = 0; w < n; w++) g_trq_c16[k - 2][w] = (int16_t)lrintf(cb[w] * ((float)SJK_ATTN_TRQ_CMAX / cmax));
+        g_trq_scale[k - 2] = cmax / (float)SJK_ATTN_TRQ_CMAX;
+    }
+}
+
+const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale)
+{
+    if (k < 2 || k > 4) return NULL;
+    pthread_once(&g_trq_once, trq_c16_build);
+    *scale = g_trq_scale[k - 2];
+    return g_trq_c16[k - 2];
+}
+
+void sjk_attn_q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
+{
+    sjk_attn_q16_prep(q16, scale, x, n);
+    for (;;) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++) sum += (uint64_t)(q16[i] < 0 ? -q16[i] : q16[i]);
+        if (sum <= sum_max) return;
+        const float s = *scale * ((float)sum / (float)(sum_max - sum_max / 64));
+        const float inv = 1.0f / s;
+        *scale = s;
+        for (size_t i = 0; i < n; i++) {
+            float y = nearbyintf(x[i] * inv);
+            y = y > 32767 ? 32767 : y < -32767 ? -32767 : y;
+            q16[i] = (int16_t)y;
+        }
+    }
+}
+
+/* The int16 code values of trellis channel d: seq[t] = c16[w(d, t)]. */
+static void trellis_seq16_ref(int16_t *seq, const int16_t *c16, unsigned k, const uint8_t *payload, size_t d)
+{
+    const size_t G = SJK_GROUP;
+    uint16_t w[SJK_GROUP];
+    sjk_trellis_windows(w, payload + d / 16 * (G * 2 * k), (unsigned)(d % 16), G, k, SJK_TRELLIS_TAILBITE);
+    for (size_t t = 0; t < G; t++) seq[t] = c16[w[t]];
+}
+
+/* chunk_trellis_q16 (attn_kernels.h): chunk_trellis_ref's folding with both sums in
+ * int32 over the int16 codebooks, weights and queries. */
+static void chunk_trellis_q16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                  const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP;
+    float ck, cv;
+    const int16_t *k16 = sjk_attn_trellis_c16(rc->kbits, &ck), *v16 = sjk_attn_trellis_c16(rc->vbits, &cv);
+    if (!k16 || !v16 || rc->kcb != sjk_trellis_codebook(rc->kbits) || rc->vcb != sjk_trellis_codebook(rc->vbits)) {
+        chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
+        return;
+    }
+    float *s = work, *qs = work + G;
+    int32_t *dot = (int32_t *)(void *)(qs + D);      /* [G] */
+    int16_t *qi = (int16_t *)(void *)(dot + G);      /* [D] */
+    int16_t *pi = qi + D, *seq = pi + G;             /* [G] [G] */
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float *qr = q + r * D;
+        const float cz = rec_kfold_ref(qs, qr, rc, D);
+        float sq;
+        sjk_attn_q16_prep_l1(qi, &sq, qs, D, SJK_ATTN_TRQ_SUM_MAX);
+        for (size_t t = 0; t < nv; t++) dot[t] = 0;
+        for (size_t d = 0; d < D; d++) { /* exact: Σ|q16| · CMAX <= 2^31 − 1 */
+            trellis_seq16_ref(seq, k16, rc->kbits, rc->kt, d);
+            for (size_t t = 0; t < nv; t++) dot[t] += (int32_t)qi[d] * seq[t];
+        }
+        const float fk = sq * ck;
+        for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (fk * (float)dot[t] + cz);
+        const float f = softmax_update(s, nv, &m[r], &l[r]);
+        const float z = rec_vfold_ref(s, nv, rc);
+        float sp;
+        sjk_attn_q16_prep_l1(pi, &sp, s, nv, SJK_ATTN_TRQ_SUM_MAX);
+        const float fv = sp * cv;
+        float *a = acc + r * D;
+        for (size_t d = 0; d < D; d++) {
+            trellis_seq16_ref(seq, v16, rc->vbits, rc->vt, d);
+            int32_t va = 0;
+            for (size_t t = 0; t < nv; t++) va += (int32_t)pi[t] * seq[t];
+            a[d] = a[d] * f + rc->vch[d] * (fv * (float)va + z);
+        }
+    }
+}
+
 /* ---- ggml block rows (q8_0, q4_0) against int8 query pieces ------------------------- */
 
 /* nearbyintf(y) for |y| < 2^22 in the default rounding mode, inline: adding 1.5 * 2^23
@@ -446,7 +544,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
-    sjk_attn_qint_prep,
+    sjk_attn_qint_prep, chunk_trellis_q16_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
