@@ -36,6 +36,28 @@ static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
     }
 }
 
+/* sjk_attn_q16_prep_l1 (attn_ref.c) 16 lanes at a time, to the same bits (n: a multiple
+ * of 16). */
+static void q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
+{
+    q16_prep(q16, scale, x, n);
+    for (;;) {
+        __m512i sa = _mm512_setzero_si512();
+        for (size_t i = 0; i < n; i += 16)
+            sa = _mm512_add_epi32(sa, _mm512_cvtepi16_epi32(_mm256_abs_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + i)))));
+        const uint64_t sum = (uint32_t)_mm512_reduce_add_epi32(sa); /* <= n * 32767 */
+        if (sum <= sum_max) return;
+        const float s = *scale * ((float)sum / (float)(sum_max - sum_max / 64));
+        *scale = s;
+        const __m512 vinv = _mm512_set1_ps(1.0f / s), lim = _mm512_set1_ps(32767.0f);
+        for (size_t i = 0; i < n; i += 16) {
+            __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+            _mm256_storeu_si256((__m256i *)(void *)(q16 + i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
+        }
+    }
+}
+
 /* tq6_0_stage rows (the staging ring), decoded 64 values at a time by byte lookups and
  * used by all RB rows at once. Block layout (docs/FORMAT.md): fp16 norm, qs[64] (byte b:
  * element 2b in the low nibble, 2b+1 in the high one), qh[32] (element e's high 2 bits
@@ -256,6 +278,88 @@ static inline size_t qw_elem(size_t i)
     return 2 * (16 * l + 8 * k + j) + par;
 }
 
+/* Values of the ring rows by int16 dot products (chunk_tq6_q16): per block and row the
+ * weights pn = p · Vnorm become int16 (q16_prep_l1 under SJK_ATTN_TQ6_SUM_MAX), two keys
+ * go at a time: each key's 64 codes of a parity become int16 centroids (two vpermb and
+ * two byte unpacks, as the keys' scores), and two word unpacks interleave the two keys
+ * so that int32 lane 4l + i of vector k holds one element's (key t, key t+1) pair, the
+ * element of tq6_values64's order (code byte 16 l + 4 k + i); one vpdpwssd per row and
+ * 32 values against the pair's weights broadcast adds them exactly in int32. One
+ * conversion and scale per block and row, then tq6_elem16 puts the values back in
+ * element order, as the fp32 path does. Against the fp32 path (four vpermb and eight
+ * unpacks per 64 values, four FMAs per row) this is six vpermb / unpacks and two
+ * vpdpwssd per row per 64 values. */
+static ALWAYS_INLINE void tq6_values_q16(float *acc, float *va, int16_t *p16, const float *pn, const uint8_t *V,
+                                         size_t ntm, size_t nb, size_t D, const uint32_t *nvis, size_t rb, float csc,
+                                         const tq6_lut *tt, const __m512i c16lo, const __m512i c16hi,
+                                         const __m512i eidx[4], const size_t NR)
+{
+    const size_t row_nbytes = nb * SJK_TQ6_0_NBYTES, ntm2 = (ntm + 1) & ~(size_t)1;
+    const size_t ntm16 = (ntm + 15) & ~(size_t)15;
+    float ps[4][RBX];
+    for (size_t b = 0; b < nb; b++)
+        for (size_t r = 0; r < NR; r++) {
+            q16_prep_l1(p16 + (b * RBX + r) * G, &ps[b][r], pn + (b * RBX + r) * G, ntm16, SJK_ATTN_TQ6_SUM_MAX);
+            ps[b][r] *= csc;
+        }
+    for (size_t b = 0; b < nb; b++) {
+        const int16_t *pb = p16 + b * RBX * G;
+        /* more than 4 rows: two passes over the keys per parity, each with half the
+         * accumulators (6 rows x 4 vectors and the lookups do not fit the registers) */
+        const int nh = NR > 4 ? 2 : 1;
+        for (int par = 0; par < 2; par++)
+            for (int h = 0; h < nh; h++) {
+                const int kn = 4 / nh;
+                __m512i a[RBX][4];
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++)
+                    _Pragma("GCC unroll 8")
+                    for (int k = 0; k < 4; k++) a[r][k] = _mm512_setzero_si512();
+                for (size_t t = 0; t < ntm2; t += 2) {
+                    const uint8_t *b0 = V + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
+                    const uint8_t *b1 = t + 1 < ntm ? b0 + row_nbytes : b0; /* its weight is zero */
+                    const __m512i c0 = tq6_codes64(tt, b0, par), c1 = tq6_codes64(tt, b1, par);
+                    const __m512i l0 = _mm512_permutexvar_epi8(c0, c16lo), h0 = _mm512_permutexvar_epi8(c0, c16hi);
+                    const __m512i l1 = _mm512_permutexvar_epi8(c1, c16lo), h1 = _mm512_permutexvar_epi8(c1, c16hi);
+                    __m512i d[4];
+                    if (nh == 1 || h == 0) {
+                        const __m512i x0 = _mm512_unpacklo_epi8(l0, h0), x1 = _mm512_unpacklo_epi8(l1, h1);
+                        d[0] = _mm512_unpacklo_epi16(x0, x1);
+                        d[1] = _mm512_unpackhi_epi16(x0, x1);
+                    }
+                    if (nh == 1 || h == 1) {
+                        const __m512i y0 = _mm512_unpackhi_epi8(l0, h0), y1 = _mm512_unpackhi_epi8(l1, h1);
+                        d[nh == 1 ? 2 : 0] = _mm512_unpacklo_epi16(y0, y1);
+                        d[nh == 1 ? 3 : 1] = _mm512_unpackhi_epi16(y0, y1);
+                    }
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) {
+                        int32_t pw;
+                        memcpy(&pw, pb + r * G + t, 4);
+                        const __m512i pp = _mm512_set1_epi32(pw);
+                        _Pragma("GCC unroll 8")
+                        for (int k = 0; k < kn; k++) a[r][k] = _mm512_dpwssd_epi32(a[r][k], d[k], pp);
+                    }
+                }
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
+                    const __m512 sc = _mm512_set1_ps(ps[b][r]);
+                    _Pragma("GCC unroll 8")
+                    for (int k = 0; k < kn; k++)
+                        _mm512_storeu_ps(va + r * SJK_TQ_BLOCK + 64 * par + 16 * (k + kn * h),
+                                         _mm512_mul_ps(sc, _mm512_cvtepi32_ps(a[r][k])));
+                }
+            }
+        for (size_t r = 0; r < rb; r++) {
+            if (!nvis[r]) continue;
+            float *ad = acc + r * D + b * SJK_TQ_BLOCK;
+            const float *vr = va + r * SJK_TQ_BLOCK;
+            for (size_t o = 0; o < SJK_TQ_BLOCK / 16; o++)
+                vstore(ad + 16 * o, vadd(vload(ad + 16 * o), tq6_elem16(vr, o, eidx)));
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                 const uint8_t *K, const uint8_t *V, size_t n,
                                                                 float *m, float *l, float *acc, float *work,
@@ -270,6 +374,7 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
     float *pn = vn + G * nb;                           /* [nb][RBX][G] p * V norm */
     float *va = pn + nb * RBX * G;                      /* [RBX][128] a block's values, decode order */
     int16_t *qi = (int16_t *)(void *)(qp + RBX * D);    /* [RBX][D] int16 queries (q16) */
+    int16_t *p16 = (int16_t *)(void *)(va + RBX * SJK_TQ_BLOCK); /* [nb][RBX][G] int16 weights (q16) */
     int32_t qelem[SJK_TQ_BLOCK];
     for (size_t i = 0; i < SJK_TQ_BLOCK; i++) qelem[i] = (int32_t)(q16 ? qw_elem(i) : tq6_elem(i));
     __m512i eidx[4];
@@ -327,6 +432,10 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
             float *a = acc + (r0 + r) * D;
             const vf f = vset1(fct[r]);
             for (size_t d = 0; d < D; d += 16) vstore(a + d, vmul(vload(a + d), f));
+        }
+        if (q16) {
+            tq6_values_q16(acc + r0 * D, va, p16, pn, V, ntm, nb, D, nvis + r0, rb, csc, &tt, c16lo, c16hi, eidx, NR);
+            continue;
         }
         for (size_t b = 0; b < nb; b++) {
             const float *pb = pn + b * RBX * G;
@@ -834,28 +943,6 @@ static void trq_build(void)
         g_trq.kperm[1][b] = (uint8_t)(ks + 1);
         g_trq.vperm[0][b] = (uint8_t)vs;
         g_trq.vperm[1][b] = (uint8_t)(vs + 1);
-    }
-}
-
-/* sjk_attn_q16_prep_l1 (attn_ref.c) 16 lanes at a time, to the same bits (n: a multiple
- * of 16). */
-static void q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
-{
-    q16_prep(q16, scale, x, n);
-    for (;;) {
-        __m512i sa = _mm512_setzero_si512();
-        for (size_t i = 0; i < n; i += 16)
-            sa = _mm512_add_epi32(sa, _mm512_cvtepi16_epi32(_mm256_abs_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + i)))));
-        const uint64_t sum = (uint32_t)_mm512_reduce_add_epi32(sa); /* <= n * 32767 */
-        if (sum <= sum_max) return;
-        const float s = *scale * ((float)sum / (float)(sum_max - sum_max / 64));
-        *scale = s;
-        const __m512 vinv = _mm512_set1_ps(1.0f / s), lim = _mm512_set1_ps(32767.0f);
-        for (size_t i = 0; i < n; i += 16) {
-            __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
-            _mm256_storeu_si256((__m256i *)(void *)(q16 + i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
-        }
     }
 }
 

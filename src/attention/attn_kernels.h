@@ -153,12 +153,15 @@ typedef struct sjk_attn_kernels {
      * accumulation). NULL: the caller uses chunk_rec. */
     void (*chunk_rec_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
-    /* tq6_0_stage rows as chunk_tq6, the keys scored by integer dot products: per call and
+    /* tq6_0_stage rows as chunk_tq6, keys and values by integer dot products: per call and
      * row the query becomes int16 (sjk_attn_q16_prep), the 6-bit codes their int16
      * centroids (sjk_attn_tq6_c16), and
      *   s[t] = scale_q · scale_c · Σ_b norm[t][b] · (float)Σ_{i in b} q16[i] · c16[code[t][i]]
-     * with the inner sums exact in integers; values as chunk_tq6. NULL: the caller uses
-     * chunk_tq6. */
+     * with the inner sums exact in integers; per row and block b the weights
+     * p[t]·Vnorm[t][b] become int16 under the sum bound SJK_ATTN_TQ6_SUM_MAX
+     * (sjk_attn_q16_prep_l1, scale_p[b]) and
+     *   acc[i] = acc[i]·f + scale_p[b] · scale_c · (float)Σ_t p16[b][t] · c16[code[t][i]]
+     * (i in block b), exact in int32. NULL: the caller uses chunk_tq6. */
     void (*chunk_tq6_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const uint8_t *K, const uint8_t *V, size_t n,
                           float *m, float *l, float *acc, float *work);
@@ -183,6 +186,8 @@ typedef struct sjk_attn_kernels {
  * (|c16| <= 8191); returns their scale max|c| / 8191 (c[j] ≈ scale · c16[j], within
  * scale / 2 = 2.0e-5). */
 float sjk_attn_tq6_c16(int16_t c16[64]);
+/* The weights' sum bound of chunk_tq6_q16's values: floor((2^31 − 1) / 8191). */
+#define SJK_ATTN_TQ6_SUM_MAX 262176u
 
 /* The int16 form of one row x[D] for chunk_rec_q16: *scale = max_i |x[i]| / 32767 and
  * q16[i] = round-to-nearest-even(x[i] · (1 / *scale)) (|q16| <= 32767), so each value is

@@ -186,6 +186,7 @@ static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t
     const size_t G = SJK_GROUP, nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     float *s = work, *x = work + G;
     int16_t *qi = (int16_t *)(void *)(x + D); /* [D] */
+    int16_t *pi = qi + D;                     /* [G] */
     int16_t c16[64];
     const float cs = sjk_attn_tq6_c16(c16);
     (void)n;
@@ -204,7 +205,22 @@ static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t
             }
             s[t] = qs * cs * sum;
         }
-        tq6_values_ref(acc + r * D, s, nv, &m[r], &l[r], V, x, D);
+        /* values: per block the weights p · norm as int16, exact int32 sums */
+        const float f = softmax_update(s, nv, &m[r], &l[r]);
+        float *a = acc + r * D;
+        for (size_t i = 0; i < D; i++) a[i] *= f;
+        for (size_t b = 0; b < nb; b++) {
+            for (size_t t = 0; t < nv; t++)
+                x[t] = s[t] * sjk_fp16_to_f32(sjk_rd_u16le(V + t * row_nbytes + b * SJK_TQ6_0_NBYTES));
+            float ps;
+            sjk_attn_q16_prep_l1(pi, &ps, x, nv, SJK_ATTN_TQ6_SUM_MAX);
+            for (size_t i = 0; i < SJK_TQ_BLOCK; i++) {
+                int32_t dot = 0; /* exact: Σ|p16| · 8191 <= 2^31 − 1 */
+                for (size_t t = 0; t < nv; t++)
+                    dot += (int32_t)pi[t] * c16[tq6_code(V + t * row_nbytes + b * SJK_TQ6_0_NBYTES, i)];
+                a[b * SJK_TQ_BLOCK + i] += ps * cs * (float)dot;
+            }
+        }
     }
 }
 
