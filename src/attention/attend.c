@@ -60,10 +60,13 @@ typedef struct attn_job {
  * 5.5 / 14.1 / 13.9, the same ratios within 10%). The two without a measurement (tq6_0
  * decoded before use, trellis decoded to fp32: kernel tables without the in-place
  * readers) keep their old ratios to the in-place ones. Any positive weights give a
- * correct result. The tq6_0 ring with integer key scores (chunk_tq6_q16) measured 10.3
- * and 13.7 us a chunk against fp16's 10.0 and 14.7 (two runs at load 8; 4/4 records
- * 5.1 and 6.2, trellis 12.9 and 14.5): weight 10. With many rows (prefill) the per-row
- * work, the same in every region, dominates: equal weights.
+ * correct result. With the int16 readers of the ring (chunk_tq6_q16, keys and values)
+ * and of trellis records (chunk_trellis_q16), on the Zen 4 EPYC at tree 38db29b (the
+ * run in docs/BENCHMARKS.md): fp16 7.4, ring 6.5, 4/4 records 5.0, other scalar records
+ * 10.6, trellis 10.5 us a chunk: weights 9, 8, 6, 13, 13 (the trellis reader is 1.4x
+ * fp16's cost with the rows in cache; at long contexts fp16 waits on memory and the two
+ * are about level). With many rows (prefill) the per-row work, the same in every region,
+ * dominates: equal weights.
  * Tables without chunk_rec_q16 (AVX2) read every scalar record in fp32 (4-bit codes
  * extended in place, 8-bit rows read in place): bench_split_weights 256 4 1 on an
  * AVX2-only EPYC at load 10, three runs (the body is a difference of larger times, so
@@ -85,9 +88,9 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
      * measured separately); a trellis tile beside a wider scalar one is decoded (16) */
     const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
     if (L->rp.body == SJK_BODY_SCALAR && !j->k->chunk_rec_q16) j->w_body = 9; /* every record in fp32 */
-    else if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 5 : 13;
+    else if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 6 : 13;
     else j->w_body = j->k->trellis_inplace && !mixed ? 13 : 16;
-    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 10 : j->k->chunk_tq6 ? 12 : 20;
+    if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 8 : j->k->chunk_tq6 ? 12 : 20;
     else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;
 }
 
