@@ -36,25 +36,29 @@ static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
     }
 }
 
-/* sjk_attn_q16_prep_l1 (attn_ref.c) 16 lanes at a time, to the same bits (n: a multiple
- * of 16). */
+/* sjk_attn_q16_prep_l1 (attn_ref.c) 16 lanes at a time: one pass for max|x| and Σ|x|,
+ * one to round (n: a multiple of 16). */
 static void q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
 {
-    q16_prep(q16, scale, x, n);
-    for (;;) {
-        __m512i sa = _mm512_setzero_si512();
-        for (size_t i = 0; i < n; i += 16)
-            sa = _mm512_add_epi32(sa, _mm512_cvtepi16_epi32(_mm256_abs_epi16(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + i)))));
-        const uint64_t sum = (uint32_t)_mm512_reduce_add_epi32(sa); /* <= n * 32767 */
-        if (sum <= sum_max) return;
-        const float s = *scale * ((float)sum / (float)(sum_max - sum_max / 64));
-        *scale = s;
-        const __m512 vinv = _mm512_set1_ps(1.0f / s), lim = _mm512_set1_ps(32767.0f);
-        for (size_t i = 0; i < n; i += 16) {
-            __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
-            _mm256_storeu_si256((__m256i *)(void *)(q16 + i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
-        }
+    __m512 mx = _mm512_setzero_ps(), sa = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+        sa = _mm512_add_ps(sa, _mm512_abs_ps(v));
+    }
+    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float sl = _mm512_reduce_add_ps(sa) / (float)(sum_max - sum_max / 64);
+    if (isfinite(amax) && sl > s) s = sl;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m512 vinv = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(32767.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(void *)(q16 + i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
     }
 }
 
@@ -896,9 +900,10 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
  *            masks: 2, 4 or 8 vpermi2b for k = 2, 3, 4, then two byte unpacks give 64
  *            int16 values in two zmm;
  *   keys     one vpdpwssd per row and 32 values against the row's int16 folded query
- *            (lanes: a token's channel pair; the group's 16 query words broadcast to
- *            both 256-bit halves), summed over the groups in int32 registers, the
- *            windows carried in memory between steps; 4 tokens' sums per step;
+ *            (lanes: a token's channel pair; the group's query words 0..7 or 8..15
+ *            broadcast to the four 128-bit lanes, one per token), summed over the groups
+ *            in one int32 register per row, the windows carried in memory between
+ *            steps; 4 tokens' sums per step;
  *            (bench_attn_ab, Zen 4 EPYC, Gemma 32K, 1 thread, against the pair tables:
  *            1.56x sj:3/3t, 1.91x 3/2t, 1.44x 4/4t; the halves in word lanes were
  *            1.3x the first version, which ran tokens t..t+3 in dword lanes and packed
@@ -910,7 +915,7 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
 typedef struct trq_lut {
     _Alignas(64) uint8_t lo[3][64 << SJK_TRELLIS_MAX_BITS]; /* byte planes of c16, k = 2..4 */
     _Alignas(64) uint8_t hi[3][64 << SJK_TRELLIS_MAX_BITS];
-    _Alignas(64) uint8_t kperm[2][64]; /* vpermt2b controls, keys: [0] low bytes, [1] high */
+    _Alignas(64) uint8_t kperm[64];    /* vpermt2b control, keys: the low bytes in word order */
     _Alignas(64) uint8_t vperm[2][64]; /* values */
 } trq_lut;
 static trq_lut g_trq;
@@ -926,8 +931,10 @@ static unsigned trq_src(unsigned tau, unsigned c)
 
 /* The planes and the controls. Byte 16 j + u of the index vector becomes word u % 8 of
  * lane j of the low (u < 8) or the high (u >= 8) byte unpack, so
- *   keys:   (tau, c) = ((u < 8 ? 0 : 2) + j / 2, 8 (j % 2) + u % 8): dword i of lane j
- *           holds channels 2i, 2i + 1 (+ 8 for odd j) of one token;
+ *   keys:   byte b is word b of wa || wb (so lane j holds one token, t, t+64, t+1, t+65
+ *           for j = 0..3, channels 0..7 in the low unpack and 8..15 in the high one, and
+ *           the masks of bits 8, 9 are the words' own); dword i holds channels 2i, 2i + 1
+ *           (+ 8 in the high unpack);
  *   values: (tau, c) = ((u < 8 ? 0 : 2) + u % 2, 4 j + (u % 8) / 2): dword lane 4j + i
  *           holds channel 4j + i of two consecutive tokens. */
 static void trq_build(void)
@@ -942,10 +949,9 @@ static void trq_build(void)
     }
     for (unsigned b = 0; b < 64; b++) {
         const unsigned j = b / 16, u = b % 16, half = u < 8 ? 0 : 2;
-        const unsigned ks = trq_src(half + j / 2, 8 * (j % 2) + u % 8);
+        const unsigned ks = b < 32 ? 2 * b : 64 + 2 * (b - 32); /* word b of wa || wb */
         const unsigned vs = trq_src(half + u % 2, 4 * j + (u % 8) / 2);
-        g_trq.kperm[0][b] = (uint8_t)ks;
-        g_trq.kperm[1][b] = (uint8_t)(ks + 1);
+        g_trq.kperm[b] = (uint8_t)ks;
         g_trq.vperm[0][b] = (uint8_t)vs;
         g_trq.vperm[1][b] = (uint8_t)(vs + 1);
     }
@@ -975,12 +981,19 @@ static inline __attribute__((always_inline)) __m512i trq_plane(const uint8_t *T,
  * controls pl / ph (kperm or vperm): u0 the low byte unpack (tokens t, t+1), u1 the high
  * one (t+64, t+65). */
 static inline __attribute__((always_inline)) void trq_lookup(__m512i *u0, __m512i *u1, __m512i wa, __m512i wb,
-                                                             __m512i pl, __m512i ph, const unsigned k)
+                                                             __m512i pl, __m512i ph, const unsigned k, const int nat)
 {
     const __m512i X = _mm512_permutex2var_epi8(wa, pl, wb);
     const __mmask64 m7 = _mm512_movepi8_mask(X);
     __mmask64 m8 = 0, m9 = 0;
-    if (k >= 3) {
+    if (nat) { /* byte b: word b of wa || wb, so the masks of bits 8, 9 are the words' */
+        if (k >= 3)
+            m8 = _mm512_kunpackd(_mm512_test_epi16_mask(wb, _mm512_set1_epi16(0x100)),
+                                 _mm512_test_epi16_mask(wa, _mm512_set1_epi16(0x100)));
+        if (k == 4)
+            m9 = _mm512_kunpackd(_mm512_test_epi16_mask(wb, _mm512_set1_epi16(0x200)),
+                                 _mm512_test_epi16_mask(wa, _mm512_set1_epi16(0x200)));
+    } else if (k >= 3) {
         const __m512i XH = _mm512_permutex2var_epi8(wa, ph, wb);
         m8 = _mm512_test_epi8_mask(XH, _mm512_set1_epi8(1));
         if (k == 4) m9 = _mm512_test_epi8_mask(XH, _mm512_set1_epi8(2));
@@ -1055,14 +1068,14 @@ static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *
                                                              const size_t NR)
 {
     const trq_rot rt = trq_rot_init(k);
-    const __m512i pl = _mm512_load_si512((const void *)g_trq.kperm[0]), ph = _mm512_load_si512((const void *)g_trq.kperm[1]);
-    const __m512i lane0 = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i pl = _mm512_load_si512((const void *)g_trq.kperm), ph = pl; /* ph: unused by the word order */
+    const __m512i lane0 = _mm512_setr_epi32(0, 8, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0); /* t, t+1, t+64, t+65 */
     const size_t ng = D / 16, gbytes = G * 2 * k;
     for (size_t j = 0; j < ng; j++) wst[j] = trq_start(payload + j * gbytes, k, j == ng - 1, &rt);
     for (size_t t = 0; t < G / 2; t += 2) {
-        __m512i s0[RBX], s1[RBX];
+        __m512i s0[RBX];
         _Pragma("GCC unroll 8")
-        for (size_t r = 0; r < NR; r++) { s0[r] = _mm512_setzero_si512(); s1[r] = _mm512_setzero_si512(); }
+        for (size_t r = 0; r < NR; r++) s0[r] = _mm512_setzero_si512();
         for (size_t j = 0; j < ng; j++) {
             const uint8_t *g = payload + j * gbytes;
             const int lastg = j == ng - 1;
@@ -1072,22 +1085,21 @@ static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *
             const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
             wst[j] = wb;
             __m512i u0, u1;
-            trq_lookup(&u0, &u1, wa, wb, pl, ph, k);
+            trq_lookup(&u0, &u1, wa, wb, pl, ph, k, 1);
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) {
-                const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + r * D + 16 * j)));
-                s0[r] = _mm512_dpwssd_epi32(s0[r], u0, qv);
-                s1[r] = _mm512_dpwssd_epi32(s1[r], u1, qv);
+                const int16_t *qr = q16 + r * D + 16 * j;
+                const __m512i ql = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)qr));
+                const __m512i qh = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(qr + 8)));
+                s0[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(s0[r], u0, ql), u1, qh);
             }
         }
-        /* s0: lanes 0..7 token t, 8..15 t+1; s1: t+64, t+65 */
+        /* s0: 128-bit lane 0 token t, 1 t+64, 2 t+1, 3 t+65 (4 channel-pair partials each) */
         const __m128 kt = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(const void *)(ktok + t)),
                                        (const __m64 *)(const void *)(ktok + t + G / 2));
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) {
-            const __m512i x = _mm512_add_epi32(_mm512_shuffle_i32x4(s0[r], s1[r], _MM_SHUFFLE(2, 0, 2, 0)),
-                                               _mm512_shuffle_i32x4(s0[r], s1[r], _MM_SHUFFLE(3, 1, 3, 1)));
-            const __m512i y = _mm512_add_epi32(x, _mm512_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+            const __m512i y = _mm512_add_epi32(s0[r], _mm512_shuffle_epi32(s0[r], _MM_SHUFFLE(1, 0, 3, 2)));
             const __m512i z = _mm512_add_epi32(y, _mm512_shuffle_epi32(y, _MM_SHUFFLE(2, 3, 0, 1)));
             const __m128 sv = _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, z)));
             const __m128 ps = _mm_mul_ps(kt, _mm_fmadd_ps(_mm_set1_ps(fk[r]), sv, _mm_set1_ps(cz[r])));
@@ -1112,7 +1124,7 @@ static inline __attribute__((always_inline)) void trq_values(__m512i a[RBX], con
         const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
         w = wb;
         __m512i u0, u1;
-        trq_lookup(&u0, &u1, wa, wb, pl, ph, k);
+        trq_lookup(&u0, &u1, wa, wb, pl, ph, k, 0);
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) {
             int32_t pa, pb;

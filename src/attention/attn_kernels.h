@@ -208,12 +208,13 @@ void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D);
 #define SJK_ATTN_TRQ_SUM_MAX 1049088u
 const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale);
 
-/* sjk_attn_q16_prep under a sum bound: as sjk_attn_q16_prep, then while Σ|q16| exceeds
- * sum_max the scale grows by (Σ|q16|) / (sum_max − sum_max / 64) and the row is rounded
- * again (q16 = round-to-nearest-even(x · (1 / scale)); once in practice: the rounding adds
- * at most n / 2 to the sum, far inside the margin). The precision of a value is then
- * scale / 2 = max(max|x| / 65534, about Σ|x| / (2 sum_max)). Bits as sjk_attn_q16_prep:
- * the SIMD kernels compute the same ones. */
+/* sjk_attn_q16_prep under a sum bound: the scale is the larger of max|x| / 32767 and
+ * Σ|x| / (sum_max − sum_max / 64), and q16 = round-to-nearest-even(x · (1 / scale)),
+ * so Σ|q16| <= sum_max (the rounding adds at most n / 2 to the sum, and fp32 summation
+ * error far less, both inside the margin of sum_max / 64; n <= 512). The precision of a
+ * value is scale / 2 = max(max|x| / 65534, about Σ|x| / (2 sum_max)). Where the bound
+ * does not bind, the bits of sjk_attn_q16_prep; the SIMD kernels sum Σ|x| in another
+ * order, so their scale may differ in the last bit (covered by the kernels' tolerance). */
 void sjk_attn_q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max);
 
 /* The chunk kernels' `work`: SJK_ATTN_WORK_FLOATS(D) floats (cache/attn_layout.h). */

@@ -350,19 +350,23 @@ const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale)
 
 void sjk_attn_q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
 {
-    sjk_attn_q16_prep(q16, scale, x, n);
-    for (;;) {
-        uint64_t sum = 0;
-        for (size_t i = 0; i < n; i++) sum += (uint64_t)(q16[i] < 0 ? -q16[i] : q16[i]);
-        if (sum <= sum_max) return;
-        const float s = *scale * ((float)sum / (float)(sum_max - sum_max / 64));
-        const float inv = 1.0f / s;
-        *scale = s;
-        for (size_t i = 0; i < n; i++) {
-            float y = nearbyintf(x[i] * inv);
-            y = y > 32767 ? 32767 : y < -32767 ? -32767 : y;
-            q16[i] = (int16_t)y;
-        }
+    float amax = 0, l1 = 0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        finite &= isfinite(x[i]) != 0;
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        l1 += fabsf(x[i]);
+    }
+    if (!finite) amax = NAN;
+    float s = isfinite(amax) ? amax / 32767.0f : NAN;
+    const float sl = l1 / (float)(sum_max - sum_max / 64);
+    if (isfinite(amax) && sl > s) s = sl;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    for (size_t i = 0; i < n; i++) {
+        float y = isfinite(amax) ? nearbyintf(x[i] * inv) : 0.0f;
+        y = y > 32767 ? 32767 : y < -32767 ? -32767 : y;
+        q16[i] = (int16_t)y;
     }
 }
 
