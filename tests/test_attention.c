@@ -20,6 +20,13 @@
 #define MAXD 512
 #define G SJK_GROUP
 
+/* The tolerance of a SIMD kernel with int16 softmax weights against its reference: the
+ * integer sums are exact, but the weights come from each side's own exp, which may
+ * differ in the last bit, and where that moves a weight across a rounding boundary its
+ * int16 form moves by one step, 1/32767 of the row's largest weight: a change of the
+ * output of up to about that, a few times at worst. 1e-5 plus two steps. */
+#define Q16_WEIGHT_TOL (1e-5 + 2.0 / 32767)
+
 typedef struct state { float m[16], l[16], acc[16 * MAXD]; } state;
 
 static void state_init(state *s, size_t R, size_t D, sjk_rng *r)
@@ -651,8 +658,8 @@ TEST(test_qblk_rows_match_reference)
     static uint8_t kq[G * MAXD / 32 * 34], vq[G * MAXD / 32 * 34];
     static uint8_t qbuf[SJK_ATTN_QINT_NBYTES(16, MAXD)];
     static const unsigned bits[3][2] = {{8, 8}, {4, 4}, {8, 4}};
-    double worst_ratio = 0, worst_e = 0;
-    int tested = 0;
+    double worst_ratio = 0, worst_e = 0, worst_w = 0;
+    int tested = 0, tested_w = 0;
     /* R: one row; 4 (one block of RB); 5, 6 (AVX-512: one block of 6, two keys at a time);
      * 11 (blocks of 8). Row 0 sees G − R % 2 keys: an odd count leaves the two-key readers
      * a last key alone. */
@@ -733,9 +740,30 @@ TEST(test_qblk_rows_match_reference)
                     const double e = state_diff(&b, &c, R, D);
                     CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu: rel diff %.3g", k->name, kb, vb, D, R, e);
                 }
+                /* 4: values by int16 weights (chunk_qblk_q16): the reference against the
+                 * fp32 one (bounded as 3), every SIMD table against it at Q16_WEIGHT_TOL */
+                s0 = r;
+                state_init(&a, R, D, &s0);
+                ref->chunk_qblk_q16(&qi, R, D, nvis, kb, vb, kq, vq, G, a.m, a.l, a.acc, g_work, NULL, 0);
+                const double e_w = output_diff(&b, &a, R, D);
+                worst_w = fmax(worst_w, e_w);
+                CHECKF(e_w < 2e-4 && e_w < 0.05 * e_fmt, "q%u_0/q%u_0 D=%zu R=%zu: int16 weights %.3g from the fp32 values", kb, vb,
+                       D, R, e_w);
+                for (int pi = 0; pi < 2; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    if (!k || !k->chunk_qblk_q16) continue;
+                    tested_w++;
+                    s0 = r;
+                    state_init(&c, R, D, &s0);
+                    k->chunk_qblk_q16(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, NULL, 0);
+                    const double e = state_diff(&a, &c, R, D);
+                    CHECKF(e < Q16_WEIGHT_TOL, "%s qblk_q16 q%u_0/q%u_0 D=%zu R=%zu: rel diff %.3g", k->name, kb, vb, D, R, e);
+                }
             }
     fprintf(stderr, "  note: int8 query path vs fp32 path: worst %.3g, at most %.3g of the format's own error\n", worst_e,
             worst_ratio);
+    fprintf(stderr, "  note: int16 value weights vs fp32 values: worst %.3g of the outputs' magnitude (%d SIMD checks)\n",
+            worst_w, tested_w);
     if (!tested) fprintf(stderr, "  note: no SIMD table reads ggml block rows in place on this CPU; the reference was checked alone\n");
 }
 
@@ -792,7 +820,8 @@ TEST(test_qint_prep_simd_matches_reference)
 }
 
 /* chunk_qblk on the inputs at the edges of its integer arithmetic, every SIMD table
- * against the reference at 1e-5 (test_qblk_rows_match_reference covers typical data):
+ * against the reference at 1e-5, and chunk_qblk_q16 at Q16_WEIGHT_TOL
+ * (test_qblk_rows_match_reference covers typical data):
  * q8_0 codes all at +-127 and -128 (the largest products, |code · (128 hi + lo)| up to
  * 128 · 16320 in every lane), q4_0 nibbles all at 0 and 15 (codes -8 and 7), blocks with
  * a zero scale; queries with one channel 1000x the others (the other channels keep few
@@ -869,6 +898,22 @@ TEST(test_qblk_extreme_inputs_match_reference)
                         const double e = state_diff(&b, &c, R, D);
                         CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g", k->name, kb, vb, D, R,
                                qk, e);
+                    }
+                    /* values by int16 weights (chunk_qblk_q16) at the same extremes: the
+                     * largest int32 sums, |code| = 128 times Σ|w16| <= G · 32767 */
+                    s0 = r;
+                    state_init(&b, R, D, &s0);
+                    ref->chunk_qblk_q16(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
+                    for (int pi = 0; pi < 2; pi++) {
+                        const sjk_attn_kernels *k = paths[pi];
+                        if (!k || !k->chunk_qblk_q16) continue;
+                        tested++;
+                        s0 = r;
+                        state_init(&c, R, D, &s0);
+                        k->chunk_qblk_q16(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, NULL, 0);
+                        const double e = state_diff(&b, &c, R, D);
+                        CHECKF(e < Q16_WEIGHT_TOL, "%s qblk_q16 q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g", k->name, kb,
+                               vb, D, R, qk, e);
                     }
                     r = s0;
                 }
@@ -963,12 +1008,6 @@ TEST(test_rec_q16_matches_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table scores 4-bit records by integer dot products on this CPU; the reference was checked alone\n");
 }
 
-/* The tolerance of a SIMD kernel with int16 softmax weights against its reference: the
- * integer sums are exact, but the weights come from each side's own exp, which may
- * differ in the last bit, and where that moves a weight across a rounding boundary its
- * int16 form moves by one step, 1/32767 of the row's largest weight: a change of the
- * output of up to about that, a few times at worst. 1e-5 plus two steps. */
-#define Q16_WEIGHT_TOL (1e-5 + 2.0 / 32767)
 
 /* Trellis records by int16 dot products (chunk_trellis_q16).
  * 1. sjk_attn_trellis_c16: |c16| <= CMAX, reached, and every committed codebook value

@@ -377,7 +377,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                     qi_ready = 1;
                 }
                 const sjk_attn_qint qr = sjk_attn_qint_rows(&qi, r0);
-                k->chunk_qblk(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
+                (k->chunk_qblk_q16 ? k->chunk_qblk_q16 : k->chunk_qblk)(&qr, rn, D, nvis, qkb, qvb, KQ, VQ, len, mb, lb, ab, work,
+                                                                        r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
             }
             else if (many) k->chunk_f32_many(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);
             else k->chunk_f32(qb, rn, D, nvis, K32, V32, len, mb, lb, ab, work);

@@ -1338,23 +1338,122 @@ static inline __attribute__((always_inline)) void qblk_scores(float *p, const ui
     }
 }
 
+/* The V block scales of keys t < n transposed, dvt[b][t] (b < D / 32; 16 keys per
+ * gather, zero up to the next multiple of 16; row: bytes per key). */
+static void qblk_scales_t(float *dvt, const uint8_t *V, size_t n, size_t nb, size_t blk, size_t row)
+{
+    const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)row));
+    for (size_t b = 0; b < nb; b++)
+        for (size_t t = 0; t < n; t += 16) {
+            const __mmask16 k = n - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - t)) - 1);
+            const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, step, (const void *)(V + t * row + b * blk), 1);
+            _mm512_storeu_ps(dvt + b * G + t, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w)));
+        }
+}
+
+/* q8_0 values of block rows by int16 weights (chunk_qblk_q16): per block of 32
+ * channels and row the weights p · d (d: the keys' V block scales, dvt) become int16
+ * (q16_prep, the bits of sjk_attn_q16_prep); two keys go at a time, their 32 codes
+ * sign-extended to words and interleaved by two word unpacks, so that int32 lane 4L + i
+ * of the low unpack holds channel 8L + i of both keys and the high one channel
+ * 8L + 4 + i; one vpdpwssd per row and 16 channels adds them exactly. Per row and block
+ * one conversion, one scale and one two-source permute back to channel order. Against
+ * V_ACCUM's fp32 path (per key and 32 values: two widenings to int32, two conversions
+ * and two scalings of the codes, then two FMAs per row) that is per two keys two
+ * widenings to words, two unpacks and two vpdpwssd per row. */
+static ALWAYS_INLINE void qblk_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+                                          const float *p, const float *fct, size_t ntm, const uint8_t *V,
+                                          const float *dvt, float *x, int16_t *w16, int32_t *ia)
+{
+    const size_t nb = D / 32, blk = SJK_Q8_0_NBYTES, vrow = nb * blk;
+    const size_t ntm16 = (ntm + 15) & ~(size_t)15, ntm2 = (ntm + 1) & ~(size_t)1;
+    const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i i1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    for (size_t r = 0; r < rb; r++) {
+        if (!nvis[r]) continue;
+        float *a = acc + r * D;
+        const __m512 f = _mm512_set1_ps(fct[r]);
+        for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), f));
+    }
+    float ws[16][RBX]; /* nb <= 16 */
+    for (size_t b = 0; b < nb; b++)
+        for (size_t r = 0; r < NR; r++) {
+            for (size_t t = 0; t < ntm16; t += 16)
+                _mm512_storeu_ps(x + t, _mm512_mul_ps(_mm512_loadu_ps(p + r * G + t), _mm512_loadu_ps(dvt + b * G + t)));
+            q16_prep(w16 + (b * RBX + r) * G, &ws[b][r], x, ntm16);
+        }
+    /* keys in blocks of TB, so that a block's V rows stay in L1 across the channel blocks;
+     * the int32 partials of (row, block) wait in ia between key blocks */
+    for (size_t tb = 0; tb < ntm2; tb += TB) {
+        const size_t te = tb + TB < ntm2 ? tb + TB : ntm2;
+        for (size_t b = 0; b < nb; b++) {
+            const int16_t *wb = w16 + b * RBX * G;
+            __m512i alo[RBX], ahi[RBX];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                int32_t *pa = ia + (r * nb + b) * 32;
+                alo[r] = tb ? _mm512_loadu_si512((const void *)pa) : _mm512_setzero_si512();
+                ahi[r] = tb ? _mm512_loadu_si512((const void *)(pa + 16)) : _mm512_setzero_si512();
+            }
+            for (size_t t = tb; t < te; t += 2) {
+                const uint8_t *c0 = V + t * vrow + b * blk + 2;
+                const uint8_t *c1 = t + 1 < ntm ? c0 + vrow : c0; /* its weight is zero */
+                const __m512i x0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c0));
+                const __m512i x1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c1));
+                const __m512i dl = _mm512_unpacklo_epi16(x0, x1), dh = _mm512_unpackhi_epi16(x0, x1);
+                _Pragma("GCC unroll 8")
+                for (size_t r = 0; r < NR; r++) {
+                    int32_t pw;
+                    memcpy(&pw, wb + r * G + t, 4);
+                    const __m512i pp = _mm512_set1_epi32(pw);
+                    alo[r] = _mm512_dpwssd_epi32(alo[r], dl, pp);
+                    ahi[r] = _mm512_dpwssd_epi32(ahi[r], dh, pp);
+                }
+            }
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                int32_t *pa = ia + (r * nb + b) * 32;
+                _mm512_storeu_si512((void *)pa, alo[r]);
+                _mm512_storeu_si512((void *)(pa + 16), ahi[r]);
+            }
+        }
+    }
+    for (size_t r = 0; r < rb; r++) {
+        if (!nvis[r]) continue;
+        for (size_t b = 0; b < nb; b++) {
+            const int32_t *pa = ia + (r * nb + b) * 32;
+            const __m512 sc = _mm512_set1_ps(ws[b][r]);
+            const __m512 lo = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)pa)));
+            const __m512 hi = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(pa + 16))));
+            float *a = acc + r * D + 32 * b;
+            _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_permutex2var_ps(lo, i0, hi)));
+            _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_permutex2var_ps(lo, i1, hi)));
+        }
+    }
+}
+
 static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                                         unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                                         float *m, float *l, float *acc, float *work, const uint8_t *pf,
-                                        size_t pf_nbytes, const size_t NR)
+                                        size_t pf_nbytes, const size_t NR, const int v16)
 {
     const size_t nb = D / 32, vrow = nb * (vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     float *p = work;                /* [RBX][G] scores, then probabilities */
     float *dkf = p + RBX * G;       /* [n * nb + 16] K block scales */
     float *dvf = dkf + G * nb + 16; /* [n * nb + 16] V block scales */
     int8_t *zero8 = (int8_t *)(void *)(dvf + G * nb + 16); /* [2 D] zero bytes: pieces of absent rows */
+    float *vx = (float *)(void *)(zero8 + 2 * D);           /* [G] (v16) weights before rounding */
+    int16_t *w16v = (int16_t *)(void *)(vx + G);            /* [nb][RBX][G] (v16) int16 weights */
+    int32_t *iav = (int32_t *)(void *)(w16v + nb * RBX * G); /* [RBX][nb][32] (v16) int32 partials */
     memset(zero8, 0, 2 * D);
     size_t nall = 0;
     for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
     if (!nall) return;
     (void)n;
     qblk_scales(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
-    qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    if (v16) qblk_scales_t(dvf, V, nall, nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow); /* [b][t] */
+    else qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
         const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
@@ -1374,7 +1473,8 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
         else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR, pv, vrow, pk, pkn);
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
-        if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);
+        if (v16) qblk_values_q16(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, vx, w16v, iav);
+        else if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);
         else v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q4, V, dvf, 0, NULL, NULL);
     }
 }
@@ -1384,7 +1484,14 @@ static void chunk_qblk_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const
                               unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                               float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_));
+    ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, 0));
+}
+
+static void chunk_qblk_q16_avx512(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                                  unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                                  float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
+{
+    ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, vbits == 8));
 }
 
 /* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
@@ -1393,5 +1500,5 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
-    NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512,
+    NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
 };

@@ -180,6 +180,15 @@ typedef struct sjk_attn_kernels {
      * NULL: the caller uses chunk_rec (fp32 code values). */
     void (*chunk_trellis_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
+    /* chunk_qblk with q8_0 values by int16 dot products: per row and block b of 32
+     * channels the weights p[t]·d_V[t][b] become int16 (sjk_attn_q16_prep, scale w_b) and
+     *   acc[i] = acc[i]·f + w_b · (float)Σ_t w16[t] · code[t][i]   (i in block b)
+     * exact in int32 (|code| <= 128). q4_0 values are read as chunk_qblk reads them (an
+     * int16 reader of nibble pairs measured 1-5 % slower than the fp32 one on AVX-512,
+     * docs/notes/benchmarks.md). NULL: the caller uses chunk_qblk. */
+    void (*chunk_qblk_q16)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                           unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                           float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
 } sjk_attn_kernels;
 
 /* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)

@@ -514,16 +514,17 @@ static inline int qblk_code(const uint8_t *blk, unsigned bits, size_t i)
 
 static inline float qblk_scale(const uint8_t *blk) { return sjk_fp16_to_f32(sjk_rd_u16le(blk)); }
 
-static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
-                           unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
-                           float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
+/* Block rows: values in fp32 (v16 = 0, chunk_qblk) or by int16 weights (v16 = 1,
+ * chunk_qblk_q16's q8_0 values: per block the weights p · d as int16, exact int32
+ * sums). */
+static void qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                     unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V,
+                     float *m, float *l, float *acc, float *work, int v16)
 {
-    (void)pf; /* a prefetch hint: nothing to do here */
-    (void)pf_nbytes;
     const size_t nb = D / SJK_QK;
     const size_t kbn = kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vbn = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES;
-    float *s = work;
-    (void)n;
+    float *s = work, *x = work + SJK_GROUP;
+    int16_t *w16 = (int16_t *)(void *)(x + SJK_GROUP);
     for (size_t r = 0; r < R; r++) {
         size_t nv = nvis[r];
         if (!nv) continue;
@@ -542,6 +543,19 @@ static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const ui
         float f = softmax_update(s, nv, &m[r], &l[r]);
         float *a = acc + r * D;
         for (size_t i = 0; i < D; i++) a[i] *= f;
+        if (v16) {
+            for (size_t b = 0; b < nb; b++) {
+                for (size_t t = 0; t < nv; t++) x[t] = s[t] * qblk_scale(V + (t * nb + b) * vbn);
+                float ws;
+                sjk_attn_q16_prep(w16, &ws, x, nv);
+                for (size_t i = 0; i < SJK_QK; i++) {
+                    int32_t dot = 0; /* exact: |dot| <= 128 * 32767 * 128 < 2^30 */
+                    for (size_t t = 0; t < nv; t++) dot += (int32_t)w16[t] * qblk_code(V + (t * nb + b) * vbn, vbits, i);
+                    a[b * SJK_QK + i] += ws * (float)dot;
+                }
+            }
+            continue;
+        }
         for (size_t t = 0; t < nv; t++)
             for (size_t b = 0; b < nb; b++) {
                 const uint8_t *blk = V + (t * nb + b) * vbn;
@@ -549,6 +563,26 @@ static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const ui
                 for (size_t i = 0; i < SJK_QK; i++) a[b * SJK_QK + i] += w * (float)qblk_code(blk, vbits, i);
             }
     }
+}
+
+static void chunk_qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                           unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                           float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
+{
+    (void)pf; /* a prefetch hint: nothing to do here */
+    (void)pf_nbytes;
+    (void)n;
+    qblk_ref(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, 0);
+}
+
+static void chunk_qblk_q16_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
+                               unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
+                               float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
+{
+    (void)pf;
+    (void)pf_nbytes;
+    (void)n;
+    qblk_ref(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, vbits == 8); /* q4_0 values: chunk_qblk's */
 }
 
 void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
@@ -564,7 +598,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
-    sjk_attn_qint_prep, chunk_trellis_q16_ref,
+    sjk_attn_qint_prep, chunk_trellis_q16_ref, chunk_qblk_q16_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
