@@ -1433,6 +1433,14 @@ static ALWAYS_INLINE void qblk_values_q16(float *acc, size_t D, const uint32_t *
     }
 }
 
+/* chunk_qblk_nr's work at the largest head dim (D = 512, 16 blocks): probabilities
+ * [RBX][G], K and V block scales [G * 16 + 16] each, 2 D zero bytes, then for int16
+ * values the weights before rounding [G], the int16 weights [16][RBX][G] and the int32
+ * partials [RBX][16][32]; it must fit the work the cache reserves. */
+_Static_assert(RBX * G + 2 * (G * 16 + 16) + 2 * 512 / 4 + G + 16 * RBX * G / 2 + RBX * 16 * 32 <=
+                   SJK_ATTN_DECODE_WORK_FLOATS(512),
+               "chunk_qblk_q16's work exceeds SJK_ATTN_WORK_FLOATS");
+
 static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                                         unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                                         float *m, float *l, float *acc, float *work, const uint8_t *pf,
