@@ -883,37 +883,28 @@ TEST(test_qblk_extreme_inputs_match_reference)
                     if (qk == 1) CHECKF(qi.scale[0] == 0.0f, "zero row: scale %g", qi.scale[0]);
                     uint32_t nvis[16];
                     for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : 1 + sjk_rng_u64(&r) % G);
+                    /* v16 = 1: values by int16 weights (chunk_qblk_q16) at the same extremes,
+                     * the largest int32 sums (|code| = 128 times Σ|w16| <= G · 32767) */
                     sjk_rng s0 = r;
-                    state_init(&b, R, D, &s0);
-                    ref->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
-                    for (size_t i = 0; i < R; i++) CHECKF(isfinite(b.l[i]) && b.l[i] > 0, "ref: row %zu l = %g", i, b.l[i]);
-                    for (size_t i = 0; i < R; i++) worst_m = fmax(worst_m, fabs(b.m[i]));
-                    for (int pi = 0; pi < 2; pi++) {
-                        const sjk_attn_kernels *k = paths[pi];
-                        if (!k || !k->chunk_qblk) continue;
-                        tested++;
+                    for (int v16 = 0; v16 < 2; v16++) {
                         s0 = r;
-                        state_init(&c, R, D, &s0);
-                        k->chunk_qblk(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, NULL, 0);
-                        const double e = state_diff(&b, &c, R, D);
-                        CHECKF(e < 1e-5, "%s qblk q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g", k->name, kb, vb, D, R,
-                               qk, e);
-                    }
-                    /* values by int16 weights (chunk_qblk_q16) at the same extremes: the
-                     * largest int32 sums, |code| = 128 times Σ|w16| <= G · 32767 */
-                    s0 = r;
-                    state_init(&b, R, D, &s0);
-                    ref->chunk_qblk_q16(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work, NULL, 0);
-                    for (int pi = 0; pi < 2; pi++) {
-                        const sjk_attn_kernels *k = paths[pi];
-                        if (!k || !k->chunk_qblk_q16) continue;
-                        tested++;
-                        s0 = r;
-                        state_init(&c, R, D, &s0);
-                        k->chunk_qblk_q16(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work, NULL, 0);
-                        const double e = state_diff(&b, &c, R, D);
-                        CHECKF(e < Q16_WEIGHT_TOL, "%s qblk_q16 q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g", k->name, kb,
-                               vb, D, R, qk, e);
+                        state_init(&b, R, D, &s0);
+                        (v16 ? ref->chunk_qblk_q16 : ref->chunk_qblk)(&qi, R, D, nvis, kb, vb, kq, vq, G, b.m, b.l, b.acc, g_work,
+                                                                      NULL, 0);
+                        for (size_t i = 0; i < R; i++) CHECKF(isfinite(b.l[i]) && b.l[i] > 0, "ref: row %zu l = %g", i, b.l[i]);
+                        for (size_t i = 0; i < R; i++) worst_m = fmax(worst_m, fabs(b.m[i]));
+                        for (int pi = 0; pi < 2; pi++) {
+                            const sjk_attn_kernels *k = paths[pi];
+                            if (!k || !(v16 ? k->chunk_qblk_q16 : k->chunk_qblk)) continue;
+                            tested++;
+                            s0 = r;
+                            state_init(&c, R, D, &s0);
+                            (v16 ? k->chunk_qblk_q16 : k->chunk_qblk)(&qi, R, D, nvis, kb, vb, kq, vq, G, c.m, c.l, c.acc, g_work,
+                                                                      NULL, 0);
+                            const double e = state_diff(&b, &c, R, D);
+                            CHECKF(e < (v16 ? Q16_WEIGHT_TOL : 1e-5), "%s %s q%u_0/q%u_0 D=%zu R=%zu query kind %d: rel diff %.3g",
+                                   k->name, v16 ? "qblk_q16" : "qblk", kb, vb, D, R, qk, e);
+                        }
                     }
                     r = s0;
                 }
