@@ -224,8 +224,11 @@ typedef enum sjk_body {
     SJK_BODY_SCALAR = 0,   /* asymmetric round-to-nearest per row */
     SJK_BODY_TRELLIS,      /* 64-state bitshift trellis, same record size; sequences run
                               along the token axis (128 tokens of one channel) */
-    SJK_BODY_TRELLIS_CHANNEL /* the same trellis with sequences along the channel axis (D
+    SJK_BODY_TRELLIS_CHANNEL, /* the same trellis with sequences along the channel axis (D
                               channels of one token; the SJ-KVaRN note's earlier default) */
+    SJK_BODY_TRELLIS_REAL  /* the token-axis trellis with codebooks trained on the balanced
+                              K and V of real models, one set for K and one for V (record
+                              format 3; docs/FORMAT.md) */
 } sjk_body;
 
 typedef struct sjk_record_params {

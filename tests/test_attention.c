@@ -552,7 +552,8 @@ TEST(test_config_strings_parse)
                           "sj:3/3s", "sj:2/2", "sj:2/2s", "sj:4/4t", "sj:4/4s", "sj:3/2:edge=4/4t",
                           "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1",
                           "sj:8/4", "sj:5/4", "sj:6/4:stage=q8_0", "sj:7/7", "sj:8/8", "sj:8/3t", "sj:3/8t",
-                          "sj:8/3s", "sj:8/2tc", "kvarn:8/4", "sj:3/3t:edge=8/4", "sj:8/4:edge=4/4"};
+                          "sj:8/3s", "sj:8/2tc", "kvarn:8/4", "sj:3/3t:edge=8/4", "sj:8/4:edge=4/4",
+                          "sj:4/4tr", "sj:3/2tr:edge=4/4t", "sj:8/3tr"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
@@ -579,6 +580,8 @@ TEST(test_config_strings_parse)
         {"sj:5/4s", SJK_BODY_SCALAR, "sj:5/4"}, {"sj:8/3", SJK_BODY_TRELLIS, "sj:8/3t"},
         {"sj:8/3s", SJK_BODY_SCALAR, "sj:8/3s"}, {"sj:4/6", SJK_BODY_SCALAR, "sj:4/6"},
         {"sj:2/8", SJK_BODY_TRELLIS, "sj:2/8t"}, {"sj:8/4t", SJK_BODY_TRELLIS, "sj:8/4t"},
+        /* the trellis with the codebooks trained on real K/V */
+        {"sj:4/4tr", SJK_BODY_TRELLIS_REAL, "sj:4/4tr"}, {"sj:3/2tr", SJK_BODY_TRELLIS_REAL, "sj:3/2tr"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bodies); i++) {
         CHECKF(sjk_cache_config_parse(bodies[i].s, 1, c, err, sizeof err) == SJK_OK, "%s", err);
@@ -610,6 +613,7 @@ TEST(test_config_strings_parse)
         {"sj:4/4:tail_min=4096:tail_max=4100", "tail_max"}, {"q8_0:tail=5", "'tail=5'"}, {"", "empty"},
         {"sj:4/4:sink=100", "'sink=100'"}, {"sj:4/4:center=2", "'center=2'"}, {"q8_0:center=1", "'center=1'"}, {"sj:4/4:edge=9/9", "'edge=9/9'"},
         {"sj:3/3x", "'3/3x'"}, {"sj:3/3st", "'3/3st'"}, {"kvarn:4/4t", "scalar bodies only"},
+        {"kvarn:4/4tr", "scalar bodies only"}, {"sj:8/8tr", "'8/8tr'"}, {"sj:4/4trc", "'4/4trc'"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bad); i++) {
         sjk_status st = sjk_cache_config_parse(bad[i].s, 3, c, err, sizeof err);

@@ -217,6 +217,8 @@ static const char *const g_configs[] = {
     /* record format v2: scalar bodies of 5..8 bits, and beside a trellis tile */
     "sj:8/4:stage=q8_0", "sj:5/4", "sj:6/4", "sj:7/5s", "sj:8/8:stage=f16", "sj:4/8", "kvarn:8/4",
     "sj:8/3t:stage=q8_0", "sj:2/6t",
+    /* record format v3: the trellis with the codebooks trained on real K/V */
+    "sj:4/4tr", "sj:3/2tr", "sj:8/3tr:stage=q8_0",
 };
 
 static int trellis_ok(void)

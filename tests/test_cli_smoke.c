@@ -12,6 +12,7 @@
  *   cmd      a sh command line run from the repository root with these variables set:
  *              $CLI    the sjkvarn binary under test     $T      a fresh scratch folder
  *              $GEMMA  path of the Gemma 3 270M GGUF    $SMOL   path of the SmolLM2 GGUF
+ *              $CORPUS_DOC  path of the corpus document code-0
  *              $MAIN_CTX, $MAIN_KV  the main job's context and candidates: 320 and its
  *                      default five; under SJK_TEST_LIGHT (the sanitizer and valgrind
  *                      runs) 256 and sj:4/4,kvarn:4/4 (the same pipeline, 2 candidates)
@@ -130,6 +131,22 @@ static const smoke_row rows[] = {
      "out:The capital of France is;err:decode 4 tokens"},
     {NEED_SMOL, "$CLI plan -m smollm2-135m --ctx 4096", 0, "cols:config KiB/tok;out:sj:4/4"},
     {NEED_SMOL, "$CLI inspect $SMOL", 0, "out:llama;out:30 layers;out:runs here: yes"},
+    /* real-data codebooks: capture the balanced K/V tiles, train on them, compare (docs/FORMAT.md) */
+    {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 1024 -t 2"
+                              " --kv sj:4/4t:tail_min=256:tail_max=512 --out $T/smol.tiles", 0,
+     "err:K and;err:wrote;file:$T/smol.tiles"},
+    {NEED_SMOL | NEED_CORPUS, "$CLI train-codebook --bits 2,3 --iters 2 --samples 65536 --data tiles:$T/smol.tiles"
+                              " --tensor k,v --init committed --out $T/cbr.c", 0, "err:iter;file:$T/cbr.c"},
+    {NEED_SMOL | NEED_CORPUS, "grep -q 'sjk_trellis_codebook_real(unsigned k, int is_v)' $T/cbr.c", 0, ""},
+    {NEED_SMOL | NEED_CORPUS, "$CLI train-codebook --bits 3 --iters 2 --samples 65536 --data tiles:$T/smol.tiles"
+                              " --tensor v --eval $T/smol.tiles", 0, "out:snr_committed_db,snr_trained_db,gain_db"},
+    {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 512 --kv sj:4/4 --out $T/x.tiles",
+     1, "err:needs a trellis body"},
+    {NEED_NONE, "$CLI train-codebook --bits 2 --data tiles:$T/no-such.tiles --tensor k --eval $T/no-such.tiles", 1,
+     "err:cannot open"},
+    {NEED_NONE, "$CLI train-codebook --bits 2 --data tiles:$T/cb.c --tensor k --out $T/q.c", 1,
+     "err:not a tile capture file"},
+    {NEED_NONE, "$CLI train-codebook --bits 2 --data tiles:$T/cb.c --tensor q --out $T/q.c", 2, "err:--tensor k, v"},
 
     /* --- Qwen2.5-Coder-0.5B (qwen2: biases, NeoX rope, grouped KV heads, no BOS) ---- */
     {NEED_QWEN, "$CLI run -m qwen2.5-0.5b -p 'Write a C function that returns the larger of two ints.' --chat"
@@ -317,6 +334,7 @@ int main(void)
     setenv("T", g_tmp, 1);
     setenv("GEMMA", g_gemma, 1);
     setenv("SMOL", g_smol, 1);
+    setenv("CORPUS_DOC", g_corpus, 1);
     /* the main job's study is the costliest row: under SJK_TEST_LIGHT two candidates at
      * 256 positions (an empty SJK_MAIN_KV is main-job's default set) */
     setenv("MAIN_CTX", test_light() ? "256" : "320", 1);

@@ -243,6 +243,35 @@ TEST(test_this_build_writes_the_v1_bytes_for_v1_widths)
     sjk_cache_free(c);
 }
 
+/* Saves c to memory, checks the file's record format, restores it into c2 (same
+ * configuration) and checks that both read the first record's 128 rows of layer 0 alike
+ * (those rows of c are left in g_k1/g_v1). Returns the file (free()) with *n; NULL if
+ * saving failed. */
+static float g_k1[SJK_GROUP * HD], g_v1[SJK_GROUP * HD];
+static uint8_t *save_restore_same_rows(sjk_cache *c, sjk_cache *c2, uint32_t want_version, size_t *n)
+{
+    *n = 0;
+    CHECK(sjk_cache_save_memory(c, NULL, NULL, 0, n) == SJK_OK);
+    uint8_t *buf = malloc(*n);
+    if (!buf || sjk_cache_save_memory(c, NULL, buf, *n, n) != SJK_OK) {
+        CHECK(0);
+        free(buf);
+        return NULL;
+    }
+    sjk_cache_file_info info;
+    char err[256] = "";
+    CHECK(sjk_cache_file_inspect(buf, *n, &info, NULL, 0, NULL, 0, err, sizeof err) == SJK_OK);
+    CHECKF(info.record_version == want_version, "record format %u, want %u", info.record_version, want_version);
+    CHECKF(sjk_cache_restore_memory(c2, buf, *n, NULL, err, sizeof err) == SJK_OK, "%s", err);
+    static float k2[SJK_GROUP * HD], v2[SJK_GROUP * HD];
+    static uint8_t scr[1 << 16];
+    CHECK(sjk_cache_read_scratch_nbytes(c) <= sizeof scr);
+    CHECK(sjk_cache_read_rows(c, 0, 0, 0, 128, 128, g_k1, g_v1, NULL, scr, sizeof scr) == SJK_OK);
+    CHECK(sjk_cache_read_rows(c2, 0, 0, 0, 128, 128, k2, v2, NULL, scr, sizeof scr) == SJK_OK);
+    CHECK(!memcmp(g_k1, k2, sizeof k2) && !memcmp(g_v1, v2, sizeof v2));
+    return buf;
+}
+
 TEST(test_wide_bodies_write_record_format_2)
 {
     /* A cache with a body above 4 bits saves record format 2, restores, and a file that
@@ -266,21 +295,11 @@ TEST(test_wide_bodies_write_record_format_2)
             CHECK(sjk_cache_append(c, 0, l, k, v, 1) == SJK_OK);
         }
     size_t n = 0;
-    CHECK(sjk_cache_save_memory(c, NULL, NULL, 0, &n) == SJK_OK);
-    uint8_t *buf = malloc(n);
-    CHECK(buf && sjk_cache_save_memory(c, NULL, buf, n, &n) == SJK_OK);
+    uint8_t *buf = save_restore_same_rows(c, c2, 2, &n);
     if (buf) {
         sjk_cache_file_info info;
         char err[256] = "";
-        CHECK(sjk_cache_file_inspect(buf, n, &info, NULL, 0, NULL, 0, err, sizeof err) == SJK_OK);
-        CHECK(info.record_version == 2);
-        CHECKF(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_OK, "%s", err);
-        static float k1[SJK_GROUP * HD], v1[SJK_GROUP * HD], k2[SJK_GROUP * HD], v2[SJK_GROUP * HD];
-        uint8_t scr1[1 << 16];
-        CHECK(sjk_cache_read_scratch_nbytes(c) <= sizeof scr1);
-        CHECK(sjk_cache_read_rows(c, 0, 0, 0, 128, 128, k1, v1, NULL, scr1, sizeof scr1) == SJK_OK);
-        CHECK(sjk_cache_read_rows(c2, 0, 0, 0, 128, 128, k2, v2, NULL, scr1, sizeof scr1) == SJK_OK);
-        CHECK(!memcmp(k1, k2, sizeof k1) && !memcmp(v1, v2, sizeof v1));
+        const float *k1 = g_k1;
         /* the 8-bit K of the first record is close to the input */
         double e = 0, s = 0;
         for (uint32_t t = 0; t < 128; t++) {
@@ -295,9 +314,43 @@ TEST(test_wide_bodies_write_record_format_2)
         CHECKF(strstr(err, "above 4 bits"), "%s", err);
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
         CHECKF(strstr(err, "above 4 bits"), "%s", err);
-        sjk_wr_u32le(buf + 16, 3); /* a format this build does not know */
+        sjk_wr_u32le(buf + 16, 4); /* a format this build does not know */
         sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_FORMAT);
+    }
+    free(buf);
+    sjk_cache_free(c);
+    sjk_cache_free(c2);
+}
+
+/* A cache with the real-data trellis body (sj:B/Btr) saves record format 3 and restores
+ * to the same rows; the same bytes claiming format 2 are refused as corrupt. */
+TEST(test_real_trellis_body_writes_record_format_3)
+{
+    sjk_layer_config lc;
+    CHECK(sjk_cache_config_parse("sj:3/2tr:tail=128", 1, &lc, NULL, 0) == SJK_OK);
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = 1;
+    p.head_dim = HD;
+    p.max_pos = 512;
+    p.max_q_rows = 4;
+    p.layers = &lc;
+    sjk_cache *c = NULL, *c2 = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK && sjk_cache_create(&p, &c2) == SJK_OK);
+    if (!c || !c2) return;
+    static float k[HD], v[HD];
+    for (uint32_t pos = 0; pos < 500; pos++) {
+        fill_input(0, pos, k, v);
+        CHECK(sjk_cache_append(c, 0, 0, k, v, 1) == SJK_OK);
+    }
+    size_t n = 0;
+    uint8_t *buf = save_restore_same_rows(c, c2, 3, &n);
+    if (buf) {
+        char err[256] = "";
+        sjk_wr_u32le(buf + 16, 2);
+        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
+        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
+        CHECKF(strstr(err, "real-data trellis"), "%s", err);
     }
     free(buf);
     sjk_cache_free(c);
@@ -310,5 +363,6 @@ int main(int argc, char **argv)
     RUN(test_v1_cache_file_restores_to_the_same_values);
     RUN(test_this_build_writes_the_v1_bytes_for_v1_widths);
     RUN(test_wide_bodies_write_record_format_2);
+    RUN(test_real_trellis_body_writes_record_format_3);
     return test_summary();
 }

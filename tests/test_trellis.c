@@ -316,7 +316,7 @@ static void collect(void *ctx, unsigned iter, double mse)
  * down. */
 TEST(test_trellis_trainer_reproducible)
 {
-    sjk_trellis_train_params p = {2, 42, 4, 32768, 128, SJK_TRELLIS_DATA_GAUSSIAN};
+    sjk_trellis_train_params p = {2, 42, 4, 32768, 128, SJK_TRELLIS_DATA_GAUSSIAN, NULL, 0, NULL};
     float a[256], b[256];
     double ma[8] = {0}, mb[8] = {0};
     CHECK(sjk_trellis_train(&p, a, collect, ma) == SJK_OK);
@@ -329,9 +329,84 @@ TEST(test_trellis_trainer_reproducible)
     CHECK(memcmp(a, b, sizeof a) != 0);
 }
 
+/* What capture-tiles and train-codebook --data tiles: rest on. The observer sees each
+ * tile once, as the encode gets it; the normalised values it would train on are the
+ * search's; training on given values starting from a table never raises the MSE and is
+ * reproducible; and coding with a given table that is the committed one gives the bytes
+ * of the committed path. */
+typedef struct obs_ctx {
+    int calls;
+    float first[4];
+    unsigned rows;
+} obs_ctx;
+static void obs(void *ctx, const sjk_trellis_tile *tt, const sjk_trellis_input *in)
+{
+    obs_ctx *o = ctx;
+    o->calls++;
+    o->rows = tt->rows;
+    for (int i = 0; i < 4; i++) o->first[i] = in->x[(size_t)i * in->sd];
+}
+
+TEST(test_trellis_observer_normalize_and_given_data)
+{
+    const size_t D = 64, G = 128, n = D * G;
+    float *y = xalloc(n * sizeof(float)), *u = xalloc(n * sizeof(float)), *mean = xalloc(2 * G * sizeof(float));
+    fill_normal(y, n, 77);
+    for (size_t i = 0; i < n; i++) y[i] = y[i] * y[i] * y[i]; /* heavy tails: not the Gaussian of the tables */
+    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, 3, SJK_TRELLIS_ROWS_TOKENS, SJK_TRELLIS_AXIS_TOKEN,
+                           SJK_TRELLIS_REFIT_LSQ};
+    size_t sn = sjk_trellis_tile_scratch_nbytes(&tt), pn = sjk_trellis_tile_payload_nbytes(&tt);
+    void *scratch = xalloc(sn);
+    uint8_t *p1 = xalloc(pn), *p2 = xalloc(pn);
+    float a1[2 * 128], a2[2 * 128];
+    obs_ctx o = {0, {0}, 9};
+    sjk_trellis_set_observer(obs, &o);
+    CHECK(sjk_trellis_tile_encode(&tt, p1, a1, a1 + G, y, scratch, sn) == SJK_OK);
+    sjk_trellis_set_observer(NULL, NULL);
+    CHECK(o.calls == 1 && o.rows == SJK_TRELLIS_ROWS_TOKENS && !memcmp(o.first, y, sizeof o.first));
+    CHECK(sjk_trellis_tile_encode(&tt, p2, a2, a2 + G, y, scratch, sn) == SJK_OK && o.calls == 1);
+    /* the committed table given explicitly: the same bytes and maps */
+    sjk_trellis_input in = {y, D, 1, NULL, 0};
+    CHECK(sjk_trellis_tile_encode_cb(sjk_trellis_codebook(3), &tt, p2, a2, a2 + G, &in, scratch, sn) == SJK_OK);
+    CHECK(!memcmp(p1, p2, pn) && !memcmp(a1, a2, sizeof a1));
+    CHECK(sjk_trellis_tile_encode_cb(NULL, &tt, p2, a2, a2 + G, &in, scratch, sn) == SJK_ERR_PARAM);
+    /* normalised values: each row (a token here) has mean 0 and variance 1 */
+    CHECK(sjk_trellis_tile_normalize(&tt, &in, u, mean, mean + G) == SJK_OK);
+    for (size_t t = 0; t < G; t += 37) {
+        double s = 0, s2 = 0;
+        for (size_t d = 0; d < D; d++) s += u[t * D + d], s2 += (double)u[t * D + d] * u[t * D + d];
+        CHECKF(fabs(s / D) < 1e-5 && fabs(s2 / D - 1) < 1e-4, "token %zu: mean %g var %g", t, s / D, s2 / D);
+    }
+    /* training on those values from the committed table: reproducible, MSE not raised */
+    float c1[512], c2[512];
+    double m1[8] = {0}, m2[8] = {0};
+    sjk_trellis_train_params p = {3, 1, 3, 0, 128, SJK_TRELLIS_DATA_GIVEN, u, D, sjk_trellis_codebook(3)};
+    CHECK(sjk_trellis_train(&p, c1, collect, m1) == SJK_OK);
+    CHECK(sjk_trellis_train(&p, c2, collect, m2) == SJK_OK);
+    CHECK(!memcmp(c1, c2, sizeof c1) && !memcmp(m1, m2, sizeof m1));
+    CHECKF(m1[3] < m1[0], "mse %.6f -> %.6f", m1[0], m1[3]);
+    CHECK(memcmp(c1, sjk_trellis_codebook(3), sizeof c1) != 0);
+    /* the tile coded with the trained table decodes closer to the tile it was trained on */
+    float *out = xalloc(n * sizeof(float));
+    double e[2] = {0, 0};
+    for (int w = 0; w < 2; w++) {
+        const float *cb = w ? c1 : sjk_trellis_codebook(3);
+        CHECK(sjk_trellis_tile_encode_cb(cb, &tt, p2, a2, a2 + G, &in, scratch, sn) == SJK_OK);
+        CHECK(sjk_trellis_tile_decode_cb(cb, &tt, out, p2, a2, a2 + G, NULL) == SJK_OK);
+        for (size_t i = 0; i < n; i++) e[w] += ((double)y[i] - out[i]) * ((double)y[i] - out[i]);
+    }
+    CHECKF(e[1] < e[0], "trained %.4g >= committed %.4g", e[1], e[0]);
+    p.n_seq = 10; /* not whole blocks of 16 sequences */
+    CHECK(sjk_trellis_train(&p, c1, NULL, NULL) == SJK_ERR_PARAM);
+    p.n_seq = D;
+    p.u = NULL;
+    CHECK(sjk_trellis_train(&p, c1, NULL, NULL) == SJK_ERR_PARAM);
+    free(y); free(u); free(mean); free(scratch); free(p1); free(p2); free(out);
+}
+
 TEST(test_trellis_rejects_bad_params)
 {
-    sjk_trellis_train_params p = {5, 1, 1, 32768, 128, SJK_TRELLIS_DATA_GAUSSIAN};
+    sjk_trellis_train_params p = {5, 1, 1, 32768, 128, SJK_TRELLIS_DATA_GAUSSIAN, NULL, 0, NULL};
     float cb[1024];
     CHECK(sjk_trellis_train(&p, cb, NULL, NULL) == SJK_ERR_PARAM);
     p.bits = 3;
@@ -521,6 +596,7 @@ int main(void)
     RUN(test_trellis_tile_roundtrip_and_determinism);
     RUN(test_trellis_gaussian_snr_targets);
     RUN(test_trellis_trainer_reproducible);
+    RUN(test_trellis_observer_normalize_and_given_data);
     RUN(test_trellis_rejects_bad_params);
     RUN(test_trellis_record_roundtrip_all_bits);
     RUN(test_trellis_record_every_head_dim);

@@ -320,7 +320,7 @@ TEST(test_record_seal_in_scratch_equals_encode)
 {
     const size_t Ds[] = {64, 128, 256}, G = SJK_GROUP;
     const unsigned splits[][2] = {{8, 3}, {4, 4}, {4, 2}, {3, 3}, {2, 4}, {4, 8}}; /* an 8-bit tile is scalar in any body */
-    const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL};
+    const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL, SJK_BODY_TRELLIS_REAL};
     const size_t n_split = test_light() ? 2 : 6;
     float *k = xalloc(256 * G * sizeof(float)), *v = xalloc(256 * G * sizeof(float));
     uint8_t *r_enc = xalloc(1 << 18), *r_seal = xalloc(1 << 18);
@@ -328,7 +328,7 @@ TEST(test_record_seal_in_scratch_equals_encode)
     for (size_t di = 0; di < (test_light() ? 2u : 3u); di++) {
         const size_t D = Ds[di];
         for (size_t si = 0; si < n_split; si++)
-            for (int b = 0; b < 3; b++) {
+            for (int b = 0; b < 4; b++) {
                 sjk_record_params p = {(uint32_t)D, (uint8_t)splits[si][0], (uint8_t)splits[si][1], (uint8_t)bodies[b],
                                        SJK_BALANCE_SJ};
                 const size_t rn = sjk_record_nbytes(&p), en = sjk_record_scratch_nbytes(&p);

@@ -15,6 +15,8 @@ static const sjk_cli_cmd commands[] = {
     {"inspect", "what a GGUF, session or cache file is and whether it is intact", sjk_cmd_inspect},
     {"serve", "an OpenAI-compatible HTTP server: sessions, streaming, batched decode", sjk_cmd_serve},
     {"train-codebook", "train the trellis codebooks (writes src/codec/trellis_codebooks.c)", sjk_cmd_train},
+    {"capture-tiles", "write the balanced K/V tiles a trellis cache codes on real texts (for codebooks)",
+     sjk_cmd_capture},
 };
 
 static void usage(FILE *f)

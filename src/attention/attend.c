@@ -288,7 +288,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
-            } else if (L->rp.body == SJK_BODY_TRELLIS && k->trellis_inplace && inplace &&
+            } else if ((L->rp.body == SJK_BODY_TRELLIS || L->rp.body == SJK_BODY_TRELLIS_REAL) &&
+                       k->trellis_inplace && inplace &&
                        RL->bits_k <= SJK_TRELLIS_MAX_BITS && RL->bits_v <= SJK_TRELLIS_MAX_BITS) {
                 /* Token-axis trellis bodies: the kernel reads the codes in place. */
                 memset(&rec, 0, sizeof rec);
@@ -298,8 +299,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec.vt = rp + RL->off_v;
                 rec.kbits = RL->bits_k;
                 rec.vbits = RL->bits_v;
-                rec.kcb = sjk_trellis_codebook(RL->bits_k);
-                rec.vcb = sjk_trellis_codebook(RL->bits_v);
+                rec.kcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_k, 0);
+                rec.vcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_v, 1);
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
                 trel_q16 = k->chunk_trellis_q16 != NULL; /* by int16 dot products */

@@ -139,12 +139,15 @@ static void put_layer_conf(uint8_t *p, const sjk_layer_config *cf)
     sjk_wr_u32le(p + 24, cf->rot_block);
 }
 
-/* The record format a file of these layers needs: 1 unless a compressed layer has a body
- * above 4 bits (record format 2 is a superset of 1 with the same bytes for v1's widths,
- * so a file without the new widths stays readable by older builds). */
-static uint32_t conf_record_version(uint8_t kind, uint8_t bits_k, uint8_t bits_v)
+/* The record format a file of these layers needs: 3 if a compressed layer has the
+ * real-data trellis body, else 2 if one has a body above 4 bits, else 1 (each format is
+ * a superset of the one before with the same bytes for what the older one had, so a file
+ * without the new bodies stays readable by older builds, and an older build refuses a
+ * file with them by its version). */
+static uint32_t conf_record_version(uint8_t kind, uint8_t bits_k, uint8_t bits_v, uint8_t body)
 {
     if (kind == SJK_KIND_UNIFORM) return 1;
+    if (body == SJK_BODY_TRELLIS_REAL) return 3;
     return bits_k > SJK_RECORD_FORMAT_V1_MAX_BITS || bits_v > SJK_RECORD_FORMAT_V1_MAX_BITS ? 2 : 1;
 }
 
@@ -153,7 +156,7 @@ static uint32_t cache_record_version(const sjk_cache *c)
     uint32_t v = 1;
     for (uint32_t l = 0; l < c->p.n_layers; l++) {
         const sjk_layer_config *cf = &c->layers[l].cfg;
-        v = SJK_MAX(v, conf_record_version(cf->kind, cf->bits_k, cf->bits_v));
+        v = SJK_MAX(v, conf_record_version(cf->kind, cf->bits_k, cf->bits_v, cf->body));
     }
     return v;
 }
@@ -558,8 +561,10 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
     }
     if ((st = read_sec_crc(&r, "CONF", 0, err, err_cap))) return st;
     if (bad) FAILF(SJK_ERR_MISMATCH, "cache file layer %u differs from this cache in %s", bad_l, bad);
-    if (rec_ver < cache_record_version(c))
-        FAILF(SJK_ERR_CORRUPT, "cache file says record format %u but its layers have bodies above 4 bits", rec_ver);
+    const uint32_t need = cache_record_version(c);
+    if (rec_ver < need)
+        FAILF(SJK_ERR_CORRUPT, "cache file says record format %u but its layers have %s (format %u)", rec_ver,
+              need == 3 ? "the real-data trellis body" : "bodies above 4 bits", need);
 
     /* STAT */
     const uint64_t stat_off = r.off + SEC_HDR_NBYTES;
@@ -770,9 +775,11 @@ sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_
             for (uint64_t l = 0; l < NL && l < layers_cap; l++) get_layer_conf(pl + l * LAYER_CONF_NBYTES, &layers[l]);
         for (uint64_t l = 0; k == 0 && l < NL; l++) {
             const uint8_t *q = pl + l * LAYER_CONF_NBYTES;
-            if (conf_record_version(q[0], q[4], q[5]) > info->record_version)
-                IFAIL(SJK_ERR_CORRUPT, "cache file says record format %u but layer %llu has a body above 4 bits",
-                      info->record_version, (unsigned long long)l);
+            const uint32_t need = conf_record_version(q[0], q[4], q[5], q[6]);
+            if (need > info->record_version)
+                IFAIL(SJK_ERR_CORRUPT, "cache file says record format %u but layer %llu has %s (format %u)",
+                      info->record_version, (unsigned long long)l,
+                      need == 3 ? "the real-data trellis body" : "a body above 4 bits", need);
         }
         if (k == 1 && states)
             for (uint64_t i = 0; i < NS * NL && i < states_cap / 2; i++) {

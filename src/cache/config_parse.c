@@ -96,8 +96,9 @@ static int parse_u32(const char *s, uint32_t *out)
     return 1;
 }
 
-/* "4/4", "3/3", "3/3s", "3/3t", "3/3tc", "8/4" -> bits and body. Suffix: s = scalar body,
- * t = trellis with sequences along the token axis, tc = trellis along the channel axis
+/* "4/4", "3/3", "3/3s", "3/3t", "3/3tc", "3/3tr", "8/4" -> bits and body. Suffix: s = scalar
+ * body, t = trellis with sequences along the token axis, tc = trellis along the channel axis,
+ * tr = the token-axis trellis with the codebooks trained on real K/V
  * (of the tiles of 2..4 bits: a wider tile is scalar, and a trellis suffix needs one tile
  * of 2..4 bits). Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4
  * (default_body); kvarn is always scalar. */
@@ -106,14 +107,14 @@ static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_
     if (strlen(s) < 3 || s[1] != '/') return 0;
     if (s[0] < '2' || s[0] > '8' || s[2] < '2' || s[2] > '8') return 0;
     const char *sfx = s + 3;
-    if (*sfx && strcmp(sfx, "s") && strcmp(sfx, "t") && strcmp(sfx, "tc")) return 0;
+    if (*sfx && strcmp(sfx, "s") && strcmp(sfx, "t") && strcmp(sfx, "tc") && strcmp(sfx, "tr")) return 0;
     /* a trellis body codes tiles of 2..4 bits: "8/8t" has none */
     if (*sfx == 't' && s[0] > '4' && s[2] > '4') return 0;
     *bk = (uint8_t)(s[0] - '0');
     *bv = (uint8_t)(s[2] - '0');
     if (!*sfx) *body = kvarn ? SJK_BODY_SCALAR : default_body(*bk, *bv);
     else if (!strcmp(sfx, "s")) *body = SJK_BODY_SCALAR;
-    else *body = sfx[1] == 'c' ? SJK_BODY_TRELLIS_CHANNEL : SJK_BODY_TRELLIS;
+    else *body = sfx[1] == 'c' ? SJK_BODY_TRELLIS_CHANNEL : sfx[1] == 'r' ? SJK_BODY_TRELLIS_REAL : SJK_BODY_TRELLIS;
     return 1;
 }
 
@@ -322,9 +323,10 @@ sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst
     } else {
         sjk_layer_config d = sjk_layer_config_default();
         int kv = c->kind == SJK_KIND_KVARN;
-        /* Trellis bodies always say so ("t", "tc"); a scalar body says "s" only where the
+        /* Trellis bodies always say so ("t", "tc", "tr"); a scalar body says "s" only where the
          * bits alone would select trellis, so every string parses back to the same body. */
         const char *sfx = c->body == SJK_BODY_TRELLIS ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc"
+                        : c->body == SJK_BODY_TRELLIS_REAL ? "tr"
                         : (!kv && default_body(c->bits_k, c->bits_v) != SJK_BODY_SCALAR) ? "s" : "";
         n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v, sfx);
         uint32_t dmin = kv ? 0 : d.tail_min, dmax = kv ? 0 : d.tail_max;

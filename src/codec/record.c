@@ -164,8 +164,7 @@ sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t ds
     if (!scratch) return SJK_ERR_PARAM;
     size_t need = sjk_record_scratch_nbytes(p), extra = sjk_trellis_record_scratch_nbytes(p);
     if (scratch_nbytes < need || need < extra) return SJK_ERR_BUFFER;
-    sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra,
-                              (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
+    sjk_trellis_scratch ts = {(uint8_t *)scratch + (need - extra), extra, p->body};
     return sjk_record_encode_body(p, dst, dst_cap, k, v, scratch, scratch_nbytes,
                                   quantize_trellis_or_scalar, &ts, kern);
 }
@@ -182,7 +181,7 @@ sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, siz
     if (p->body == SJK_BODY_SCALAR)
         return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, NULL, NULL, NULL);
     /* the body's scratch over k and v, which the seal has loaded before the body runs */
-    sjk_trellis_scratch ts = {scratch, head, (uint8_t)(p->body == SJK_BODY_TRELLIS_CHANNEL)};
+    sjk_trellis_scratch ts = {scratch, head, p->body};
     return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, quantize_trellis_or_scalar, &ts, NULL);
 }
 

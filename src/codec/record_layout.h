@@ -52,9 +52,12 @@
 #include "sjkvarn.h"
 
 /* Version 2 adds scalar bodies of 5..8 bits and changes nothing else: a record of v1
- * widths (2..4 bits) has the same bytes in both. A cache file says 1 when every layer's
- * widths are v1's (old readers keep reading it) and 2 otherwise (cache_file.c). */
-#define SJK_RECORD_FORMAT_VERSION 2
+ * widths (2..4 bits) has the same bytes in both. Version 3 adds the body
+ * SJK_BODY_TRELLIS_REAL (the token-axis trellis read with other codebooks) and changes
+ * nothing else. A cache file says the lowest version its layers need: 1 when every
+ * layer's widths are v1's (old readers keep reading it), 3 when a layer has the
+ * real-data trellis body, else 2 (cache_file.c). */
+#define SJK_RECORD_FORMAT_VERSION 3
 #define SJK_RECORD_FORMAT_V1_MAX_BITS 4
 /* The widest body of any record, and of a trellis body (wider tiles are scalar). */
 #define SJK_RECORD_MAX_BITS 8

@@ -437,29 +437,22 @@ static inline float in_at(const sjk_trellis_input *in, size_t t, size_t d)
     return in->mul ? x * in->mul[in->mul_on_token ? t : d] : x;
 }
 
-static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_tile *tt, uint8_t *payload,
-                                   float *row_scale, float *row_zero, const sjk_trellis_input *in,
-                                   void *scratch, size_t scratch_nbytes)
+/* The tile observer (sjk_trellis_set_observer): set before any tile is coded, so plain
+ * globals read by the coding threads. */
+static sjk_trellis_tile_observer g_observer;
+static void *g_observer_ctx;
+
+void sjk_trellis_set_observer(sjk_trellis_tile_observer fn, void *ctx)
 {
-    if (!tile_ok(tt) || !payload || !row_scale || !row_zero || !in || !in->x || !scratch)
-        return SJK_ERR_PARAM;
-    size_t need = sjk_trellis_tile_scratch_nbytes(tt);
-    if (scratch_nbytes < need) return SJK_ERR_BUFFER;
-    const float *cb = sjk_trellis_codebook(tt->bits);
-    if (!cb) return SJK_ERR_UNSUPPORTED;
-    const tile_view v = view_of(tt);
-    const unsigned k = tt->bits;
-    const size_t n = v.D * v.G;
+    g_observer = fn;
+    g_observer_ctx = ctx;
+}
 
-    float *u = (float *)scratch;      /* [T][n_seq] search layout */
-    float *c = u;                     /* [G][D] decoded codebook values, once u is spent */
-    float *mean = u + n;              /* [nrows] */
-    float *istd = mean + SJK_MAX(v.D, v.G);
-    uint8_t *codes = (uint8_t *)(istd + SJK_MAX(v.D, v.G));
-    uintptr_t sp = (uintptr_t)(codes + n);
-    sp = (sp + 63) & ~(uintptr_t)63;
-    void *search = (void *)sp;
-
+/* Steps 1 and 2 of the tile encode: each row's provisional map (mean and biased standard
+ * deviation, in double) and the normalised values in the search layout. */
+static void tile_normalize(const tile_view *vp, const sjk_trellis_input *in, float *u, float *mean, float *istd)
+{
+    const tile_view v = *vp;
     /* 1. Provisional row map: mean and standard deviation (biased), in double. */
     for (size_t r = 0; r < v.nrows; r++) {
         double s = 0, s2 = 0;
@@ -486,6 +479,43 @@ static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const sjk_trellis_
             else u[d * v.G + t] = x;
         }
     }
+}
+
+sjk_status sjk_trellis_tile_normalize(const sjk_trellis_tile *tt, const sjk_trellis_input *in, float *u,
+                                      float *mean, float *istd)
+{
+    if (!tile_ok(tt) || !in || !in->x || !u || !mean || !istd) return SJK_ERR_PARAM;
+    const tile_view v = view_of(tt);
+    tile_normalize(&v, in, u, mean, istd);
+    return SJK_OK;
+}
+
+/* The tile encode with a given codebook (cb of 64 << bits entries; NULL: the committed one). */
+static sjk_status tile_encode_with(sjk_trellis_encode_fn enc, const float *cb, const sjk_trellis_tile *tt,
+                                   uint8_t *payload, float *row_scale, float *row_zero,
+                                   const sjk_trellis_input *in, void *scratch, size_t scratch_nbytes)
+{
+    if (!tile_ok(tt) || !payload || !row_scale || !row_zero || !in || !in->x || !scratch)
+        return SJK_ERR_PARAM;
+    size_t need = sjk_trellis_tile_scratch_nbytes(tt);
+    if (scratch_nbytes < need) return SJK_ERR_BUFFER;
+    if (!cb) cb = sjk_trellis_codebook(tt->bits);
+    if (!cb) return SJK_ERR_UNSUPPORTED;
+    if (g_observer) g_observer(g_observer_ctx, tt, in);
+    const tile_view v = view_of(tt);
+    const unsigned k = tt->bits;
+    const size_t n = v.D * v.G;
+
+    float *u = (float *)scratch;      /* [T][n_seq] search layout */
+    float *c = u;                     /* [G][D] decoded codebook values, once u is spent */
+    float *mean = u + n;              /* [nrows] */
+    float *istd = mean + SJK_MAX(v.D, v.G);
+    uint8_t *codes = (uint8_t *)(istd + SJK_MAX(v.D, v.G));
+    uintptr_t sp = (uintptr_t)(codes + n);
+    sp = (sp + 63) & ~(uintptr_t)63;
+    void *search = (void *)sp;
+
+    tile_normalize(&v, in, u, mean, istd);
     /* 3. Search, pack, decode back the codebook values. */
     enc(cb, k, SJK_TRELLIS_TAILBITE, codes, u, v.T, v.n_seq, v.n_seq, search);
     sjk_trellis_pack(payload, codes, v.T, v.n_seq, v.n_seq, k);
@@ -533,7 +563,7 @@ sjk_status sjk_trellis_tile_encode(const sjk_trellis_tile *tt, uint8_t *payload,
                                    void *scratch, size_t scratch_nbytes)
 {
     sjk_trellis_input in = token_major(tt, y);
-    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, &in, scratch,
+    return tile_encode_with(sjk_trellis_encode, NULL, tt, payload, row_scale, row_zero, &in, scratch,
                             scratch_nbytes);
 }
 
@@ -541,7 +571,7 @@ sjk_status sjk_trellis_tile_encode_in(const sjk_trellis_tile *tt, uint8_t *paylo
                                       float *row_scale, float *row_zero, const sjk_trellis_input *in,
                                       void *scratch, size_t scratch_nbytes)
 {
-    return tile_encode_with(sjk_trellis_encode, tt, payload, row_scale, row_zero, in, scratch,
+    return tile_encode_with(sjk_trellis_encode, NULL, tt, payload, row_scale, row_zero, in, scratch,
                             scratch_nbytes);
 }
 
@@ -551,7 +581,16 @@ sjk_status sjk_trellis_tile_encode_on(sjk_trellis_encode_fn enc, const sjk_trell
 {
     if (!enc) return SJK_ERR_PARAM;
     sjk_trellis_input in = token_major(tt, y);
-    return tile_encode_with(enc, tt, payload, row_scale, row_zero, &in, scratch, scratch_nbytes);
+    return tile_encode_with(enc, NULL, tt, payload, row_scale, row_zero, &in, scratch, scratch_nbytes);
+}
+
+sjk_status sjk_trellis_tile_encode_cb(const float *cb, const sjk_trellis_tile *tt, uint8_t *payload,
+                                      float *row_scale, float *row_zero, const sjk_trellis_input *in,
+                                      void *scratch, size_t scratch_nbytes)
+{
+    if (!cb) return SJK_ERR_PARAM;
+    return tile_encode_with(sjk_trellis_encode, cb, tt, payload, row_scale, row_zero, in, scratch,
+                            scratch_nbytes);
 }
 
 sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payload,
@@ -559,17 +598,17 @@ sjk_status sjk_trellis_tile_encode_ref(const sjk_trellis_tile *tt, uint8_t *payl
                                        void *scratch, size_t scratch_nbytes)
 {
     sjk_trellis_input in = token_major(tt, y);
-    return tile_encode_with(sjk_trellis_encode_ref, tt, payload, row_scale, row_zero, &in,
+    return tile_encode_with(sjk_trellis_encode_ref, NULL, tt, payload, row_scale, row_zero, &in,
                             scratch, scratch_nbytes);
 }
 
 static sjk_status tile_decode_with(sjk_trellis_decode_token_fn fast, sjk_trellis_decode_token_fn fast_ch,
-                                   const sjk_trellis_tile *tt,
+                                   const float *cb, const sjk_trellis_tile *tt,
                                    float *out, const uint8_t *payload, const float *row_scale,
                                    const float *row_zero, const float *col_scale)
 {
     if (!tile_ok(tt) || !out || !payload || !row_scale || !row_zero) return SJK_ERR_PARAM;
-    const float *cb = sjk_trellis_codebook(tt->bits);
+    if (!cb) cb = sjk_trellis_codebook(tt->bits);
     if (!cb) return SJK_ERR_UNSUPPORTED;
     const tile_view v = view_of(tt);
     const unsigned k = tt->bits;
@@ -599,7 +638,7 @@ sjk_status sjk_trellis_tile_decode(const sjk_trellis_tile *tt, float *out,
                                    const uint8_t *payload, const float *row_scale,
                                    const float *row_zero, const float *col_scale)
 {
-    return tile_decode_with(sjk_trellis_decode_token_get(), sjk_trellis_decode_channel_get(), tt,
+    return tile_decode_with(sjk_trellis_decode_token_get(), sjk_trellis_decode_channel_get(), NULL, tt,
                             out, payload, row_scale, row_zero, col_scale);
 }
 
@@ -607,5 +646,14 @@ sjk_status sjk_trellis_tile_decode_ref(const sjk_trellis_tile *tt, float *out,
                                        const uint8_t *payload, const float *row_scale,
                                        const float *row_zero, const float *col_scale)
 {
-    return tile_decode_with(NULL, NULL, tt, out, payload, row_scale, row_zero, col_scale);
+    return tile_decode_with(NULL, NULL, NULL, tt, out, payload, row_scale, row_zero, col_scale);
+}
+
+sjk_status sjk_trellis_tile_decode_cb(const float *cb, const sjk_trellis_tile *tt, float *out,
+                                      const uint8_t *payload, const float *row_scale,
+                                      const float *row_zero, const float *col_scale)
+{
+    if (!cb) return SJK_ERR_PARAM;
+    return tile_decode_with(sjk_trellis_decode_token_get(), sjk_trellis_decode_channel_get(), cb, tt,
+                            out, payload, row_scale, row_zero, col_scale);
 }

@@ -37,6 +37,14 @@
 #define SJK_TRELLIS_LANES 16 /* sequences per search block (one zmm, two ymm) */
 #define SJK_TRELLIS_MAX_T 4096
 
+/* The codebook a trellis body codes its K (is_v = 0) or V tiles of k bits with: the
+ * committed table (trellis_codebooks.c), or for SJK_BODY_TRELLIS_REAL the real-data one
+ * (trellis_codebooks_real.c). */
+static inline const float *sjk_trellis_codebook_for(unsigned body, unsigned k, int is_v)
+{
+    return body == SJK_BODY_TRELLIS_REAL ? sjk_trellis_codebook_real(k, is_v) : sjk_trellis_codebook(k);
+}
+
 /* Codebook entries for k bits: 256, 512, 1024. */
 #define SJK_TRELLIS_CB_SIZE(k) ((size_t)SJK_TRELLIS_STATES << (k))
 
@@ -180,9 +188,37 @@ sjk_status sjk_trellis_tile_decode_ref(const sjk_trellis_tile *tt, float *out,
                                        const uint8_t *payload, const float *row_scale,
                                        const float *row_zero, const float *col_scale);
 
+/* ---- measuring codebooks on real tiles (`sjkvarn capture-tiles`, `train-codebook`) -- */
+
+/* An observer sees every tile the tile layer codes, as it gets it, before the search
+ * (the record bodies' tiles: K with rows = channels, V with rows = tokens). For capturing
+ * the balanced K and V of a model; the product never sets one. Set it before any cache
+ * codes a tile and clear it (NULL) after the last: the pointer is a plain global, and the
+ * observer is called from whatever threads seal records, so it must be thread-safe. */
+typedef void (*sjk_trellis_tile_observer)(void *ctx, const sjk_trellis_tile *tt,
+                                          const sjk_trellis_input *in);
+void sjk_trellis_set_observer(sjk_trellis_tile_observer fn, void *ctx);
+
+/* Steps 1-2 of the tile encode: u receives the tile normalised as the search sees it,
+ * step-major [T][n_seq] (T = G on the token axis), mean/istd the rows' provisional map
+ * (max(D, G) floats each). SJK_ERR_PARAM for bad shapes. */
+sjk_status sjk_trellis_tile_normalize(const sjk_trellis_tile *tt, const sjk_trellis_input *in, float *u,
+                                      float *mean, float *istd);
+
+/* The tile encode and decode with a given codebook cb[64 << bits] instead of the
+ * committed one (for comparing codebooks; records always use the committed tables). */
+sjk_status sjk_trellis_tile_encode_cb(const float *cb, const sjk_trellis_tile *tt, uint8_t *payload,
+                                      float *row_scale, float *row_zero, const sjk_trellis_input *in,
+                                      void *scratch, size_t scratch_nbytes);
+sjk_status sjk_trellis_tile_decode_cb(const float *cb, const sjk_trellis_tile *tt, float *out,
+                                      const uint8_t *payload, const float *row_scale,
+                                      const float *row_zero, const float *col_scale);
+
 /* ---- codebook training (the offline trainer; allocates, not for hot paths) ------- */
 
-typedef enum sjk_trellis_data { SJK_TRELLIS_DATA_GAUSSIAN = 0 } sjk_trellis_data;
+/* Gaussian: rows drawn by the trainer; GIVEN: the caller's values (params.u), already in
+ * the search layout and normalised as the tile layer normalises them. */
+typedef enum sjk_trellis_data { SJK_TRELLIS_DATA_GAUSSIAN = 0, SJK_TRELLIS_DATA_GIVEN = 1 } sjk_trellis_data;
 
 typedef struct sjk_trellis_train_params {
     unsigned bits;      /* k: 2, 3 or 4 */
@@ -191,6 +227,9 @@ typedef struct sjk_trellis_train_params {
     size_t samples;     /* training values; rounded down to whole blocks of T*16 */
     size_t T;           /* sequence length (128: one token-axis sequence) */
     unsigned data;      /* sjk_trellis_data */
+    const float *u;     /* GIVEN: n_seq sequences of T values, step-major u[t*n_seq + s] */
+    size_t n_seq;       /* GIVEN: a multiple of SJK_TRELLIS_LANES (samples is ignored) */
+    const float *init;  /* the starting table (64 << bits), or NULL for the quantiles below */
 } sjk_trellis_train_params;
 
 /* Called after each iteration with the mean squared error of that iteration's search
@@ -201,7 +240,7 @@ typedef void (*sjk_trellis_train_log_fn)(void *ctx, unsigned iter, double mse);
  * normalised to zero mean and unit variance like the tile layer does), tail-biting
  * Viterbi search with the current table, then every entry becomes the mean of the
  * values coded with its window (an entry no value used keeps its value). Initial table:
- * Gaussian quantiles (i + 0.5) / N in an order shuffled by the seed. Deterministic:
+ * Gaussian quantiles (i + 0.5) / N in an order shuffled by the seed, or params.init. Deterministic:
  * the same params give the same table on every run and dispatch path.
  * cb_out: [64 << bits]. SJK_ERR_PARAM, SJK_ERR_NOMEM. */
 sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,

@@ -9,6 +9,8 @@
  *     (trellis.c). For V the sequences cross V's rows (tokens), whose scales stay per row.
  *   SJK_BODY_TRELLIS_CHANNEL: each payload holds 128 sequences, one per token, each the D
  *     channels of that token, 16 tokens to a group.
+ *   SJK_BODY_TRELLIS_REAL: the token axis of SJK_BODY_TRELLIS with other tables: Ck and Cv
+ *     are the codebooks trained on real K and V (sjk_trellis_codebook_real).
  *
  *   K[t,d] = (Ck[wK(d,t)] * Kscale[d] + Kzero[d]) * Ktok[t]
  *   V[t,d] = (Cv[wV(d,t)] * Vscale[t] + Vzero[t]) * Vch[d]
@@ -67,7 +69,7 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
     const size_t RC = SJK_MAX(D, G);
     sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)tile->bits,
                            is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
-                           sc->axis ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN,
+                           sc->body == SJK_BODY_TRELLIS_CHANNEL ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN,
                            SJK_TRELLIS_REFIT_LSQ};
     if (G != SJK_GROUP || row_nbytes * (is_v ? G : D) != sjk_trellis_tile_payload_nbytes(&tt))
         return SJK_ERR_PARAM;
@@ -89,7 +91,8 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
         for (size_t t = 0; t < G; t++) ic[t] = inv_stored(tile->inv_col[t]);
         in = (sjk_trellis_input){tile->M, 1, G, ic, 1};
     }
-    sjk_status st = sjk_trellis_tile_encode_in(&tt, payload, a, z, &in, ts, ts_nbytes);
+    const float *cb = sjk_trellis_codebook_for(sc->body, tt.bits, is_v);
+    sjk_status st = cb ? sjk_trellis_tile_encode_cb(cb, &tt, payload, a, z, &in, ts, ts_nbytes) : SJK_ERR_UNSUPPORTED;
     if (st != SJK_OK) return st;
     /* The record stores s_row * step and s_row * lo; hand it the refit map in balanced-row
      * units so that product gives back the (fp16-exact) refit values. */
@@ -127,9 +130,11 @@ sjk_status sjk_trellis_record_decode(const sjk_record_params *p, float *k, float
     tiles_of(p, &tk, &tv);
     /* a tile above 4 bits has the scalar body: record.c decodes it */
     if (p->bits_k <= SJK_TRELLIS_MAX_BITS) {
-        sjk_status st = sjk_trellis_tile_decode(&tk, k, rec + L.off_k, kscale, kzero, ktok);
+        sjk_status st = sjk_trellis_tile_decode_cb(sjk_trellis_codebook_for(p->body, tk.bits, 0), &tk, k, rec + L.off_k,
+                                                   kscale, kzero, ktok);
         if (st != SJK_OK) return st;
     }
     if (p->bits_v > SJK_TRELLIS_MAX_BITS) return SJK_OK;
-    return sjk_trellis_tile_decode(&tv, v, rec + L.off_v, vscale, vzero, vch);
+    return sjk_trellis_tile_decode_cb(sjk_trellis_codebook_for(p->body, tv.bits, 1), &tv, v, rec + L.off_v, vscale,
+                                      vzero, vch);
 }

@@ -19,7 +19,7 @@ size_t sjk_trellis_record_scratch_nbytes(const sjk_record_params *p);
 typedef struct sjk_trellis_scratch {
     void *scratch;
     size_t nbytes;
-    uint8_t axis;  /* sjk_trellis_axis: SJK_BODY_TRELLIS = token, _CHANNEL = channel */
+    uint8_t body;  /* sjk_body: the axis (SJK_BODY_TRELLIS_CHANNEL: channel) and codebooks */
 } sjk_trellis_scratch;
 
 /* The trellis body as an sjk_tile_quantizer: codes a whole balanced tile (sequences along

@@ -69,16 +69,19 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
                              sjk_trellis_train_log_fn log, void *log_ctx)
 {
     if (!p || !cb_out || p->bits < 2 || p->bits > 4 || p->T < 8 || p->T > SJK_TRELLIS_MAX_T ||
-        (p->T * p->bits) % 8 || p->data != SJK_TRELLIS_DATA_GAUSSIAN)
+        (p->T * p->bits) % 8 || p->data > SJK_TRELLIS_DATA_GIVEN)
         return SJK_ERR_PARAM;
+    const int given = p->data == SJK_TRELLIS_DATA_GIVEN;
+    if (given && (!p->u || p->n_seq % SJK_TRELLIS_LANES)) return SJK_ERR_PARAM;
     const unsigned k = p->bits;
     const size_t T = p->T, ncb = SJK_TRELLIS_CB_SIZE(k);
-    size_t n_seq = p->samples / T / SJK_TRELLIS_LANES * SJK_TRELLIS_LANES;
+    size_t n_seq = given ? p->n_seq : p->samples / T / SJK_TRELLIS_LANES * SJK_TRELLIS_LANES;
     if (n_seq == 0) return SJK_ERR_PARAM;
     size_t n, scratch_nbytes = sjk_trellis_scratch_nbytes(T);
     if (!sjk_mul_ok(n_seq, T, &n)) return SJK_ERR_PARAM;
 
-    float *u = malloc(n * sizeof *u);
+    float *own = given ? NULL : malloc(n * sizeof *own);
+    const float *u = given ? p->u : own;
     uint8_t *codes = malloc(n);
     uint16_t *win = malloc(T * sizeof *win);
     double *sum = malloc(ncb * sizeof *sum);
@@ -89,8 +92,9 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
         st = SJK_ERR_NOMEM;
         goto out;
     }
-    make_data(u, T, n_seq, p->seed);
-    init_codebook(cb_out, ncb, p->seed);
+    if (!given) make_data(own, T, n_seq, p->seed);
+    if (p->init) memcpy(cb_out, p->init, ncb * sizeof *cb_out);
+    else init_codebook(cb_out, ncb, p->seed);
 
     for (unsigned it = 0; it <= p->iters; it++) {
         sjk_trellis_encode(cb_out, k, SJK_TRELLIS_TAILBITE, codes, u, T, n_seq, n_seq, scratch);
@@ -118,7 +122,7 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
             if (cnt[w]) cb_out[w] = (float)(sum[w] / (double)cnt[w]);
     }
 out:
-    free(u);
+    free(own);
     free(codes);
     free(win);
     free(sum);
