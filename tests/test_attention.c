@@ -1021,10 +1021,11 @@ TEST(test_trellis_q16_matches_reference)
     const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
     const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
     /* 1 */
-    for (unsigned k = 2; k <= 4; k++) {
+    for (unsigned kk = 0; kk < 3 * SJK_TRELLIS_CB_SETS; kk++) {
+        const unsigned k = 2 + kk % 3, set = kk / 3; /* the committed tables, the real-data K and V ones */
         float cs;
-        const int16_t *c16 = sjk_attn_trellis_c16(k, &cs);
-        const float *cb = sjk_trellis_codebook(k);
+        const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+        const int16_t *c16 = set == 0 ? sjk_attn_trellis_c16(k, &cs) : sjk_attn_trellis_c16_of(cb, k, &cs);
         CHECK(c16 && cb && cs > 0);
         if (!c16 || !cb) return;
         int top = 0;
@@ -1035,7 +1036,8 @@ TEST(test_trellis_q16_matches_reference)
             worst = fmax(worst, fabs((double)cs * c16[w] - cb[w]));
         }
         CHECK(top);
-        CHECKF(worst <= cs * 0.5 * 1.001, "k=%u: codebook error %.3g > scale/2 = %.3g", k, worst, cs * 0.5);
+        CHECKF(worst <= cs * 0.5 * 1.001, "k=%u set %u: codebook error %.3g > scale/2 = %.3g", k, set, worst,
+               cs * 0.5);
     }
     {
         float cs;
@@ -1089,8 +1091,10 @@ TEST(test_trellis_q16_matches_reference)
                 rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
                 rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
                 rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
-                rc.kcb = sjk_trellis_codebook(kb);
-                rc.vcb = sjk_trellis_codebook(vb);
+                /* every other case reads the real-data tables (body sj:B/Btr) */
+                const int real = (int)((kb + pass + D / 64) % 2);
+                rc.kcb = real ? sjk_trellis_codebook_real(kb, 0) : sjk_trellis_codebook(kb);
+                rc.vcb = real ? sjk_trellis_codebook_real(vb, 1) : sjk_trellis_codebook(vb);
                 uint32_t nvis[16];
                 for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
                 static state a, b, c;

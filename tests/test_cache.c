@@ -127,7 +127,8 @@ static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
     if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_k == 4 && k->chunk_rec_q16 && decode) tol = fmax(tol, 5e-4);
     if (L->compressed && L->k_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6_q16 && rows * c->gq <= 2 * SJK_ATTN_RB)
         tol = fmax(tol, 5e-4);
-    if (L->compressed && L->rp.body == SJK_BODY_TRELLIS && k->chunk_trellis_q16 && k->trellis_inplace && decode)
+    if (L->compressed && (L->rp.body == SJK_BODY_TRELLIS || L->rp.body == SJK_BODY_TRELLIS_REAL) &&
+        k->chunk_trellis_q16 && k->trellis_inplace && decode)
         tol = fmax(tol, 4e-3);
     return tol;
 }

@@ -170,13 +170,24 @@ TEST(test_trellis_pack_decode_roundtrip)
 }
 
 /* The pair tables the attention readers use: along every decoded sequence, entry
- * w(t) | s(t+1) << (6 + k) holds exactly C[w(t)] and C[w(t+1)] (bit for bit); other k: none. */
+ * w(t) | s(t+1) << (6 + k) holds exactly C[w(t)] and C[w(t+1)] (bit for bit), for each
+ * known table (the committed and the real-data K and V codebooks); other k or another
+ * table: none. */
 TEST(test_trellis_pair_table_matches_windows)
 {
     CHECK(sjk_trellis_pair_table(1) == NULL && sjk_trellis_pair_table(5) == NULL);
-    for (unsigned k = 2; k <= 4; k++) {
-        const uint64_t *P = sjk_trellis_pair_table(k);
-        const float *cb = sjk_trellis_codebook(k);
+    float own[256];
+    memcpy(own, sjk_trellis_codebook(2), sizeof own);
+    CHECK(sjk_trellis_pair_table_of(own, 2) == NULL && sjk_trellis_codebook_set(own, 2) == -1);
+    CHECK(sjk_trellis_codebook_set(sjk_trellis_codebook(3), 3) == 0 &&
+          sjk_trellis_codebook_set(sjk_trellis_codebook_real(3, 0), 3) == 1 &&
+          sjk_trellis_codebook_set(sjk_trellis_codebook_real(3, 1), 3) == 2 &&
+          sjk_trellis_codebook_set(sjk_trellis_codebook(3), 4) == -1);
+    for (unsigned kk = 2; kk <= 3 * SJK_TRELLIS_CB_SETS + 1; kk++) {
+        const unsigned k = 2 + kk % 3, set = (kk - 2) / 3;
+        const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+        const uint64_t *P = sjk_trellis_pair_table_of(cb, k);
+        CHECK(set != 0 || P == sjk_trellis_pair_table(k));
         CHECK(P != NULL);
         if (!P) continue;
         uint8_t packed[128 * 16 * 4 / 8];
@@ -192,7 +203,7 @@ TEST(test_trellis_pair_table_matches_windows)
                 ok &= !memcmp(&e, cb + win[t], 4) && !memcmp((const uint8_t *)&e + 4, cb + win[t + 1], 4);
             }
         }
-        CHECKF(ok, "pair table k=%u", k);
+        CHECKF(ok, "pair table k=%u table set %u", k, set);
     }
 }
 

@@ -596,7 +596,7 @@ static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd
                                          const sjk_attn_rec *rc, const float *cz, const unsigned k, size_t pfn,
                                          const size_t NR)
 {
-    const uint64_t *P = rc->kcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
+    const uint64_t *P = sjk_trellis_pair_table_of(rc->kcb, k);
     if (P) trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, P, k, 1, rc->pf, pfn, NR);
     else trel8_scores(p, wst, qd, D, ntm2, rc->ktok, cz, rc->kt, rc->kcb, NULL, k, 0, rc->pf, pfn, NR);
 }
@@ -604,7 +604,7 @@ static ALWAYS_INLINE void trel8_scores_k(float *p, __m256i *wst, const float *qd
 static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t ntm2, const sjk_attn_rec *rc, size_t hh,
                                          const unsigned k, const size_t NR)
 {
-    const uint64_t *P = rc->vcb == sjk_trellis_codebook(k) ? sjk_trellis_pair_table(k) : NULL;
+    const uint64_t *P = sjk_trellis_pair_table_of(rc->vcb, k);
     const uint8_t *g = rc->vt + hh / 2 * (G * 2 * k);
     if (P) trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, P, k, 1, NR);
     else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);

@@ -577,14 +577,14 @@ static inline __attribute__((always_inline)) __m512i trel_start(const uint8_t *g
  * (6 + k)] = (C[w], C[w']) with w' = (sym' << 6) | (w >> k), the window that follows w
  * when the next symbol is sym'. One 64-bit entry then yields the values of two
  * consecutive tokens, which halves the lookups (the bottleneck of this kernel). 8, 32
- * and 128 KiB, built once per process from the committed codebooks; a record with
- * another codebook (none today) takes the one-value path (two gathers from cb per
- * pair). At k = 4 the table lives in L2, and its hand loads still beat the two gathers
+ * and 128 KiB, built once per process for each known table (the committed codebooks
+ * and the real-data ones, sjk_trellis_codebook_set); a record with another codebook (a
+ * test's) takes the one-value path (two gathers from cb per pair). At k = 4 the table lives in L2, and its hand loads still beat the two gathers
  * from the 4 KiB codebook on the Zen 4 EPYC: 1.22-1.36x sj:4/4t, 1.07-1.24x sj:4/3t
  * (bench_attn_ab, Gemma and Qwen, 16K), as the AVX2 reader found on Zen 3. */
 static const uint64_t *pair_table(const float *cb, unsigned k)
 {
-    return cb != sjk_trellis_codebook(k) ? NULL : sjk_trellis_pair_table(k);
+    return sjk_trellis_pair_table_of(cb, k);
 }
 
 /* The pair-table entries of the 16 indices idx: lo = P[idx 0..7], hi = P[idx 8..15], by
@@ -913,8 +913,9 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
  *            record's tokens, then one conversion and one multiply-add into acc.
  * Both sums are exact in int32 (the sum bound of sjk_attn_q16_prep_l1). */
 typedef struct trq_lut {
-    _Alignas(64) uint8_t lo[3][64 << SJK_TRELLIS_MAX_BITS]; /* byte planes of c16, k = 2..4 */
-    _Alignas(64) uint8_t hi[3][64 << SJK_TRELLIS_MAX_BITS];
+    /* byte planes of c16 [table set (sjk_trellis_codebook_set)][k = 2..4] */
+    _Alignas(64) uint8_t lo[SJK_TRELLIS_CB_SETS][3][64 << SJK_TRELLIS_MAX_BITS];
+    _Alignas(64) uint8_t hi[SJK_TRELLIS_CB_SETS][3][64 << SJK_TRELLIS_MAX_BITS];
     _Alignas(64) uint8_t kperm[64];    /* vpermt2b control, keys: the low bytes in word order */
     _Alignas(64) uint8_t vperm[2][64]; /* values */
 } trq_lut;
@@ -939,14 +940,16 @@ static unsigned trq_src(unsigned tau, unsigned c)
  *           holds channel 4j + i of two consecutive tokens. */
 static void trq_build(void)
 {
-    for (unsigned k = 2; k <= 4; k++) {
-        float sc;
-        const int16_t *c16 = sjk_attn_trellis_c16(k, &sc);
-        for (size_t w = 0; w < ((size_t)64 << k); w++) {
-            g_trq.lo[k - 2][w] = (uint8_t)((uint16_t)c16[w] & 0xFF);
-            g_trq.hi[k - 2][w] = (uint8_t)((uint16_t)c16[w] >> 8);
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_SETS; set++)
+        for (unsigned k = 2; k <= 4; k++) {
+            float sc;
+            const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+            const int16_t *c16 = sjk_attn_trellis_c16_of(cb, k, &sc);
+            for (size_t w = 0; w < ((size_t)64 << k); w++) {
+                g_trq.lo[set][k - 2][w] = (uint8_t)((uint16_t)c16[w] & 0xFF);
+                g_trq.hi[set][k - 2][w] = (uint8_t)((uint16_t)c16[w] >> 8);
+            }
         }
-    }
     for (unsigned b = 0; b < 64; b++) {
         const unsigned j = b / 16, u = b % 16, half = u < 8 ? 0 : 2;
         const unsigned ks = b < 32 ? 2 * b : 64 + 2 * (b - 32); /* word b of wa || wb */
@@ -981,7 +984,8 @@ static inline __attribute__((always_inline)) __m512i trq_plane(const uint8_t *T,
  * controls pl / ph (kperm or vperm): u0 the low byte unpack (tokens t, t+1), u1 the high
  * one (t+64, t+65). */
 static inline __attribute__((always_inline)) void trq_lookup(__m512i *u0, __m512i *u1, __m512i wa, __m512i wb,
-                                                             __m512i pl, __m512i ph, const unsigned k, const int nat)
+                                                             __m512i pl, __m512i ph, const unsigned k, const int nat,
+                                                             const unsigned set)
 {
     const __m512i X = _mm512_permutex2var_epi8(wa, pl, wb);
     const __mmask64 m7 = _mm512_movepi8_mask(X);
@@ -998,7 +1002,8 @@ static inline __attribute__((always_inline)) void trq_lookup(__m512i *u0, __m512
         m8 = _mm512_test_epi8_mask(XH, _mm512_set1_epi8(1));
         if (k == 4) m9 = _mm512_test_epi8_mask(XH, _mm512_set1_epi8(2));
     }
-    const __m512i L = trq_plane(g_trq.lo[k - 2], X, m7, m8, m9, k), H = trq_plane(g_trq.hi[k - 2], X, m7, m8, m9, k);
+    const __m512i L = trq_plane(g_trq.lo[set][k - 2], X, m7, m8, m9, k);
+    const __m512i H = trq_plane(g_trq.hi[set][k - 2], X, m7, m8, m9, k);
     *u0 = _mm512_unpacklo_epi8(L, H);
     *u1 = _mm512_unpackhi_epi8(L, H);
 }
@@ -1065,7 +1070,7 @@ static inline __attribute__((always_inline)) __m512i trq_start(const uint8_t *g,
 static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *wst, const int16_t *q16, const float *fk,
                                                              const float *cz, const float *ktok, const uint8_t *payload,
                                                              size_t D, const uint8_t *pf, size_t pfn, const unsigned k,
-                                                             const size_t NR)
+                                                             const unsigned set, const size_t NR)
 {
     const trq_rot rt = trq_rot_init(k);
     const __m512i pl = _mm512_load_si512((const void *)g_trq.kperm), ph = pl; /* ph: unused by the word order */
@@ -1085,7 +1090,7 @@ static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *
             const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
             wst[j] = wb;
             __m512i u0, u1;
-            trq_lookup(&u0, &u1, wa, wb, pl, ph, k, 1);
+            trq_lookup(&u0, &u1, wa, wb, pl, ph, k, 1, set);
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) {
                 const int16_t *qr = q16 + r * D + 16 * j;
@@ -1112,7 +1117,8 @@ static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *
 /* a[r] (16 channels of group g, int32) = Σ_t p16[r][t] * c16[w(t)] over all G tokens
  * (p16 is zero past each row's keys). */
 static inline __attribute__((always_inline)) void trq_values(__m512i a[RBX], const int16_t *p16, const uint8_t *g,
-                                                             int lastg, const unsigned k, const size_t NR)
+                                                             int lastg, const unsigned k, const unsigned set,
+                                                             const size_t NR)
 {
     const trq_rot rt = trq_rot_init(k);
     const __m512i pl = _mm512_load_si512((const void *)g_trq.vperm[0]), ph = _mm512_load_si512((const void *)g_trq.vperm[1]);
@@ -1124,7 +1130,7 @@ static inline __attribute__((always_inline)) void trq_values(__m512i a[RBX], con
         const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
         w = wb;
         __m512i u0, u1;
-        trq_lookup(&u0, &u1, wa, wb, pl, ph, k, 0);
+        trq_lookup(&u0, &u1, wa, wb, pl, ph, k, 0, set);
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) {
             int32_t pa, pb;
@@ -1146,8 +1152,9 @@ static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, s
     int16_t *p16 = q16 + RBX * D;                       /* [RBX][G] */
     const unsigned kb = rc->kbits, vb = rc->vbits;
     float ck, cv;
-    sjk_attn_trellis_c16(kb, &ck);
-    sjk_attn_trellis_c16(vb, &cv);
+    sjk_attn_trellis_c16_of(rc->kcb, kb, &ck);
+    sjk_attn_trellis_c16_of(rc->vcb, vb, &cv);
+    const unsigned ks = (unsigned)sjk_trellis_codebook_set(rc->kcb, kb), vs = (unsigned)sjk_trellis_codebook_set(rc->vcb, vb);
     const size_t ng = D / 16, gbytes = G * 2 * vb;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
@@ -1161,9 +1168,9 @@ static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, s
             fk[r] = sq * ck;
         }
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 2, NR);
-        else if (kb == 3) trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 3, NR);
-        else trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 4, NR);
+        if (kb == 2) trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 2, ks, NR);
+        else if (kb == 3) trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 3, ks, NR);
+        else trq_scores(p, wst, q16, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 4, ks, NR);
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
             float sp;
@@ -1173,9 +1180,9 @@ static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, s
         for (size_t j = 0; j < ng; j++) {
             __m512i a[RBX];
             const uint8_t *g = rc->vt + j * gbytes;
-            if (vb == 2) trq_values(a, p16, g, j == ng - 1, 2, NR);
-            else if (vb == 3) trq_values(a, p16, g, j == ng - 1, 3, NR);
-            else trq_values(a, p16, g, j == ng - 1, 4, NR);
+            if (vb == 2) trq_values(a, p16, g, j == ng - 1, 2, vs, NR);
+            else if (vb == 3) trq_values(a, p16, g, j == ng - 1, 3, vs, NR);
+            else trq_values(a, p16, g, j == ng - 1, 4, vs, NR);
             const __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
             for (size_t r = 0; r < rb; r++) {
                 if (!nvis[r0 + r]) continue;
@@ -1189,14 +1196,13 @@ static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, s
     }
 }
 
-/* Rows by blocks of 4, 6 or 8 (ROWS_NR16); a record with another codebook (none today)
- * takes chunk_rec. */
+/* Rows by blocks of 4, 6 or 8 (ROWS_NR16); a record with a codebook outside the known
+ * tables (a test's) takes chunk_rec. */
 static void chunk_trellis_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                      const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     float s;
-    if (!rc->kt || rc->kcb != sjk_trellis_codebook(rc->kbits) || rc->vcb != sjk_trellis_codebook(rc->vbits) ||
-        !sjk_attn_trellis_c16(rc->kbits, &s) || !sjk_attn_trellis_c16(rc->vbits, &s)) {
+    if (!rc->kt || !sjk_attn_trellis_c16_of(rc->kcb, rc->kbits, &s) || !sjk_attn_trellis_c16_of(rc->vcb, rc->vbits, &s)) {
         chunk_rec_avx512(q, R, D, nvis, rc, m, l, acc, work);
         return;
     }

@@ -216,6 +216,9 @@ void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D);
 #define SJK_ATTN_TRQ_CMAX 2047
 #define SJK_ATTN_TRQ_SUM_MAX 1049088u
 const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale);
+/* The same for any known table cb (sjk_trellis_codebook_set: the committed and the
+ * real-data codebooks); NULL for another table or k. */
+const int16_t *sjk_attn_trellis_c16_of(const float *cb, unsigned k, float *scale);
 
 /* sjk_attn_q16_prep under a sum bound: the scale is the larger of max|x| / 32767 and
  * Σ|x| / (sum_max − sum_max / 64), and q16 = round-to-nearest-even(x · (1 / scale)),

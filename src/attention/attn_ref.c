@@ -324,28 +324,36 @@ static void chunk_rec_q16_ref(const float *q, size_t R, size_t D, const uint32_t
 
 /* ---- trellis records by int16 dot products (chunk_trellis_q16) ---------------------- */
 
-static int16_t g_trq_c16[3][64 << SJK_TRELLIS_MAX_BITS];
-static float g_trq_scale[3];
+static int16_t g_trq_c16[SJK_TRELLIS_CB_SETS][3][64 << SJK_TRELLIS_MAX_BITS];
+static float g_trq_scale[SJK_TRELLIS_CB_SETS][3];
 static pthread_once_t g_trq_once = PTHREAD_ONCE_INIT;
 
 static void trq_c16_build(void)
 {
-    for (unsigned k = 2; k <= 4; k++) {
-        const float *cb = sjk_trellis_codebook(k);
-        const size_t n = (size_t)64 << k;
-        float cmax = 0;
-        for (size_t w = 0; w < n; w++) cmax = fabsf(cb[w]) > cmax ? fabsf(cb[w]) : cmax;
-        for (size_t w = 0; w < n; w++) g_trq_c16[k - 2][w] = (int16_t)lrintf(cb[w] * ((float)SJK_ATTN_TRQ_CMAX / cmax));
-        g_trq_scale[k - 2] = cmax / (float)SJK_ATTN_TRQ_CMAX;
-    }
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_SETS; set++)
+        for (unsigned k = 2; k <= 4; k++) {
+            const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+            const size_t n = (size_t)64 << k;
+            float cmax = 0;
+            for (size_t w = 0; w < n; w++) cmax = fabsf(cb[w]) > cmax ? fabsf(cb[w]) : cmax;
+            for (size_t w = 0; w < n; w++)
+                g_trq_c16[set][k - 2][w] = (int16_t)lrintf(cb[w] * ((float)SJK_ATTN_TRQ_CMAX / cmax));
+            g_trq_scale[set][k - 2] = cmax / (float)SJK_ATTN_TRQ_CMAX;
+        }
+}
+
+const int16_t *sjk_attn_trellis_c16_of(const float *cb, unsigned k, float *scale)
+{
+    const int set = sjk_trellis_codebook_set(cb, k);
+    if (set < 0) return NULL;
+    pthread_once(&g_trq_once, trq_c16_build);
+    *scale = g_trq_scale[set][k - 2];
+    return g_trq_c16[set][k - 2];
 }
 
 const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale)
 {
-    if (k < 2 || k > 4) return NULL;
-    pthread_once(&g_trq_once, trq_c16_build);
-    *scale = g_trq_scale[k - 2];
-    return g_trq_c16[k - 2];
+    return k < 2 || k > 4 ? NULL : sjk_attn_trellis_c16_of(sjk_trellis_codebook(k), k, scale);
 }
 
 void sjk_attn_q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
@@ -386,8 +394,9 @@ static void chunk_trellis_q16_ref(const float *q, size_t R, size_t D, const uint
 {
     const size_t G = SJK_GROUP;
     float ck, cv;
-    const int16_t *k16 = sjk_attn_trellis_c16(rc->kbits, &ck), *v16 = sjk_attn_trellis_c16(rc->vbits, &cv);
-    if (!k16 || !v16 || rc->kcb != sjk_trellis_codebook(rc->kbits) || rc->vcb != sjk_trellis_codebook(rc->vbits)) {
+    const int16_t *k16 = sjk_attn_trellis_c16_of(rc->kcb, rc->kbits, &ck);
+    const int16_t *v16 = sjk_attn_trellis_c16_of(rc->vcb, rc->vbits, &cv);
+    if (!k16 || !v16) {
         chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
         return;
     }

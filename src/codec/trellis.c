@@ -324,13 +324,30 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
     }
 }
 
-/* Pair tables (trellis.h): for every window w and next symbol s', the two values. */
-static uint64_t g_pair2[1u << 10], g_pair3[1u << 12], g_pair4[1u << 14];
-static pthread_once_t g_pair_once[3] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
-
-static void pair_build(uint64_t *P, unsigned k)
+/* Pair tables (trellis.h): for every window w and next symbol s', the two values; one
+ * per known table (set 0: the committed C_k, 1: the real-data K table, 2: the V table). */
+static const float *set_table(unsigned set, unsigned k)
 {
-    const float *cb = sjk_trellis_codebook(k);
+    return set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+}
+
+int sjk_trellis_codebook_set(const float *cb, unsigned k)
+{
+    if (!cb || k < 2 || k > 4) return -1;
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_SETS; set++)
+        if (cb == set_table(set, k)) return (int)set;
+    return -1;
+}
+
+static uint64_t g_pair2[SJK_TRELLIS_CB_SETS][1u << 10], g_pair3[SJK_TRELLIS_CB_SETS][1u << 12],
+    g_pair4[SJK_TRELLIS_CB_SETS][1u << 14];
+static pthread_once_t g_pair_once[SJK_TRELLIS_CB_SETS][3] = {
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT}};
+
+static void pair_build(uint64_t *P, const float *cb, unsigned k)
+{
     const unsigned L = SJK_TRELLIS_STATE_BITS + k;
     for (unsigned w = 0; w < (1u << L); w++)
         for (unsigned s1 = 0; s1 < (1u << k); s1++) {
@@ -342,17 +359,35 @@ static void pair_build(uint64_t *P, unsigned k)
         }
 }
 
-static void pair_init2(void) { pair_build(g_pair2, 2); }
-static void pair_init3(void) { pair_build(g_pair3, 3); }
-static void pair_init4(void) { pair_build(g_pair4, 4); }
+static uint64_t *pair_of(unsigned set, unsigned k)
+{
+    return k == 2 ? g_pair2[set] : k == 3 ? g_pair3[set] : g_pair4[set];
+}
+
+/* pthread_once takes no argument: one function per (set, k). */
+#define PAIR_INIT(S, K) \
+    static void pair_init_##S##_##K(void) { pair_build(pair_of(S, K), set_table(S, K), K); }
+PAIR_INIT(0, 2) PAIR_INIT(0, 3) PAIR_INIT(0, 4)
+PAIR_INIT(1, 2) PAIR_INIT(1, 3) PAIR_INIT(1, 4)
+PAIR_INIT(2, 2) PAIR_INIT(2, 3) PAIR_INIT(2, 4)
+#undef PAIR_INIT
 
 /* Each table is built on its first use (the 128 KiB of k = 4 only by a caller that asks). */
+const uint64_t *sjk_trellis_pair_table_of(const float *cb, unsigned k)
+{
+    static void (*const init[SJK_TRELLIS_CB_SETS][3])(void) = {
+        {pair_init_0_2, pair_init_0_3, pair_init_0_4},
+        {pair_init_1_2, pair_init_1_3, pair_init_1_4},
+        {pair_init_2_2, pair_init_2_3, pair_init_2_4}};
+    const int set = sjk_trellis_codebook_set(cb, k);
+    if (set < 0) return NULL;
+    pthread_once(&g_pair_once[set][k - 2], init[set][k - 2]);
+    return pair_of((unsigned)set, k);
+}
+
 const uint64_t *sjk_trellis_pair_table(unsigned k)
 {
-    if (k < 2 || k > 4) return NULL;
-    static void (*const init[3])(void) = {pair_init2, pair_init3, pair_init4};
-    pthread_once(&g_pair_once[k - 2], init[k - 2]);
-    return k == 2 ? g_pair2 : k == 3 ? g_pair3 : g_pair4;
+    return k < 2 || k > 4 ? NULL : sjk_trellis_pair_table_of(sjk_trellis_codebook(k), k);
 }
 
 /* ---- the tile layer ---------------------------------------------------------------- */

@@ -111,6 +111,15 @@ void sjk_trellis_windows(uint16_t *w, const uint8_t *group, unsigned lane, size_
  * afterwards); NULL for another k. */
 const uint64_t *sjk_trellis_pair_table(unsigned k);
 
+/* Which known table cb is: 0 the committed C_k, 1 the real-data K table, 2 the real-data V
+ * table of k bits (sjk_trellis_codebook_real); -1 for any other (a test's own table). The
+ * attention readers keep derived tables (pair tables, int16 codebooks) for the known
+ * ones; another table takes their plain paths. */
+#define SJK_TRELLIS_CB_SETS 3
+int sjk_trellis_codebook_set(const float *cb, unsigned k);
+/* The pair table (as sjk_trellis_pair_table) of a known table cb; NULL for another. */
+const uint64_t *sjk_trellis_pair_table_of(const float *cb, unsigned k);
+
 /* ---- the tile layer (what a record body calls) ---------------------------------- */
 
 /* How a trellis body codes one tile.
