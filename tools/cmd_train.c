@@ -15,7 +15,10 @@
  * capture files (or --eval-tensor's) with the committed
  * and the trained table through the whole tile layer (normalise, search, least-squares
  * refit) and prints each one's SNR on those tiles and the gain in dB. --out is then
- * optional (a trained-on-tiles table is a measurement, not the format's table). */
+ * optional (a trained-on-tiles table is a measurement, not the format's table).
+ * `--table real --tensor k|v|k,v --eval FILE[,...]` trains nothing: it compares the
+ * committed real-data tables (sjk_trellis_codebook_real, the `tr` body's) with the
+ * committed Gaussian ones on the tiles. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +56,8 @@ static void usage(FILE *f)
                "                              [--data gaussian] [--T 128] --out FILE\n"
                "       sjkvarn train-codebook --bits K[,K...] --iters N --samples M\n"
                "                              --data tiles:FILE[,FILE...] --tensor k|v|kv|k,v [--init committed]\n"
-               "                              [--eval FILE[,FILE...] [--eval-tensor k|v|kv]] [--out FILE]\n");
+               "                              [--eval FILE[,FILE...] [--eval-tensor k|v|kv]] [--out FILE]\n"
+               "       sjkvarn train-codebook --bits K[,K...] --table real --tensor k|v|k,v --eval FILE[,FILE...]\n");
 }
 
 /* How many whole tiles of s fit in max_values values (at least one, at most all). */
@@ -158,6 +162,7 @@ typedef struct train_opts {
     const char *tiles;       /* training capture files, or NULL: Gaussian data */
     const char *eval, *eval_tensor;
     int init_committed;
+    int table_real;          /* --table real: no training, the committed real-data tables */
     uint64_t seed, iters, samples, T;
 } train_opts;
 
@@ -209,6 +214,10 @@ static int train_tensor(const train_opts *o, const char *tensor, const unsigned 
         unsigned k = ks[i];
         size_t n = SJK_TRELLIS_CB_SIZE(k);
         if (!(cb[i] = malloc(n * sizeof(float)))) goto done;
+        if (o->table_real) {
+            memcpy(cb[i], sjk_trellis_codebook_real(k, rows == SJK_TRELLIS_ROWS_TOKENS), n * sizeof(float));
+            continue;
+        }
         sjk_trellis_train_params p = {k, o->seed, (unsigned)o->iters, (size_t)o->samples, T,
                                       o->tiles ? SJK_TRELLIS_DATA_GIVEN : SJK_TRELLIS_DATA_GAUSSIAN,
                                       u, n_seq, o->init_committed ? sjk_trellis_codebook(k) : NULL};
@@ -219,7 +228,6 @@ static int train_tensor(const train_opts *o, const char *tensor, const unsigned 
         }
     }
     if (o->eval) {
-        printf("file,tensor,bits,tiles,snr_committed_db,snr_trained_db,gain_db\n");
         char *save = NULL, *name = strtok_r(test_names, ",", &save);
         for (int f = 0; f < n_test; f++, name = strtok_r(NULL, ",", &save))
             for (int i = 0; i < nk; i++) {
@@ -245,7 +253,7 @@ done:
 int sjk_cmd_train(int argc, char **argv)
 {
     const char *bits = NULL, *out = NULL, *data = "gaussian", *tensor = NULL, *init = NULL, *eval = NULL;
-    const char *eval_tensor = NULL;
+    const char *eval_tensor = NULL, *table = NULL;
     uint64_t seed = 1, iters = 40, samples = 1u << 20, T = 128;
     const char *P = "train-codebook";
     for (int i = 1; i < argc; i += 2) { /* --option value pairs */
@@ -260,6 +268,7 @@ int sjk_cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--init")) init = v;
         else if (!strcmp(a, "--eval")) eval = v;
         else if (!strcmp(a, "--eval-tensor")) eval_tensor = v;
+        else if (!strcmp(a, "--table")) table = v;
         else if (!strcmp(a, "--seed")) ok = sjk_cli_flag_u64(P, a, v, 0, UINT64_MAX, &seed);
         else if (!strcmp(a, "--iters")) ok = sjk_cli_flag_u64(P, a, v, 1, 99999, &iters);
         else if (!strcmp(a, "--samples")) ok = sjk_cli_flag_u64(P, a, v, 1, (uint64_t)1 << 34, &samples);
@@ -306,12 +315,18 @@ int sjk_cmd_train(int argc, char **argv)
     int rc = 1;
     /* --tensor k,v: one set of tables per tensor (the K tables, then the V tables) */
     const int two = tensor && !strcmp(tensor, "k,v");
-    if (two && (eval_tensor || !out)) {
-        fprintf(stderr, "train-codebook: --tensor k,v writes the K and V tables (--out), without --eval-tensor\n");
+    if (two && (eval_tensor || (!out && !table))) {
+        fprintf(stderr, "train-codebook: --tensor k,v trains the K and V tables (--out), without --eval-tensor\n");
         return 2;
     }
     job.n_tensors = two ? 2 : 1;
-    train_opts o = {P, tiles ? data + 6 : NULL, eval, eval_tensor, init != NULL, seed, iters, samples, T};
+    if (table && (strcmp(table, "real") || tiles || init || !eval || !tensor || !strcmp(tensor, "kv") || eval_tensor)) {
+        fprintf(stderr, "train-codebook: --table real compares the committed real-data K (--tensor k) or V (v, or\n"
+                        "  k,v for both) tables on --eval tiles, without --data, --init or --eval-tensor\n");
+        return 2;
+    }
+    train_opts o = {P, tiles ? data + 6 : NULL, eval, eval_tensor, init != NULL, table != NULL, seed, iters, samples, T};
+    if (eval) printf("file,tensor,bits,tiles,snr_committed_db,snr_trained_db,gain_db\n");
     for (int ti = 0; ti < job.n_tensors; ti++)
         if (!train_tensor(&o, two ? (ti ? "v" : "k") : tensor, ks, nk, job.cb[ti])) goto done;
     if (out) {
