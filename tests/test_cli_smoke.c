@@ -135,6 +135,10 @@ static const smoke_row rows[] = {
     {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 1024 -t 2"
                               " --kv sj:4/4t:tail_min=256:tail_max=512 --out $T/smol.tiles", 0,
      "err:K and;err:wrote;file:$T/smol.tiles"},
+    /* the same texts give the same file, whatever threads sealed the records */
+    {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 1024 -t 2"
+                              " --kv sj:4/4t:tail_min=256:tail_max=512 --out $T/smol2.tiles && cmp $T/smol.tiles"
+                              " $T/smol2.tiles", 0, "err:wrote"},
     {NEED_SMOL | NEED_CORPUS, "$CLI train-codebook --bits 2,3 --iters 2 --samples 65536 --data tiles:$T/smol.tiles"
                               " --tensor k,v --init committed --out $T/cbr.c", 0, "err:iter;file:$T/cbr.c"},
     {NEED_SMOL | NEED_CORPUS, "grep -q 'sjk_trellis_codebook_real(unsigned k, int is_v)' $T/cbr.c", 0, ""},

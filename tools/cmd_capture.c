@@ -8,7 +8,8 @@
  *
  * Each text is prefilled into a fresh session (its first CTX tokens); the tiles are the
  * records sealed on the way (the sink and the unsealed ring are not tiles). The file is
- * written once, atomically, after the last text. */
+ * written once, atomically, after the last text, its tiles in a canonical order
+ * (sjk_tile_set_sort): the same build, texts and options give the same bytes. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,10 @@ int sjk_cmd_capture(int argc, char **argv)
     if (c.nk == 0 || c.nv == 0) {
         fprintf(stderr, "%s: --kv %s coded %zu K and %zu V trellis tiles: it needs a trellis body (e.g. sj:4/4t) "
                 "and texts longer than its sink and ring\n", P, kv, c.nk, c.nv);
+        goto done;
+    }
+    if (!sjk_tile_set_sort(&c.set)) {
+        fprintf(stderr, "%s: out of memory sorting the tiles\n", P);
         goto done;
     }
     sjk_cli_out o = {out, sjk_tile_set_write, &c.set};

@@ -39,6 +39,46 @@ void sjk_tile_set_free(sjk_tile_set *s)
     memset(s, 0, sizeof *s);
 }
 
+static const sjk_tile_set *g_sort_set; /* qsort has no context argument */
+
+static int tile_cmp(const void *a, const void *b)
+{
+    const size_t i = *(const size_t *)a, j = *(const size_t *)b, m = (size_t)g_sort_set->D * g_sort_set->G;
+    if (g_sort_set->rows[i] != g_sort_set->rows[j]) return g_sort_set->rows[i] < g_sort_set->rows[j] ? -1 : 1;
+    int c = memcmp(g_sort_set->y + i * m, g_sort_set->y + j * m, m * sizeof(float));
+    return c ? c : (i < j ? -1 : i > j);
+}
+
+int sjk_tile_set_sort(sjk_tile_set *s)
+{
+    if (s->n < 2) return 1;
+    const size_t m = (size_t)s->D * s->G;
+    size_t *idx = malloc(s->n * sizeof *idx);
+    float *y = malloc(s->n * m * sizeof *y);
+    uint8_t *rows = malloc(s->n);
+    if (!idx || !y || !rows) {
+        free(idx);
+        free(y);
+        free(rows);
+        return 0;
+    }
+    for (size_t i = 0; i < s->n; i++) idx[i] = i;
+    g_sort_set = s;
+    qsort(idx, s->n, sizeof *idx, tile_cmp);
+    g_sort_set = NULL;
+    for (size_t i = 0; i < s->n; i++) {
+        memcpy(y + i * m, s->y + idx[i] * m, m * sizeof *y);
+        rows[i] = s->rows[idx[i]];
+    }
+    free(s->y);
+    free(s->rows);
+    free(idx);
+    s->y = y;
+    s->rows = rows;
+    s->cap = s->n;
+    return 1;
+}
+
 /* Header of each tile: D, G (u32 LE), rows (u8), three zero bytes. */
 int sjk_tile_set_write(void *set, FILE *f)
 {

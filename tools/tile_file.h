@@ -29,6 +29,13 @@ typedef struct sjk_tile_set {
 int sjk_tile_set_add(sjk_tile_set *s, uint32_t D, uint32_t G, unsigned rows, const float *y);
 void sjk_tile_set_free(sjk_tile_set *s);
 
+/* Puts the tiles in a canonical order: K tiles first, then by their bytes. The cache seals
+ * records on several threads, so the order in which an observer sees them varies from
+ * run to run while the tiles themselves do not; sorted, the same texts give the same file
+ * (and training, which samples tiles evenly through a set, the same tables). 0 on
+ * allocation failure. */
+int sjk_tile_set_sort(sjk_tile_set *s);
+
 /* Writes the whole set (the sjk_cli_out callback shape): 0 on success. */
 int sjk_tile_set_write(void *set, FILE *f);
 
