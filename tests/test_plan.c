@@ -461,6 +461,8 @@ TEST(test_plan_estimate_equals_allocation)
 #define T44 "sj:4/4t:tail_min=256:tail_max=512"
 #define T43 "sj:4/3t:tail_min=256:tail_max=512"
 #define T32 "sj:3/2t:tail_min=128:tail_max=256"
+#define T43R "sj:4/3tr:tail_min=256:tail_max=512"
+#define T32R "sj:3/2tr:tail_min=128:tail_max=256"
 
 static const char g_floor_csv[] =
     "# test table\n"
@@ -486,9 +488,16 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     CHECKF(sjkh_quality_floor_parse(g_floor_csv, strlen(g_floor_csv), &f, err, sizeof err) == SJK_OK, "%s", err);
     sjkh_plan_params p = sjkh_plan_params_default();
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
-    size_t n;
-    const char *const *ladder = sjkh_plan_ladder(&n);
-    CHECK(n == 8 && !strcmp(ladder[0], "f16") && !strcmp(ladder[7], T32));
+    size_t n_all;
+    const char *const *all = sjkh_plan_ladder(&n_all);
+    CHECK(n_all == 11 && !strcmp(all[0], "f16") && !strcmp(all[9], T32) && !strcmp(all[10], T32R));
+    /* the rungs of distinct sizes: a `tr` twin has its `t` rung's bytes and, unmeasured in
+     * this table, is never taken (test_auto_tier_takes_the_better_twin covers it) */
+    const char *ladder[8];
+    size_t n = 0;
+    for (size_t i = 0; i < n_all; i++)
+        if (!strstr(all[i], "tr:")) ladder[n++] = all[i];
+    CHECK(n == 8 && !strcmp(ladder[7], T32));
     size_t need[8];
     for (size_t i = 0; i < n; i++) {
         sjkh_plan_size s;
@@ -496,6 +505,13 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
         need[i] = s.total_nbytes;
         if (i) CHECK(need[i] < need[i - 1]);
     }
+    for (size_t i = 0; i + 1 < n_all; i++)
+        if (strstr(all[i + 1], "tr:")) {
+            sjkh_plan_size a, b;
+            CHECK(sjkh_plan_estimate(&m, all[i], &p, &a, NULL, 0) == SJK_OK);
+            CHECK(sjkh_plan_estimate(&m, all[i + 1], &p, &b, NULL, 0) == SJK_OK);
+            CHECK(a.total_nbytes == b.total_nbytes);
+        }
     sjkh_tier_request r = {"auto", 0, f, "qwen14b", 0.02};
     sjkh_tier_choice c;
     for (size_t i = 0; i < n; i++) {
@@ -539,6 +555,37 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     sjkh_quality_floor_free(f);
 }
 
+/* A trellis rung and its real-data twin (`tr`) have the same bytes: the one that one study
+ * measured lower is taken; measured in different studies they are not compared, and the
+ * `t` rung, first in the ladder, is taken. */
+TEST(test_auto_tier_takes_the_better_twin)
+{
+    static sjkh_plan_model m;
+    CHECK(qwen14b_1m(&m) == SJK_OK);
+    sjkh_plan_params p = sjkh_plan_params_default();
+    p.n_ctx = 1u << 20;
+    sjkh_plan_size s43;
+    CHECK(sjkh_plan_estimate(&m, T43, &p, &s43, NULL, 0) == SJK_OK);
+    const struct { const char *t_src, *tr_src; double t_kl, tr_kl; const char *want; } cases[] = {
+        {"study A: x", "study A: x", 0.016, 0.013, T43R}, /* the twin is better: t is dominated */
+        {"study A: x", "study A: x", 0.013, 0.016, T43},  /* the twin is worse */
+        {"study A: x", "study B: y", 0.016, 0.013, T43},  /* other studies: not compared */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char csv[1024];
+        snprintf(csv, sizeof csv, "model,config,mean_kl,source\n*,%s,%g,%s\n*,%s,%g,%s\n", T43, cases[i].t_kl,
+                 cases[i].t_src, T43R, cases[i].tr_kl, cases[i].tr_src);
+        sjkh_quality_floor *f = NULL;
+        char err[256] = "";
+        CHECKF(sjkh_quality_floor_parse(csv, strlen(csv), &f, err, sizeof err) == SJK_OK, "%s", err);
+        sjkh_tier_request r = {"auto", s43.total_nbytes, f, "qwen14b", 0.02};
+        sjkh_tier_choice c;
+        CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+        CHECKF(!strcmp(c.kv, cases[i].want), "case %zu: chose %s, want %s (%s)", i, c.kv, cases[i].want, c.reason);
+        sjkh_quality_floor_free(f);
+    }
+}
+
 TEST(test_auto_tier_respects_floor_and_overrides)
 {
     static sjkh_plan_model m;
@@ -565,7 +612,8 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv " T43), "%s",
            c.reason);
-    CHECK(c.rungs[6].verdict == SJKH_RUNG_UNMEASURED && c.rungs[7].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.n_rungs == 11 && !strcmp(c.rungs[7].kv, T43) && !strcmp(c.rungs[9].kv, T32));
+    CHECK(c.rungs[7].verdict == SJKH_RUNG_UNMEASURED && c.rungs[9].verdict == SJKH_RUNG_BELOW_FLOOR);
     CHECK(c.rungs[4].verdict == SJKH_RUNG_TOO_BIG && c.rungs[4].mean_kl == 0.011); /* "*" row */
     CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.012);
     /* lifting the floor allows them */
@@ -993,6 +1041,7 @@ int main(void)
     RUN(test_plan_bad_metadata_is_refused);
     RUN(test_plan_estimate_equals_allocation);
     RUN(test_auto_tier_walks_the_ladder_as_budget_tightens);
+    RUN(test_auto_tier_takes_the_better_twin);
     RUN(test_auto_tier_skips_dominated_rungs);
     RUN(test_auto_tier_respects_floor_and_overrides);
     RUN(test_auto_tier_hybrid_stays_f16);

@@ -206,14 +206,14 @@ typedef struct sjkh_tier_choice {
     int explicit_kv;           /* 1: the request named it */
     int fits;                  /* 1: the whole cache is resident within the budget */
     sjkh_plan_size size;       /* of the chosen configuration */
-    char reason[1024];         /* one line: what was chosen and why, or what would fit */
+    char reason[2048];         /* one line: what was chosen and why, or what would fit */
     size_t n_rungs;            /* the ladder as evaluated */
     struct {
         const char *kv;
         sjkh_rung_verdict verdict;
         size_t nbytes;         /* total at the requested context (0 if unsupported) */
         double mean_kl;        /* < 0: unmeasured */
-    } rungs[8];
+    } rungs[16];
 } sjkh_tier_choice;
 
 /* Chooses the configuration for sessions p of model m under r (see the top of this

@@ -33,15 +33,22 @@
  *     smaller than the last and far below the comparators near its size; they replace the
  *     default-ring sj:3/3t and sj:3/2t, which are larger than sj:4/3t and worse.
  * Trellis readers are slower than the scalar ones (docs/BENCHMARKS.md): the walk
- * reaches them only when the scalar rungs do not fit. */
+ * reaches them only when the scalar rungs do not fit.
+ *   - each trellis rung has a twin with the codebooks trained on real K/V (`tr`: the same
+ *     bytes and readers, docs/RESULTS.md "Real-data codebooks"). Where one study measured
+ *     both, the one with the lower KL dominates the other (pass 2); where only the `t`
+ *     rung is measured, the `tr` twin is not allowed and the `t` rung is taken. */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
                                        "q8_0/q4_0",
                                        "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
                                        "sj:4/4",
                                        "sj:4/4t:tail_min=256:tail_max=512",
+                                       "sj:4/4tr:tail_min=256:tail_max=512",
                                        "sj:4/3t:tail_min=256:tail_max=512",
-                                       "sj:3/2t:tail_min=128:tail_max=256"};
+                                       "sj:4/3tr:tail_min=256:tail_max=512",
+                                       "sj:3/2t:tail_min=128:tail_max=256",
+                                       "sj:3/2tr:tail_min=128:tail_max=256"};
 
 const char *const *sjkh_plan_ladder(size_t *n)
 {
@@ -286,7 +293,7 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     size_t n_ladder;
     const char *const *ladder = sjkh_plan_ladder(&n_ladder);
     int chosen = -1, cheapest_allowed = -1, cheapest_fitting_disallowed = -1;
-    char why[768] = "";
+    char why[1536] = "";
     char uerrs[PLAN_ARRAY_LEN(out->rungs)][256];
     const char *srcs[PLAN_ARRAY_LEN(out->rungs)] = {0}; /* the floor row's source, if measured */
     /* pass 1: every rung's size and verdict */
