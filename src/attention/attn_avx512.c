@@ -943,7 +943,7 @@ static void trq_build(void)
     for (unsigned set = 0; set < SJK_TRELLIS_CB_SETS; set++)
         for (unsigned k = 2; k <= 4; k++) {
             float sc;
-            const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+            const float *cb = sjk_trellis_codebook_of_set(set, k);
             const int16_t *c16 = sjk_attn_trellis_c16_of(cb, k, &sc);
             for (size_t w = 0; w < ((size_t)64 << k); w++) {
                 g_trq.lo[set][k - 2][w] = (uint8_t)((uint16_t)c16[w] & 0xFF);

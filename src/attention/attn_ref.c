@@ -332,7 +332,7 @@ static void trq_c16_build(void)
 {
     for (unsigned set = 0; set < SJK_TRELLIS_CB_SETS; set++)
         for (unsigned k = 2; k <= 4; k++) {
-            const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+            const float *cb = sjk_trellis_codebook_of_set(set, k);
             const size_t n = (size_t)64 << k;
             float cmax = 0;
             for (size_t w = 0; w < n; w++) cmax = fabsf(cb[w]) > cmax ? fabsf(cb[w]) : cmax;

@@ -326,16 +326,16 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
 
 /* Pair tables (trellis.h): for every window w and next symbol s', the two values; one
  * per known table (set 0: the committed C_k, 1: the real-data K table, 2: the V table). */
-static const float *set_table(unsigned set, unsigned k)
+const float *sjk_trellis_codebook_of_set(unsigned set, unsigned k)
 {
-    return set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+    return set == 0 ? sjk_trellis_codebook(k) : set < SJK_TRELLIS_CB_SETS ? sjk_trellis_codebook_real(k, set == 2) : NULL;
 }
 
 int sjk_trellis_codebook_set(const float *cb, unsigned k)
 {
     if (!cb || k < 2 || k > 4) return -1;
     for (unsigned set = 0; set < SJK_TRELLIS_CB_SETS; set++)
-        if (cb == set_table(set, k)) return (int)set;
+        if (cb == sjk_trellis_codebook_of_set(set, k)) return (int)set;
     return -1;
 }
 
@@ -366,7 +366,7 @@ static uint64_t *pair_of(unsigned set, unsigned k)
 
 /* pthread_once takes no argument: one function per (set, k). */
 #define PAIR_INIT(S, K) \
-    static void pair_init_##S##_##K(void) { pair_build(pair_of(S, K), set_table(S, K), K); }
+    static void pair_init_##S##_##K(void) { pair_build(pair_of(S, K), sjk_trellis_codebook_of_set(S, K), K); }
 PAIR_INIT(0, 2) PAIR_INIT(0, 3) PAIR_INIT(0, 4)
 PAIR_INIT(1, 2) PAIR_INIT(1, 3) PAIR_INIT(1, 4)
 PAIR_INIT(2, 2) PAIR_INIT(2, 3) PAIR_INIT(2, 4)

@@ -117,6 +117,8 @@ const uint64_t *sjk_trellis_pair_table(unsigned k);
  * ones; another table takes their plain paths. */
 #define SJK_TRELLIS_CB_SETS 3
 int sjk_trellis_codebook_set(const float *cb, unsigned k);
+/* The inverse: the table of set 0..SJK_TRELLIS_CB_SETS-1 for k bits (NULL otherwise). */
+const float *sjk_trellis_codebook_of_set(unsigned set, unsigned k);
 /* The pair table (as sjk_trellis_pair_table) of a known table cb; NULL for another. */
 const uint64_t *sjk_trellis_pair_table_of(const float *cb, unsigned k);
 
