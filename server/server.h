@@ -203,7 +203,7 @@ typedef struct srv {
     sjkh_tokenizer *tok;
     const sjkh_model_info *info;
     char kv[64];
-    char kv_reason[2300];
+    char kv_reason[3300];
     size_t kv_planned_nbytes;     /* the plan's total for every session (0: not planned) */
     size_t kv_allocated_nbytes;   /* measured: the sessions' caches as created */
     srv_slot *slots;              /* [o.parallel] */

@@ -139,7 +139,7 @@ static const char k_header[] =
     "# reference, always is).\n"
     "model,config,mean_kl,source\n";
 
-#define FLOOR_MAX_STUDIES 4 /* per model */
+#define FLOOR_MAX_STUDIES 8 /* per model */
 
 /* The studies of one MODEL=A.csv[,B.csv...] argument, read into s[]; 0 on any error. */
 static int read_studies(const char *arg, study *s, size_t *n)

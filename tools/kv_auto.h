@@ -53,7 +53,7 @@ int sjk_kv_auto_resolve(const sjk_kv_auto_opts *o, const char *prog, const char 
  * a budget). An explicit --kv that does not fit still returns 1 with fits = 0. */
 typedef struct sjk_kv_auto_result {
     char kv[64];
-    char reason[2300];
+    char reason[3300];
     size_t planned_nbytes;
     int fits;
 } sjk_kv_auto_result;

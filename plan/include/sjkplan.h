@@ -17,8 +17,9 @@
  *
  *  2. The automatic tier. Given a context, a budget and a quality-floor table (mean KL
  *     per model and configuration, measured by `sjkvarn eval`), walk the ladder
- *     f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 -> sj:4/4 -> sj:4/4t -> sj:4/3t -> sj:3/2t
- *     (the sj rungs after sj:4/4 with short rings: sjkh_plan_ladder) and take the first
+ *     f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 -> sj:4/4 -> sj:4/4 (q8_0 tail) -> sj:4/4t
+ *     -> sj:4/3t (q8_0 tail) -> sj:4/3t -> sj:3/2t (the sj rungs after sj:4/4 with short
+ *     rings or tails, and real-data twins: sjkh_plan_ladder) and take the first
  *     rung that keeps the whole cache resident and is allowed by the floor. The format
  *     of the table and the rule for rungs without a measurement are in docs/PLAN.md.
  *
@@ -206,7 +207,7 @@ typedef struct sjkh_tier_choice {
     int explicit_kv;           /* 1: the request named it */
     int fits;                  /* 1: the whole cache is resident within the budget */
     sjkh_plan_size size;       /* of the chosen configuration */
-    char reason[2048];         /* one line: what was chosen and why, or what would fit */
+    char reason[3072];         /* one line: what was chosen and why, or what would fit */
     size_t n_rungs;            /* the ladder as evaluated */
     struct {
         const char *kv;

@@ -37,14 +37,21 @@
  *   - each trellis rung has a twin with the codebooks trained on real K/V (`tr`: the same
  *     bytes and readers, docs/RESULTS.md "Real-data codebooks"). Where one study measured
  *     both, the one with the lower KL dominates the other (pass 2); where only the `t`
- *     rung is measured, the `tr` twin is not allowed and the `t` rung is taken. */
+ *     rung is measured, the `tr` twin is not allowed and the `t` rung is taken.
+ *   - a 1,024-position q8_0 tail (`tail=1024:stage=q8_0`) instead of the short 6-bit ring:
+ *     every sealed row passes through the ring, and an 8-bit ring gives the 4/4 scalar
+ *     body the KL of the 4/4 trellis with the 6-bit ring at its reader's speed, and the
+ *     4/3 trellis a lower KL than the 4/4 one's (docs/RESULTS.md, "kvarn's fp16 tail at
+ *     16K"). At 16K on Gemma 3 each lies between the rungs around it in size. */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
                                        "q8_0/q4_0",
                                        "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
                                        "sj:4/4",
+                                       "sj:4/4:tail=1024:stage=q8_0",
                                        "sj:4/4t:tail_min=256:tail_max=512",
                                        "sj:4/4tr:tail_min=256:tail_max=512",
+                                       "sj:4/3t:tail=1024:stage=q8_0",
                                        "sj:4/3t:tail_min=256:tail_max=512",
                                        "sj:4/3tr:tail_min=256:tail_max=512",
                                        "sj:3/2t:tail_min=128:tail_max=256",
