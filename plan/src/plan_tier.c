@@ -40,9 +40,10 @@
  *     rung is measured, the `tr` twin is not allowed and the `t` rung is taken.
  *   - a 1,024-position q8_0 tail (`tail=1024:stage=q8_0`) instead of the short 6-bit ring:
  *     every sealed row passes through the ring, and an 8-bit ring gives the 4/4 scalar
- *     body the KL of the 4/4 trellis with the 6-bit ring at its reader's speed, and the
- *     4/3 trellis a lower KL than the 4/4 one's (docs/RESULTS.md, "kvarn's fp16 tail at
- *     16K"). At 16K on Gemma 3 each lies between the rungs around it in size. */
+ *     body about the KL of the 4/4 trellis with the 6-bit ring, at the scalar reader's
+ *     speed, and the 4/3 trellis a lower KL than that 4/4 trellis (docs/RESULTS.md,
+ *     "kvarn's fp16 tail at 16K"). At 16K on Gemma 3 each lies between the rungs around
+ *     it in size. */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
                                        "q8_0/q4_0",
