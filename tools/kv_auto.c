@@ -12,7 +12,8 @@
 
 const char sjk_kv_auto_usage[] =
     "      --kv auto          choose the cache tier: the least compression of f16, q8_0/q8_0,\n"
-    "                         q8_0/q4_0, sj:6/4, sj:4/4, sj:4/4t, sj:4/3t, sj:3/2t (each trellis\n"
+    "                         q8_0/q4_0, sj:6/4, sj:4/4, sj:4/4 and sj:4/4t with short tails,\n"
+    "                         sj:4/3t, sj:3/2t (a 1,024 q8_0 tail or a short ring; each trellis\n"
     "                         rung or its real-data twin tr, whichever measured lower; `plan`\n"
     "                         lists them in full) that fits --mem-budget and is allowed by the\n"
     "                         quality floor (docs/PLAN.md)\n"
