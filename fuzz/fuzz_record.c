@@ -21,7 +21,7 @@ int FUZZ_NAME(const uint8_t *data, size_t size)
     static const uint32_t dims[4] = {64, 128, 256, 512};
     sjk_record_params p = sjk_record_params_default();
     p.head_dim = dims[data[0] & 3];
-    p.body = (uint8_t)((data[0] >> 2) % 3);
+    p.body = (uint8_t)((data[0] >> 2) % 6); /* every sjk_body (4, 5: record format v4) */
     p.bits_k = (uint8_t)(2 + data[1] % 7); /* 2..8 (record format v2) */
     p.bits_v = (uint8_t)(2 + data[2] % 7);
     if (sjk_record_params_validate(&p, NULL) != SJK_OK) return 0;

@@ -226,9 +226,13 @@ typedef enum sjk_body {
                               along the token axis (128 tokens of one channel) */
     SJK_BODY_TRELLIS_CHANNEL, /* the same trellis with sequences along the channel axis (D
                               channels of one token; the SJ-KVaRN note's earlier default) */
-    SJK_BODY_TRELLIS_REAL  /* the token-axis trellis with codebooks trained on the balanced
+    SJK_BODY_TRELLIS_REAL, /* the token-axis trellis with codebooks trained on the balanced
                               K and V of real models, one set for K and one for V (record
                               format 3; docs/FORMAT.md) */
+    SJK_BODY_TRELLIS_I8,   /* SJK_BODY_TRELLIS with its codebooks on an int8 grid: every
+                              entry a multiple of the table's step max|C| / 127 (record
+                              format 4; the `t` suffix since then; docs/FORMAT.md) */
+    SJK_BODY_TRELLIS_REAL_I8 /* SJK_BODY_TRELLIS_REAL on the int8 grid (format 4; `tr`) */
 } sjk_body;
 
 typedef struct sjk_record_params {

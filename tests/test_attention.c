@@ -567,21 +567,23 @@ TEST(test_config_strings_parse)
     }
     CHECK(sjk_cache_config_parse("sj:3/3t:edge=4/4", 6, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].bits_k == 4 && c[0].body == SJK_BODY_SCALAR && c[5].bits_k == 4 && c[1].bits_k == 3 &&
-          c[1].body == SJK_BODY_TRELLIS && c[4].body == SJK_BODY_TRELLIS);
+          c[1].body == SJK_BODY_TRELLIS_I8 && c[4].body == SJK_BODY_TRELLIS_I8);
     /* Default bodies (docs/DESIGN.md §2.4): trellis at 3/3, 3/2, 2/2; scalar at 4/4; "s" / "t" force. */
     const struct { const char *s; uint8_t body; const char *canon; } bodies[] = {
-        {"sj:3/3", SJK_BODY_TRELLIS, "sj:3/3t"}, {"sj:3/2", SJK_BODY_TRELLIS, "sj:3/2t"},
-        {"sj:2/2", SJK_BODY_TRELLIS, "sj:2/2t"}, {"sj:4/4", SJK_BODY_SCALAR, "sj:4/4"},
+        {"sj:3/3", SJK_BODY_TRELLIS_I8, "sj:3/3t"}, {"sj:3/2", SJK_BODY_TRELLIS_I8, "sj:3/2t"},
+        {"sj:2/2", SJK_BODY_TRELLIS_I8, "sj:2/2t"}, {"sj:4/4", SJK_BODY_SCALAR, "sj:4/4"},
         {"sj", SJK_BODY_SCALAR, "sj:4/4"}, {"sj:3/3s", SJK_BODY_SCALAR, "sj:3/3s"},
-        {"sj:4/4t", SJK_BODY_TRELLIS, "sj:4/4t"}, {"sj:4/4s", SJK_BODY_SCALAR, "sj:4/4"},
+        {"sj:4/4t", SJK_BODY_TRELLIS_I8, "sj:4/4t"}, {"sj:4/4s", SJK_BODY_SCALAR, "sj:4/4"},
         {"kvarn:3/2", SJK_BODY_SCALAR, "kvarn:3/2"}, {"sj:3/2tc", SJK_BODY_TRELLIS_CHANNEL, "sj:3/2tc"},
         /* a tile above 4 bits is scalar; the body follows the tiles of 2..4 bits */
         {"sj:8/4", SJK_BODY_SCALAR, "sj:8/4"}, {"sj:8/8", SJK_BODY_SCALAR, "sj:8/8"},
-        {"sj:5/4s", SJK_BODY_SCALAR, "sj:5/4"}, {"sj:8/3", SJK_BODY_TRELLIS, "sj:8/3t"},
+        {"sj:5/4s", SJK_BODY_SCALAR, "sj:5/4"}, {"sj:8/3", SJK_BODY_TRELLIS_I8, "sj:8/3t"},
         {"sj:8/3s", SJK_BODY_SCALAR, "sj:8/3s"}, {"sj:4/6", SJK_BODY_SCALAR, "sj:4/6"},
-        {"sj:2/8", SJK_BODY_TRELLIS, "sj:2/8t"}, {"sj:8/4t", SJK_BODY_TRELLIS, "sj:8/4t"},
+        {"sj:2/8", SJK_BODY_TRELLIS_I8, "sj:2/8t"}, {"sj:8/4t", SJK_BODY_TRELLIS_I8, "sj:8/4t"},
         /* the trellis with the codebooks trained on real K/V */
-        {"sj:4/4tr", SJK_BODY_TRELLIS_REAL, "sj:4/4tr"}, {"sj:3/2tr", SJK_BODY_TRELLIS_REAL, "sj:3/2tr"},
+        {"sj:4/4tr", SJK_BODY_TRELLIS_REAL_I8, "sj:4/4tr"}, {"sj:3/2tr", SJK_BODY_TRELLIS_REAL_I8, "sj:3/2tr"},
+        /* the float codebooks of record formats 1-3 (`t` and `tr` read the int8 grid) */
+        {"sj:3/3tf", SJK_BODY_TRELLIS, "sj:3/3tf"}, {"sj:4/4trf", SJK_BODY_TRELLIS_REAL, "sj:4/4trf"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bodies); i++) {
         CHECKF(sjk_cache_config_parse(bodies[i].s, 1, c, err, sizeof err) == SJK_OK, "%s", err);
@@ -590,9 +592,9 @@ TEST(test_config_strings_parse)
         CHECKF(!strcmp(str, bodies[i].canon), "'%s' -> '%s', want '%s'", bodies[i].s, str, bodies[i].canon);
     }
     CHECK(sjk_cache_config_parse("sj:3/3:edge=4/4", 3, c, err, sizeof err) == SJK_OK);
-    CHECK(c[0].body == SJK_BODY_SCALAR && c[1].body == SJK_BODY_TRELLIS);
+    CHECK(c[0].body == SJK_BODY_SCALAR && c[1].body == SJK_BODY_TRELLIS_I8);
     CHECK(sjk_cache_config_parse("sj:4/4:edge=3/2", 3, c, err, sizeof err) == SJK_OK);
-    CHECK(c[0].body == SJK_BODY_TRELLIS && c[1].body == SJK_BODY_SCALAR);
+    CHECK(c[0].body == SJK_BODY_TRELLIS_I8 && c[1].body == SJK_BODY_SCALAR);
     CHECK(sjk_cache_config_parse("kvarn:4/4:tail=1024", 1, c, err, sizeof err) == SJK_OK);
     CHECK(c[0].kind == SJK_KIND_KVARN && c[0].tail_min == 1024 && c[0].tail_max == 0 &&
           c[0].staging == SJK_FMT_F16 && c[0].balance == SJK_BALANCE_REFERENCE);
@@ -1022,9 +1024,9 @@ TEST(test_trellis_q16_matches_reference)
     const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
     /* 1 */
     for (unsigned kk = 0; kk < 3 * SJK_TRELLIS_CB_SETS; kk++) {
-        const unsigned k = 2 + kk % 3, set = kk / 3; /* the committed tables, the real-data K and V ones */
+        const unsigned k = 2 + kk % 3, set = kk / 3; /* the committed tables, the real-data K and V ones, their grids */
         float cs;
-        const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+        const float *cb = sjk_trellis_codebook_of_set(set, k);
         const int16_t *c16 = set == 0 ? sjk_attn_trellis_c16(k, &cs) : sjk_attn_trellis_c16_of(cb, k, &cs);
         CHECK(c16 && cb && cs > 0);
         if (!c16 || !cb) return;
@@ -1123,6 +1125,144 @@ TEST(test_trellis_q16_matches_reference)
     if (!tested) fprintf(stderr, "  note: no SIMD table reads trellis records by integer dot products on this CPU; the reference was checked alone\n");
 }
 
+/* Trellis records on the int8-grid codebooks (chunk_trellis_q8; bodies sj:B/Bt, B/Btr
+ * since record format 4).
+ * 1. The grid tables (sjk_trellis_codebook_grid, sets 3..5): every entry is exactly
+ *    step · c8 with |c8| <= 127 and 127 reached, within step / 2 of its float table;
+ *    sjk_trellis_codebook_i8 knows the grids and no other table; the _I8 bodies code
+ *    with them.
+ * 2. sjk_attn_q8_pieces: |hi| <= 127, |lo| <= 64, every value within scale / 2 of
+ *    scale · (128 hi + lo), the sum of y; a row with a NaN: scale NaN, zero pieces.
+ * 3. The reference against the fp32 reference on the same grid tables (only the pieces'
+ *    rounding differs; worst printed) and every table's chunk_trellis_q8 against the
+ *    reference at Q8_WEIGHT_TOL, at 2, 3 and 4 bits (and mixed), every D, 1 to 9 rows with
+ *    partial visibility, a flat query and flat weights; a record with float tables takes
+ *    chunk_trellis_q16's bits. */
+#define Q8_WEIGHT_TOL (1e-5 + 2.0 / 16256)
+TEST(test_trellis_q8_matches_reference)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    /* 1 */
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+        for (unsigned k = 2; k <= 4; k++) {
+            const float *cb = sjk_trellis_codebook_of_set(set, k);
+            const float *gr = sjk_trellis_codebook_grid(cb, k);
+            float step = 0;
+            const int8_t *c8 = sjk_trellis_codebook_i8(gr, k, &step);
+            CHECKF(gr && c8 && step > 0, "set %u k=%u: no grid", set, k);
+            if (!gr || !c8) return;
+            CHECK(sjk_trellis_codebook_set(gr, k) == (int)(SJK_TRELLIS_CB_FLOAT_SETS + set));
+            CHECK(sjk_trellis_codebook_of_set(SJK_TRELLIS_CB_FLOAT_SETS + set, k) == gr);
+            CHECK(sjk_trellis_codebook_i8(cb, k, NULL) == NULL);
+            int top = 0, exact = 1;
+            double worst = 0;
+            for (size_t w = 0; w < ((size_t)64 << k); w++) {
+                CHECK(c8[w] >= -127 && c8[w] <= 127);
+                top |= c8[w] == 127 || c8[w] == -127;
+                exact &= gr[w] == (float)c8[w] * step;
+                worst = fmax(worst, fabs((double)gr[w] - cb[w]));
+            }
+            CHECK(top && exact);
+            CHECKF(worst <= step * 0.5 * 1.0001, "set %u k=%u: grid error %.3g > step/2 %.3g", set, k, worst, step * 0.5);
+        }
+    CHECK(sjk_trellis_codebook_for(SJK_BODY_TRELLIS_I8, 3, 1) == sjk_trellis_codebook_grid(sjk_trellis_codebook(3), 3));
+    CHECK(sjk_trellis_codebook_for(SJK_BODY_TRELLIS_REAL_I8, 4, 1) ==
+          sjk_trellis_codebook_grid(sjk_trellis_codebook_real(4, 1), 4));
+    CHECK(sjk_trellis_codebook_for(SJK_BODY_TRELLIS, 2, 0) == sjk_trellis_codebook(2));
+    /* 2 */
+    sjk_rng r;
+    sjk_rng_seed(&r, 83);
+    {
+        static float x[MAXD];
+        static int8_t h[MAXD], lo[MAXD];
+        for (size_t i = 0; i < MAXD; i++) x[i] = (float)(0.3 * sjk_rng_normal(&r));
+        x[5] = -2.0f;
+        float sc;
+        int32_t ys;
+        sjk_attn_q8_pieces(h, lo, &sc, &ys, x, MAXD);
+        double worst = 0;
+        int64_t sum = 0;
+        int bounds = 1;
+        for (size_t i = 0; i < MAXD; i++) {
+            bounds &= h[i] >= -127 && lo[i] >= -64 && lo[i] <= 64;
+            worst = fmax(worst, fabs((double)sc * (128 * h[i] + lo[i]) - x[i]));
+            sum += 128 * h[i] + lo[i];
+        }
+        CHECK(bounds && h[5] == -127 && lo[5] == 0);
+        CHECKF(worst <= sc * 0.5 * 1.001, "pieces error %.3g > scale/2 %.3g", worst, sc * 0.5);
+        CHECK(sum == ys);
+        x[9] = NAN;
+        sjk_attn_q8_pieces(h, lo, &sc, &ys, x, MAXD);
+        int zero = 1;
+        for (size_t i = 0; i < MAXD; i++) zero &= h[i] == 0 && lo[i] == 0;
+        CHECK(isnan(sc) && zero && ys == 0);
+    }
+    /* 3 */
+    static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
+    static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
+    double worst_fp = 0;
+    int tested = 0;
+    for (unsigned kb = 2; kb <= 4; kb++)
+        for (size_t D = 64; D <= MAXD; D *= 2)
+            for (int pass = 0; pass < 4; pass++) {
+                const unsigned vb = pass == 1 ? (kb == 2 ? 4 : kb - 1) : kb;
+                const size_t R = pass == 0 ? 4 : pass == 1 ? 6 : pass == 2 ? (D == 128 ? 9 : 1) : 3;
+                const int flat_q = pass == 3 && D % 128 == 0, flat_p = pass == 3 && D % 128 != 0;
+                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < R * D; i++) q[i] = flat_q ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
+                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                if (flat_q) for (size_t d = 0; d < D; d++) sc[d] = 0.1f;                 /* Kscale */
+                if (flat_p) for (size_t t = 0; t < G; t++) sc[2 * D + t] = 1e-4f;      /* Ktok */
+                sjk_attn_rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
+                /* every other case reads the real-data grids (body sj:B/Btr) */
+                const int real = (int)((kb + pass + D / 64) % 2);
+                rc.kcb = sjk_trellis_codebook_for(real ? SJK_BODY_TRELLIS_REAL_I8 : SJK_BODY_TRELLIS_I8, kb, 0);
+                rc.vcb = sjk_trellis_codebook_for(real ? SJK_BODY_TRELLIS_REAL_I8 : SJK_BODY_TRELLIS_I8, vb, 1);
+                uint32_t nvis[16];
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                static state a, b, c;
+                sjk_rng s0 = r;
+                state_init(&a, R, D, &s0), s0 = r;
+                state_init(&b, R, D, &s0);
+                ref->chunk_trellis_q8(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                ref->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                const double e_fp = output_diff(&b, &a, R, D);
+                worst_fp = fmax(worst_fp, e_fp);
+                CHECKF(e_fp < 1e-3, "%u/%u D=%zu R=%zu%s: int8 path %.3g from the fp32 path", kb, vb, D, R,
+                       flat_q ? " flat q" : flat_p ? " flat p" : "", e_fp);
+                for (int pi = 0; pi < 2; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    if (!k || !k->chunk_trellis_q8) continue;
+                    tested++;
+                    s0 = r;
+                    state_init(&c, R, D, &s0);
+                    k->chunk_trellis_q8(q, R, D, nvis, &rc, c.m, c.l, c.acc, g_work);
+                    const double e = state_diff(&a, &c, R, D);
+                    CHECKF(e < Q8_WEIGHT_TOL, "%s trellis_q8 %u/%u D=%zu R=%zu%s: rel diff %.3g", k->name, kb, vb, D, R,
+                           flat_q ? " flat q" : flat_p ? " flat p" : "", e);
+                }
+                /* float tables: the kernel hands the record to chunk_trellis_q16 */
+                if (pass == 0) {
+                    rc.kcb = sjk_trellis_codebook(kb);
+                    rc.vcb = sjk_trellis_codebook(vb);
+                    s0 = r;
+                    state_init(&a, R, D, &s0), s0 = r;
+                    state_init(&b, R, D, &s0);
+                    ref->chunk_trellis_q8(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                    ref->chunk_trellis_q16(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                    CHECK(state_diff(&a, &b, R, D) == 0);
+                }
+            }
+    fprintf(stderr, "  note: int8 trellis path vs fp32 path: worst %.3g of the outputs' magnitude\n", worst_fp);
+    if (!tested) fprintf(stderr, "  note: no SIMD table reads int8-grid trellis records on this CPU; the reference was checked alone\n");
+}
+
 /* The staging ring's tq6_0 rows by integer dot products (chunk_tq6_q16).
  *
  * 1. sjk_attn_tq6_c16: |c16| <= 8191 and every centroid within scale / 2 of scale · c16.
@@ -1205,6 +1345,7 @@ int main(void)
     RUN(test_rec_q16_matches_reference);
     RUN(test_tq6_q16_matches_reference);
     RUN(test_trellis_q16_matches_reference);
+    RUN(test_trellis_q8_matches_reference);
     RUN(test_config_strings_parse);
     return test_summary();
 }

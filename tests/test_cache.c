@@ -14,6 +14,7 @@
 #include "cache/cache_internal.h"
 #include "codec/format.h"
 #include "codec/hadamard.h"
+#include "codec/trellis.h"
 #include "common/fp16.h"
 #include "common/rng.h"
 #include "harness.h"
@@ -127,8 +128,10 @@ static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
     if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_k == 4 && k->chunk_rec_q16 && decode) tol = fmax(tol, 5e-4);
     if (L->compressed && L->k_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6_q16 && rows * c->gq <= 2 * SJK_ATTN_RB)
         tol = fmax(tol, 5e-4);
-    if (L->compressed && (L->rp.body == SJK_BODY_TRELLIS || L->rp.body == SJK_BODY_TRELLIS_REAL) &&
-        k->chunk_trellis_q16 && k->trellis_inplace && decode)
+    const int grid = L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8;
+    if (L->compressed && grid && k->chunk_trellis_q8 && k->trellis_inplace && decode)
+        tol = fmax(tol, 1e-4); /* the int8 pieces of the query and the weights (the tables are exact) */
+    else if (L->compressed && sjk_body_trellis_token(L->rp.body) && k->chunk_trellis_q16 && k->trellis_inplace && decode)
         tol = fmax(tol, 4e-3);
     return tol;
 }
@@ -220,6 +223,8 @@ static const char *const g_configs[] = {
     "sj:8/3t:stage=q8_0", "sj:2/6t",
     /* record format v3: the trellis with the codebooks trained on real K/V */
     "sj:4/4tr", "sj:3/2tr", "sj:8/3tr:stage=q8_0",
+    /* record format v4 made t and tr the int8-grid bodies; tf and trf are the float tables */
+    "sj:3/3tf", "sj:4/4trf", "sj:3/2tf:edge=4/4",
 };
 
 static int trellis_ok(void)

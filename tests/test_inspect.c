@@ -160,7 +160,7 @@ TEST(test_cache_file_inspect_hostile_header_fields)
     uint8_t *t = malloc(n);
     const struct { size_t off; uint32_t v; } patches[] = {
         {24, 0}, {24, 0xFFFFFFFFu}, {24, 1u << 28}, {44, 0}, {44, 0xFFFFFFFFu}, {48, 0}, {48, 0xFFFFFFFFu},
-        {48, 7}, {56, 0}, {56, 0xFFFFFFFFu}, {60, 1}, {8, 1}, {8, 3}, {16, 4}, {16, 0}, {12, 64},
+        {48, 7}, {56, 0}, {56, 0xFFFFFFFFu}, {60, 1}, {8, 1}, {8, 3}, {16, SJK_RECORD_FORMAT_VERSION + 1}, {16, 0}, {12, 64},
     };
     for (size_t k = 0; k < sizeof patches / sizeof patches[0]; k++) {
         memcpy(t, b, n);

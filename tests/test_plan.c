@@ -164,7 +164,7 @@ TEST(test_plan_sj_tiers_per_token_match_record_bytes)
     static const struct {
         const char *kv;
         uint8_t bk, bv, body;
-    } t[] = {{"sj:4/4", 4, 4, SJK_BODY_SCALAR}, {"sj:3/3t", 3, 3, SJK_BODY_TRELLIS}, {"sj:3/2t", 3, 2, SJK_BODY_TRELLIS}};
+    } t[] = {{"sj:4/4", 4, 4, SJK_BODY_SCALAR}, {"sj:3/3t", 3, 3, SJK_BODY_TRELLIS_I8}, {"sj:3/2t", 3, 2, SJK_BODY_TRELLIS_I8}};
     for (size_t i = 0; i < SJKH_ARRAY_LEN_T(t); i++) {
         sjk_record_params rp = {128, t[i].bk, t[i].bv, t[i].body, SJK_BALANCE_SJ};
         double per_tok = (double)sjk_record_nbytes(&rp) / SJK_GROUP * 48 * 8;

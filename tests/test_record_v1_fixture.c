@@ -37,7 +37,9 @@
 #define NPOS 640
 #define MAXPOS 640
 
-static const char *const k_cfgs[NL] = {"sj:4/4:tail=128", "sj:3/3:tail=128", "sj:3/2tc:tail=128",
+/* The v1 writer's "sj:3/3" (its default trellis body, the float codebooks) is "sj:3/3tf"
+ * since record format 4 made the int8-grid body the default. */
+static const char *const k_cfgs[NL] = {"sj:4/4:tail=128", "sj:3/3tf:tail=128", "sj:3/2tc:tail=128",
                                        "kvarn:4/2:tail=128"};
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -314,7 +316,7 @@ TEST(test_wide_bodies_write_record_format_2)
         CHECKF(strstr(err, "above 4 bits"), "%s", err);
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
         CHECKF(strstr(err, "above 4 bits"), "%s", err);
-        sjk_wr_u32le(buf + 16, 4); /* a format this build does not know */
+        sjk_wr_u32le(buf + 16, 5); /* a format this build does not know */
         sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_FORMAT);
     }
@@ -323,12 +325,13 @@ TEST(test_wide_bodies_write_record_format_2)
     sjk_cache_free(c2);
 }
 
-/* A cache with the real-data trellis body (sj:B/Btr) saves record format 3 and restores
- * to the same rows; the same bytes claiming format 2 are refused as corrupt. */
+/* A cache with the real-data trellis body on its float tables (sj:B/Btrf, `tr` before
+ * record format 4) saves record format 3 and restores to the same rows; the same bytes
+ * claiming format 2 are refused as corrupt. */
 TEST(test_real_trellis_body_writes_record_format_3)
 {
     sjk_layer_config lc;
-    CHECK(sjk_cache_config_parse("sj:3/2tr:tail=128", 1, &lc, NULL, 0) == SJK_OK);
+    CHECK(sjk_cache_config_parse("sj:3/2trf:tail=128", 1, &lc, NULL, 0) == SJK_OK);
     sjk_cache_params p = sjk_cache_params_default();
     p.n_layers = 1;
     p.head_dim = HD;
@@ -357,12 +360,81 @@ TEST(test_real_trellis_body_writes_record_format_3)
     sjk_cache_free(c2);
 }
 
+/* The int8-grid bodies (sj:B/Bt and B/Btr since record format 4) save format 4 and restore
+ * to the same rows; the same bytes claiming format 3 are refused as corrupt, and a file of
+ * the float-table body (format 3, `tf`) does not restore into a cache of the grid body:
+ * the layer's body differs (the caller names `tf` to read it). */
+TEST(test_grid_trellis_bodies_write_record_format_4)
+{
+    sjk_layer_config lc[2];
+    CHECK(sjk_cache_config_parse("sj:3/2t:tail=128", 1, &lc[0], NULL, 0) == SJK_OK);
+    CHECK(sjk_cache_config_parse("sj:4/4tr:tail=128", 1, &lc[1], NULL, 0) == SJK_OK);
+    CHECK(lc[0].body == SJK_BODY_TRELLIS_I8 && lc[1].body == SJK_BODY_TRELLIS_REAL_I8);
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = 2;
+    p.head_dim = HD;
+    p.max_pos = 512;
+    p.max_q_rows = 4;
+    p.layers = lc;
+    sjk_cache *c = NULL, *c2 = NULL;
+    CHECK(sjk_cache_create(&p, &c) == SJK_OK && sjk_cache_create(&p, &c2) == SJK_OK);
+    if (!c || !c2) return;
+    static float k[HD], v[HD];
+    for (uint32_t l = 0; l < 2; l++)
+        for (uint32_t pos = 0; pos < 500; pos++) {
+            fill_input(l, pos, k, v);
+            CHECK(sjk_cache_append(c, 0, l, k, v, 1) == SJK_OK);
+        }
+    size_t n = 0;
+    uint8_t *buf = save_restore_same_rows(c, c2, 4, &n);
+    if (buf) {
+        char err[256] = "";
+        sjk_wr_u32le(buf + 16, 3);
+        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
+        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
+        CHECKF(strstr(err, "int8-grid"), "%s", err);
+    }
+    free(buf);
+    sjk_cache_free(c);
+    sjk_cache_free(c2);
+    /* a float-table file (format 3) into a grid cache: refused by the body, the cache intact */
+    sjk_layer_config lf;
+    CHECK(sjk_cache_config_parse("sj:3/2tf:tail=128", 1, &lf, NULL, 0) == SJK_OK);
+    p.n_layers = 1;
+    p.layers = &lf;
+    sjk_cache *cf = NULL, *cg = NULL;
+    CHECK(sjk_cache_create(&p, &cf) == SJK_OK);
+    p.layers = &lc[0];
+    CHECK(sjk_cache_create(&p, &cg) == SJK_OK);
+    if (!cf || !cg) { sjk_cache_free(cf); sjk_cache_free(cg); return; }
+    for (uint32_t pos = 0; pos < 300; pos++) {
+        fill_input(0, pos, k, v);
+        CHECK(sjk_cache_append(cf, 0, 0, k, v, 1) == SJK_OK);
+    }
+    n = 0;
+    CHECK(sjk_cache_save_memory(cf, NULL, NULL, 0, &n) == SJK_OK);
+    buf = malloc(n);
+    if (buf && sjk_cache_save_memory(cf, NULL, buf, n, &n) == SJK_OK) {
+        sjk_cache_file_info info;
+        char err[256] = "";
+        CHECK(sjk_cache_file_inspect(buf, n, &info, NULL, 0, NULL, 0, NULL, 0) == SJK_OK && info.record_version == 1);
+        CHECK(sjk_cache_restore_memory(cg, buf, n, NULL, err, sizeof err) == SJK_ERR_MISMATCH);
+        CHECKF(strstr(err, "body"), "%s", err);
+        uint32_t len = 1;
+        CHECK(sjk_cache_length(cg, 0, 0, &len, NULL) == SJK_OK && len == 0);
+    }
+    free(buf);
+    sjk_cache_free(cf);
+    sjk_cache_free(cg);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--write")) return write_fixture(argv[2]);
     RUN(test_v1_cache_file_restores_to_the_same_values);
     RUN(test_this_build_writes_the_v1_bytes_for_v1_widths);
     RUN(test_wide_bodies_write_record_format_2);
+    RUN(test_grid_trellis_bodies_write_record_format_4);
     RUN(test_real_trellis_body_writes_record_format_3);
     return test_summary();
 }

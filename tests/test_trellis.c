@@ -185,7 +185,7 @@ TEST(test_trellis_pair_table_matches_windows)
           sjk_trellis_codebook_set(sjk_trellis_codebook(3), 4) == -1);
     for (unsigned kk = 2; kk <= 3 * SJK_TRELLIS_CB_SETS + 1; kk++) {
         const unsigned k = 2 + kk % 3, set = (kk - 2) / 3;
-        const float *cb = set == 0 ? sjk_trellis_codebook(k) : sjk_trellis_codebook_real(k, set == 2);
+        const float *cb = sjk_trellis_codebook_of_set(set, k);
         const uint64_t *P = sjk_trellis_pair_table_of(cb, k);
         CHECK(set != 0 || P == sjk_trellis_pair_table(k));
         CHECK(P != NULL);

@@ -320,7 +320,8 @@ TEST(test_record_seal_in_scratch_equals_encode)
 {
     const size_t Ds[] = {64, 128, 256}, G = SJK_GROUP;
     const unsigned splits[][2] = {{8, 3}, {4, 4}, {4, 2}, {3, 3}, {2, 4}, {4, 8}}; /* an 8-bit tile is scalar in any body */
-    const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL, SJK_BODY_TRELLIS_REAL};
+    const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL, SJK_BODY_TRELLIS_REAL,
+                          SJK_BODY_TRELLIS_I8, SJK_BODY_TRELLIS_REAL_I8};
     const size_t n_split = test_light() ? 2 : 6;
     float *k = xalloc(256 * G * sizeof(float)), *v = xalloc(256 * G * sizeof(float));
     uint8_t *r_enc = xalloc(1 << 18), *r_seal = xalloc(1 << 18);

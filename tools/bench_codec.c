@@ -184,9 +184,9 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
         {SJK_BALANCE_SJ, "sj"}, {SJK_BALANCE_REFERENCE, "reference"}, {SJK_BALANCE_OFF, "off"}};
     static const struct { sjk_body b; const char *name, *suffix; } bodies[] = {
         {SJK_BODY_SCALAR, "scalar", ""},
-        {SJK_BODY_TRELLIS, "trellis", "t"},
+        {SJK_BODY_TRELLIS_I8, "trellis", "t"}, /* the `t` body since record format 4: int8-grid tables */
         {SJK_BODY_TRELLIS_CHANNEL, "trellis_channel", "tc"},
-        {SJK_BODY_TRELLIS_REAL, "trellis_real", "tr"}};
+        {SJK_BODY_TRELLIS_REAL_I8, "trellis_real", "tr"}};
     const size_t n_bodies = sizeof bodies / sizeof bodies[0];
 
     float *rk = malloc(nval * sizeof *rk), *rv = malloc(nval * sizeof *rv);

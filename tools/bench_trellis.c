@@ -170,7 +170,7 @@ static void speed(int reps)
             p[body] = sjk_record_params_default();
             p[body].bits_k = (uint8_t)combos[c][0];
             p[body].bits_v = (uint8_t)combos[c][1];
-            p[body].body = (uint8_t)body;
+            p[body].body = (uint8_t)(body == 1 ? SJK_BODY_TRELLIS_I8 : body); /* `t`: the int8-grid tables */
             rn[body] = sjk_record_nbytes(&p[body]);
             sn[body] = sjk_record_scratch_nbytes(&p[body]);
             rec[body] = xalloc(rn[body]);

@@ -243,7 +243,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL, *qpf = NULL;
         size_t qpf_n = 0;
         sjk_attn_rec rec;
-        int is_rec = 0, rec_q16 = 0, trel_q16 = 0;
+        int is_rec = 0, rec_q16 = 0, trel_q16 = 0, trel_q8 = 0;
         const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
         if (!L->compressed) {
             kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
@@ -288,7 +288,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
-            } else if ((L->rp.body == SJK_BODY_TRELLIS || L->rp.body == SJK_BODY_TRELLIS_REAL) &&
+            } else if (sjk_body_trellis_token(L->rp.body) &&
                        k->trellis_inplace && inplace &&
                        RL->bits_k <= SJK_TRELLIS_MAX_BITS && RL->bits_v <= SJK_TRELLIS_MAX_BITS) {
                 /* Token-axis trellis bodies: the kernel reads the codes in place. */
@@ -304,6 +304,9 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
                 trel_q16 = k->chunk_trellis_q16 != NULL; /* by int16 dot products */
+                /* the int8-grid bodies by int8 dot products over their exact table entries */
+                trel_q8 = k->chunk_trellis_q8 != NULL &&
+                          (L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8);
             } else {
                 /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
                  * 4 bits (or a table without in-place trellis): decode the record. */
@@ -367,6 +370,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             const float *qb = q + r0 * D;
             float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
             if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            else if (is_rec && trel_q8) k->chunk_trellis_q8(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec && trel_q16) k->chunk_trellis_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);

@@ -735,4 +735,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     NULL /* tq6_0 rows by integer dot products: decoded by the caller */, qint_prep_avx2,
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,
+    NULL /* int8-grid trellis records: chunk_rec (pair tables, fp32) */,
 };

@@ -1048,8 +1048,11 @@ static inline __attribute__((always_inline)) __m512i trq_step2(__m512i w, const 
                                                                const unsigned k, int exact_a, int exact_b,
                                                                const trq_rot *rt)
 {
-    const __m512i sym = _mm512_inserti64x4(_mm512_set1_epi64(trq_word(g, ta, k, exact_a)),
-                                           _mm256_set1_epi64x(trq_word(g, tb, k, exact_b)), 1);
+    /* two broadcasts, the second merged into qwords 4..7: from memory these are load-port
+     * operations (the earlier broadcast-from-register and insert took three shuffle-port
+     * uops per step, as many as the table lookup of 2-bit codes) */
+    const __m512i sym = _mm512_mask_set1_epi64(_mm512_set1_epi64(trq_word(g, ta, k, exact_a)), 0xF0,
+                                               trq_word(g, tb, k, exact_b));
     const __m512i x = _mm512_multishift_epi64_epi8(rt->ctl, sym);
     return _mm512_ternarylogic_epi32(x, rt->m6, _mm512_srli_epi16(w, (int)k), 0xEA);
 }
@@ -1208,6 +1211,268 @@ static void chunk_trellis_q16_avx512(const float *q, size_t R, size_t D, const u
     }
     pthread_once(&g_trq_once, trq_build);
     ROWS_NR16(R, chunk_trq_nr(q, R, D, nvis, rc, m, l, acc, work, NR_));
+}
+
+/* ---- trellis records on the int8-grid codebooks: chunk_trellis_q8 --------------------
+ * The bodies SJK_BODY_TRELLIS_I8 and _REAL_I8 code against tables whose entries are
+ * exactly step · c8 (int8, sjk_trellis_codebook_i8), so one byte plane holds a table and
+ * one lookup (trq_plane) gives 64 values as bytes: half the vpermi2b of chunk_trellis_q16's
+ * two planes, and no unpacks. The plane holds c8 + 128 (unsigned, as vpdpbusd's first
+ * operand wants); the queries and the weights are two int8 pieces y = 128 hi + lo
+ * (sjk_attn_q8_pieces), so per row and 64 values two vpdpbusd, and the +128 comes back
+ * out as 128 Σ y per row (the sums wrap in int32 and the result, |Σ y c8| < 2^31, is
+ * exact).
+ *   keys    the windows' natural order (g_trq.kperm): 128-bit lane j holds one token's 16
+ *           channels (t, t+64, t+1, t+65), dword i channels 4i..4i+3, against the row's
+ *           16 query bytes of the group broadcast to the four lanes;
+ *   values  byte 4i + m of the index vector is channel i of token m (t, t+1, t+64, t+65;
+ *           trq8_build), so dword i sums channel i over the step's four tokens against
+ *           the row's four weight bytes of the step, broadcast (stored in that order,
+ *           trq8_weights). */
+typedef struct trq8_lut {
+    _Alignas(64) uint8_t u[SJK_TRELLIS_CB_FLOAT_SETS][3][64 << SJK_TRELLIS_MAX_BITS]; /* c8 + 128 of grid set 3 + i */
+    _Alignas(64) uint8_t vperm[64];    /* values: the windows' low bytes in channel-major order */
+    _Alignas(64) uint8_t pperm[64];    /* weights, steps 0..15: byte 4s + m = token (t, t+1, t+64, t+65)[m], t = 2s */
+} trq8_lut;
+static trq8_lut g_trq8;
+static pthread_once_t g_trq8_once = PTHREAD_ONCE_INIT;
+
+static void trq8_build(void)
+{
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+        for (unsigned k = 2; k <= SJK_TRELLIS_MAX_BITS; k++) {
+            const int8_t *c8 = sjk_trellis_codebook_i8(sjk_trellis_codebook_of_set(SJK_TRELLIS_CB_FLOAT_SETS + set, k), k, NULL);
+            for (size_t w = 0; w < ((size_t)64 << k); w++) g_trq8.u[set][k - 2][w] = (uint8_t)(c8[w] + 128);
+        }
+    for (unsigned b = 0; b < 64; b++) {
+        const unsigned i = b / 4, m = b % 4;
+        const unsigned src = (m & 1 ? 64u : 0u) + 2 * (i + (m & 2 ? 16u : 0u)); /* trq_src's byte of (m, i) */
+        g_trq8.vperm[b] = (uint8_t)src;
+        g_trq8.pperm[b] = (uint8_t)((m & 2 ? 64u : 0u) + 2 * i + (m & 1));
+    }
+}
+
+/* sjk_attn_q8_pieces (attn_ref.c) 16 lanes at a time, to the same bits (n: a multiple of 16). */
+static void q8_pieces(int8_t *hi, int8_t *lo, float *scale, int32_t *ysum, const float *x, size_t n)
+{
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+    }
+    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    const float s = isfinite(amax) ? amax / 16256.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m512 vinv = _mm512_set1_ps(isfinite(amax) ? inv : 0.0f), lim = _mm512_set1_ps(16256.0f);
+    const __m512 hlf = _mm512_set1_ps(1.0f / 128.0f), c128 = _mm512_set1_ps(128.0f);
+    __m512i sum = _mm512_setzero_si512();
+    for (size_t i = 0; i < n; i += 16) {
+        __m512 y = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        const __m512 h = _mm512_roundscale_ps(_mm512_mul_ps(y, hlf), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512 l = _mm512_fnmadd_ps(c128, h, y); /* exact: y - 128 h */
+        _mm_storeu_si128((__m128i *)(void *)(hi + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(h)));
+        _mm_storeu_si128((__m128i *)(void *)(lo + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(l)));
+        sum = _mm512_add_epi32(sum, _mm512_cvtps_epi32(y));
+    }
+    *ysum = _mm512_reduce_add_epi32(sum);
+}
+
+/* The 64 table bytes of one step's windows wa, wb, in the order of the index control pl
+ * (which picks the windows' low bytes): bit 7 of each picked byte selects the table half
+ * (vpmovb2m), and bits 8 and 9 come the same way from the windows shifted right by 1 and
+ * 2 (one more permute each: fewer shuffle-port operations than testing the words or the
+ * high bytes). */
+static inline __attribute__((always_inline)) __m512i trq8_lookup(__m512i wa, __m512i wb, __m512i pl, const unsigned k,
+                                                                 const uint8_t *T)
+{
+    const __m512i X = _mm512_permutex2var_epi8(wa, pl, wb);
+    const __mmask64 m7 = _mm512_movepi8_mask(X);
+    __mmask64 m8 = 0, m9 = 0;
+    if (k >= 3)
+        m8 = _mm512_movepi8_mask(_mm512_permutex2var_epi8(_mm512_srli_epi16(wa, 1), pl, _mm512_srli_epi16(wb, 1)));
+    if (k == 4)
+        m9 = _mm512_movepi8_mask(_mm512_permutex2var_epi8(_mm512_srli_epi16(wa, 2), pl, _mm512_srli_epi16(wb, 2)));
+    return trq_plane(T, X, m7, m8, m9, k);
+}
+
+/* Scores of the NR rows for all G tokens: p[r][t] = Ktok[t] * (fk[r] * (Σ_d y[r][d] *
+ * c8[w(d, t)]) + cz[r]), y = 128 qh + ql; ycorr[r] = 128 Σ_d y[r][d] (the +128 of the
+ * plane). Tokens go by steps (t, t+1, t+64, t+65), t = 0, 2, .., 62. */
+static inline __attribute__((always_inline)) void trq8_scores(float *p, __m512i *wst, const int8_t *qh, const int8_t *ql,
+                                                              const int32_t *ycorr, const float *fk, const float *cz,
+                                                              const float *ktok, const uint8_t *payload, size_t D,
+                                                              const uint8_t *pf, size_t pfn, const unsigned k,
+                                                              const uint8_t *T, const size_t NR)
+{
+    const trq_rot rt = trq_rot_init(k);
+    const __m512i pl = _mm512_load_si512((const void *)g_trq.kperm);
+    const __m512i lane0 = _mm512_setr_epi32(0, 8, 4, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0); /* t, t+1, t+64, t+65 */
+    const size_t ng = D / 16, gbytes = G * 2 * k;
+    for (size_t j = 0; j < ng; j++) wst[j] = trq_start(payload + j * gbytes, k, j == ng - 1, &rt);
+    for (size_t t = 0; t < G / 2; t += 2) {
+        __m512i sh[RBX], sl[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) sh[r] = sl[r] = _mm512_setzero_si512();
+        for (size_t j = 0; j < ng; j++) {
+            const uint8_t *g = payload + j * gbytes;
+            const int lastg = j == ng - 1;
+            const size_t o = (t / 2 * ng + j) * 64; /* the next record (rc->pf), a line per group step */
+            if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+            const __m512i wa = trq_step2(wst[j], g, t, t + G / 2, k, 0, 0, &rt);
+            const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
+            wst[j] = wb;
+            const __m512i u = trq8_lookup(wa, wb, pl, k, T);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const __m512i qhb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(qh + r * D + 16 * j)));
+                const __m512i qlb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ql + r * D + 16 * j)));
+                sh[r] = _mm512_dpbusd_epi32(sh[r], u, qhb);
+                sl[r] = _mm512_dpbusd_epi32(sl[r], u, qlb);
+            }
+        }
+        /* 128-bit lane 0 token t, 1 t+64, 2 t+1, 3 t+65 (4 channel-quad partials each) */
+        const __m128 kt = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(const void *)(ktok + t)),
+                                       (const __m64 *)(const void *)(ktok + t + G / 2));
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            const __m512i s = _mm512_add_epi32(_mm512_slli_epi32(sh[r], 7), sl[r]);
+            const __m512i y = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+            const __m512i z = _mm512_add_epi32(y, _mm512_shuffle_epi32(y, _MM_SHUFFLE(2, 3, 0, 1)));
+            const __m128i dot = _mm_sub_epi32(_mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, z)), _mm_set1_epi32(ycorr[r]));
+            const __m128 ps = _mm_mul_ps(kt, _mm_fmadd_ps(_mm_set1_ps(fk[r]), _mm_cvtepi32_ps(dot), _mm_set1_ps(cz[r])));
+            _mm_storel_pi((__m64 *)(void *)(p + r * G + t), ps);
+            _mm_storeh_pi((__m64 *)(void *)(p + r * G + t + G / 2), ps);
+        }
+    }
+}
+
+/* a[r] (16 channels of group g, int32) = Σ_t y[r][t] * c8[w(t)] over all G tokens (the
+ * weights' pieces p4h / p4l in step order, trq8_weights; zero past each row's keys),
+ * ycorr[r] = 128 Σ_t y[r][t]. */
+static inline __attribute__((always_inline)) void trq8_values(__m512i a[RBX], const int8_t *p4h, const int8_t *p4l,
+                                                              const int32_t *ycorr, const uint8_t *g, int lastg,
+                                                              const unsigned k, const uint8_t *T, const size_t NR)
+{
+    const trq_rot rt = trq_rot_init(k);
+    const __m512i pl = _mm512_load_si512((const void *)g_trq8.vperm);
+    __m512i w = trq_start(g, k, lastg, &rt);
+    __m512i ah[RBX], al[RBX];
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) ah[r] = al[r] = _mm512_setzero_si512();
+    for (size_t t = 0; t < G / 2; t += 2) {
+        const __m512i wa = trq_step2(w, g, t, t + G / 2, k, 0, 0, &rt);
+        const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
+        w = wb;
+        const __m512i u = trq8_lookup(wa, wb, pl, k, T);
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            int32_t bh, bl;
+            memcpy(&bh, p4h + r * G + 2 * t, 4);
+            memcpy(&bl, p4l + r * G + 2 * t, 4);
+            ah[r] = _mm512_dpbusd_epi32(ah[r], u, _mm512_set1_epi32(bh));
+            al[r] = _mm512_dpbusd_epi32(al[r], u, _mm512_set1_epi32(bl));
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++)
+        a[r] = _mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(ah[r], 7), al[r]), _mm512_set1_epi32(ycorr[r]));
+}
+
+/* The weights' pieces of one row (G values, zero past its keys) in step order: byte 4s + m
+ * of the result is the piece of token (t, t+1, t+64, t+65)[m], t = 2s. */
+static inline void trq8_weights(int8_t *p4h, int8_t *p4l, float *scale, int32_t *ycorr, const float *p)
+{
+    _Alignas(64) int8_t h[G], l[G];
+    int32_t ys;
+    q8_pieces(h, l, scale, &ys, p, G);
+    *ycorr = 128 * ys;
+    /* steps 0..15 from the control, 16..31 from it + 32 (tokens 32.. and 96..) */
+    const __m512i i0 = _mm512_load_si512((const void *)g_trq8.pperm), i1 = _mm512_add_epi8(i0, _mm512_set1_epi8(32));
+    const __m512i h0 = _mm512_load_si512((const void *)h), h1 = _mm512_load_si512((const void *)(h + 64));
+    const __m512i l0 = _mm512_load_si512((const void *)l), l1 = _mm512_load_si512((const void *)(l + 64));
+    _mm512_storeu_si512((void *)p4h, _mm512_permutex2var_epi8(h0, i0, h1));
+    _mm512_storeu_si512((void *)(p4h + 64), _mm512_permutex2var_epi8(h0, i1, h1));
+    _mm512_storeu_si512((void *)p4l, _mm512_permutex2var_epi8(l0, i0, l1));
+    _mm512_storeu_si512((void *)(p4l + 64), _mm512_permutex2var_epi8(l0, i1, l1));
+}
+
+static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                                                 const sjk_attn_rec *rc, float *m, float *l, float *acc,
+                                                                 float *work, const size_t NR)
+{
+    float *p = work;                                    /* [RBX][G] */
+    float *qs = p + RBX * G;                            /* [RBX][D] */
+    __m512i *wst = (__m512i *)(((uintptr_t)(qs + RBX * D) + 63) & ~(uintptr_t)63); /* [D/16] */
+    int8_t *qh = (int8_t *)(void *)(wst + D / 16);      /* [RBX][D] */
+    int8_t *ql = qh + RBX * D;                          /* [RBX][D] */
+    int8_t *p4h = ql + RBX * D, *p4l = p4h + RBX * G;   /* [RBX][G] each, in step order (trq8_weights) */
+    const unsigned kb = rc->kbits, vb = rc->vbits;
+    float ck, cv;
+    sjk_trellis_codebook_i8(rc->kcb, kb, &ck);
+    sjk_trellis_codebook_i8(rc->vcb, vb, &cv);
+    const unsigned ks = (unsigned)sjk_trellis_codebook_set(rc->kcb, kb) - SJK_TRELLIS_CB_FLOAT_SETS;
+    const unsigned vs = (unsigned)sjk_trellis_codebook_set(rc->vcb, vb) - SJK_TRELLIS_CB_FLOAT_SETS;
+    const uint8_t *TK = g_trq8.u[ks][kb - 2], *TV = g_trq8.u[vs][vb - 2];
+    const size_t ng = D / 16, gbytes = G * 2 * vb;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
+        if (!ntm) continue;
+        float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1}, fk[RBX], fv[RBX];
+        int32_t kcorr[RBX], vcorr[RBX];
+        rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
+        for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
+            float sq;
+            int32_t ys;
+            q8_pieces(qh + r * D, ql + r * D, &sq, &ys, qs + r * D, D);
+            kcorr[r] = 128 * ys;
+            fk[r] = sq * ck;
+        }
+        const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
+        if (kb == 2) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 2, TK, NR);
+        else if (kb == 3) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 3, TK, NR);
+        else trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 4, TK, NR);
+        rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+        for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
+            float sp;
+            trq8_weights(p4h + r * G, p4l + r * G, &sp, &vcorr[r], p + r * G);
+            fv[r] = sp * cv;
+        }
+        for (size_t j = 0; j < ng; j++) {
+            __m512i a[RBX];
+            const uint8_t *g = rc->vt + j * gbytes;
+            if (vb == 2) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 2, TV, NR);
+            else if (vb == 3) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 3, TV, NR);
+            else trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 4, TV, NR);
+            const __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
+            for (size_t r = 0; r < rb; r++) {
+                if (!nvis[r0 + r]) continue;
+                float *ad = acc + (r0 + r) * D + 16 * j;
+                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(ad), _mm512_set1_ps(fct[r]),
+                                                 _mm512_mul_ps(vch, _mm512_set1_ps(zz[r])));
+                const __m512 av = _mm512_mul_ps(_mm512_set1_ps(fv[r]), _mm512_cvtepi32_ps(a[r]));
+                _mm512_storeu_ps(ad, _mm512_fmadd_ps(vch, av, x));
+            }
+        }
+    }
+}
+
+/* Rows by blocks of 4, 6 or 8 (ROWS_NR16); a record with tables off the int8 grid takes
+ * chunk_trellis_q16. */
+static void chunk_trellis_q8_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                    const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    if (!rc->kt || !sjk_trellis_codebook_i8(rc->kcb, rc->kbits, NULL) || !sjk_trellis_codebook_i8(rc->vcb, rc->vbits, NULL)) {
+        chunk_trellis_q16_avx512(q, R, D, nvis, rc, m, l, acc, work);
+        return;
+    }
+    pthread_once(&g_trq_once, trq_build); /* kperm */
+    pthread_once(&g_trq8_once, trq8_build);
+    ROWS_NR16(R, chunk_trq8_nr(q, R, D, nvis, rc, m, l, acc, work, NR_));
 }
 
 
@@ -1515,4 +1780,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
     NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
+    chunk_trellis_q8_avx512,
 };

@@ -189,6 +189,20 @@ typedef struct sjk_attn_kernels {
     void (*chunk_qblk_q16)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                            unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                            float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
+    /* One trellis record of a body on the int8-grid codebooks (SJK_BODY_TRELLIS_I8,
+     * _REAL_I8: rec.kcb / rec.vcb grid tables, sjk_trellis_codebook_i8) read in place, keys
+     * and values by int8 dot products over the tables' exact int8 entries c8 (value =
+     * step · c8): per record and row the folded query qs[d] = q[d]·Kscale[d] and, after the
+     * softmax, the weights p[t]·Vscale[t] become two int8 pieces y = 128 hi + lo
+     * (sjk_attn_q8_pieces), and
+     *   s[t]   = Ktok[t] · (scale_q · step_K · (float)Σ_d y_q[d] · c8[wK(d, t)] + Σ_d q·Kzero)
+     *   acc[d] = acc[d]·f + Vch[d] · (scale_p · step_V · (float)Σ_t y_p[t] · c8[wV(d, t)] + Σ_t p·Vzero)
+     * with both sums exact in int32 (|Σ| <= 512 · 16256 · 127 < 2^31). The codebook values
+     * are exact, so the only rounding is the pieces' (half a step of max|x| / 16256). A
+     * record with other tables takes chunk_trellis_q16. NULL: the caller uses
+     * chunk_trellis_q16. */
+    void (*chunk_trellis_q8)(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                             const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
 } sjk_attn_kernels;
 
 /* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)
@@ -219,6 +233,14 @@ const int16_t *sjk_attn_trellis_c16(unsigned k, float *scale);
 /* The same for any known table cb (sjk_trellis_codebook_set: the committed and the
  * real-data codebooks); NULL for another table or k. */
 const int16_t *sjk_attn_trellis_c16_of(const float *cb, unsigned k, float *scale);
+
+/* The two int8 pieces of a row x[n] for chunk_trellis_q8: *scale = max_i |x[i]| / 16256
+ * (127 · 128), y[i] = round-to-nearest-even(x[i] · (1 / *scale)) (|y| <= 16256), hi[i] =
+ * round-to-nearest-even(y[i] / 128) (|hi| <= 127) and lo[i] = y[i] − 128 hi[i] (|lo| <=
+ * 64), so x[i] is within *scale / 2 of *scale · (128 hi[i] + lo[i]) (plus fp32 rounding);
+ * *ysum = Σ_i y[i]. An all-zero row gives scale 0 and zeros, a row with a non-finite
+ * value scale NaN and zeros. The SIMD kernels compute the same bits. */
+void sjk_attn_q8_pieces(int8_t *hi, int8_t *lo, float *scale, int32_t *ysum, const float *x, size_t n);
 
 /* sjk_attn_q16_prep under a sum bound: the scale is the larger of max|x| / 32767 and
  * Σ|x| / (sum_max − sum_max / 64), and q16 = round-to-nearest-even(x · (1 / scale)),

@@ -433,6 +433,88 @@ static void chunk_trellis_q16_ref(const float *q, size_t R, size_t D, const uint
     }
 }
 
+/* ---- trellis records on the int8-grid codebooks (chunk_trellis_q8) ----------------- */
+
+void sjk_attn_q8_pieces(int8_t *hi, int8_t *lo, float *scale, int32_t *ysum, const float *x, size_t n)
+{
+    float amax = 0;
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        finite &= isfinite(x[i]) != 0;
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    }
+    if (!finite) amax = NAN;
+    const float s = isfinite(amax) ? amax / 16256.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    int32_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        float y = isfinite(amax) ? nearbyintf(x[i] * inv) : 0.0f;
+        y = y > 16256 ? 16256 : y < -16256 ? -16256 : y;
+        const float h = nearbyintf(y * (1.0f / 128.0f)); /* |h| <= 127 */
+        hi[i] = (int8_t)h;
+        lo[i] = (int8_t)(y - 128.0f * h);
+        sum += (int32_t)y;
+    }
+    *ysum = sum;
+}
+
+/* The int8 code values of trellis channel d: seq[t] = c8[w(d, t)]. */
+static void trellis_seq8_ref(int8_t *seq, const int8_t *c8, unsigned k, const uint8_t *payload, size_t d)
+{
+    const size_t G = SJK_GROUP;
+    uint16_t w[SJK_GROUP];
+    sjk_trellis_windows(w, payload + d / 16 * (G * 2 * k), (unsigned)(d % 16), G, k, SJK_TRELLIS_TAILBITE);
+    for (size_t t = 0; t < G; t++) seq[t] = c8[w[t]];
+}
+
+/* chunk_trellis_q8 (attn_kernels.h): chunk_trellis_ref's folding with both sums in int32
+ * over the grid tables' int8 entries and the int8 pieces of the query and the weights. */
+static void chunk_trellis_q8_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                 const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    const size_t G = SJK_GROUP;
+    float ck, cv;
+    const int8_t *k8 = sjk_trellis_codebook_i8(rc->kcb, rc->kbits, &ck);
+    const int8_t *v8 = sjk_trellis_codebook_i8(rc->vcb, rc->vbits, &cv);
+    if (!k8 || !v8) {
+        chunk_trellis_q16_ref(q, R, D, nvis, rc, m, l, acc, work);
+        return;
+    }
+    float *s = work, *qs = work + G;
+    int32_t *dot = (int32_t *)(void *)(qs + D);  /* [G] */
+    int8_t *qh = (int8_t *)(void *)(dot + G);    /* [D] */
+    int8_t *ql = qh + D, *ph = ql + D, *pl = ph + G, *seq = pl + G; /* [D] [G] [G] [G] */
+    for (size_t r = 0; r < R; r++) {
+        size_t nv = nvis[r];
+        if (!nv) continue;
+        const float cz = rec_kfold_ref(qs, q + r * D, rc, D);
+        float sq;
+        int32_t ys;
+        sjk_attn_q8_pieces(qh, ql, &sq, &ys, qs, D);
+        for (size_t t = 0; t < nv; t++) dot[t] = 0;
+        for (size_t d = 0; d < D; d++) { /* exact: |dot| <= 512 * 16256 * 127 < 2^31 */
+            trellis_seq8_ref(seq, k8, rc->kbits, rc->kt, d);
+            const int32_t y = 128 * (int32_t)qh[d] + ql[d];
+            for (size_t t = 0; t < nv; t++) dot[t] += y * seq[t];
+        }
+        const float fk = sq * ck;
+        for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (fk * (float)dot[t] + cz);
+        const float f = softmax_update(s, nv, &m[r], &l[r]);
+        const float z = rec_vfold_ref(s, nv, rc);
+        float sp;
+        sjk_attn_q8_pieces(ph, pl, &sp, &ys, s, nv);
+        const float fv = sp * cv;
+        float *a = acc + r * D;
+        for (size_t d = 0; d < D; d++) {
+            trellis_seq8_ref(seq, v8, rc->vbits, rc->vt, d);
+            int32_t va = 0;
+            for (size_t t = 0; t < nv; t++) va += (128 * (int32_t)ph[t] + pl[t]) * seq[t];
+            a[d] = a[d] * f + rc->vch[d] * (fv * (float)va + z);
+        }
+    }
+}
+
 /* ---- ggml block rows (q8_0, q4_0) against int8 query pieces ------------------------- */
 
 /* nearbyintf(y) for |y| < 2^22 in the default rounding mode, inline: adding 1.5 * 2^23
@@ -607,7 +689,7 @@ static void f16_to_f32_ref(float *dst, const uint8_t *src, size_t n)
 const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
-    sjk_attn_qint_prep, chunk_trellis_q16_ref, chunk_qblk_q16_ref,
+    sjk_attn_qint_prep, chunk_trellis_q16_ref, chunk_qblk_q16_ref, chunk_trellis_q8_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }

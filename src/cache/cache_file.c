@@ -139,14 +139,16 @@ static void put_layer_conf(uint8_t *p, const sjk_layer_config *cf)
     sjk_wr_u32le(p + 24, cf->rot_block);
 }
 
-/* The record format a file of these layers needs: 3 if a compressed layer has the
- * real-data trellis body, else 2 if one has a body above 4 bits, else 1 (each format is
+/* The record format a file of these layers needs: 4 if a compressed layer has a body on
+ * the int8-grid codebooks, else 3 if one has the real-data trellis body, else 2 if one
+ * has a body above 4 bits, else 1 (each format is
  * a superset of the one before with the same bytes for what the older one had, so a file
  * without the new bodies stays readable by older builds, and an older build refuses a
  * file with them by its version). */
 static uint32_t conf_record_version(uint8_t kind, uint8_t bits_k, uint8_t bits_v, uint8_t body)
 {
     if (kind == SJK_KIND_UNIFORM) return 1;
+    if (body == SJK_BODY_TRELLIS_I8 || body == SJK_BODY_TRELLIS_REAL_I8) return 4;
     if (body == SJK_BODY_TRELLIS_REAL) return 3;
     return bits_k > SJK_RECORD_FORMAT_V1_MAX_BITS || bits_v > SJK_RECORD_FORMAT_V1_MAX_BITS ? 2 : 1;
 }
@@ -564,7 +566,8 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
     const uint32_t need = cache_record_version(c);
     if (rec_ver < need)
         FAILF(SJK_ERR_CORRUPT, "cache file says record format %u but its layers have %s (format %u)", rec_ver,
-              need == 3 ? "the real-data trellis body" : "bodies above 4 bits", need);
+              need == 4 ? "trellis bodies on int8-grid codebooks"
+              : need == 3 ? "the real-data trellis body" : "bodies above 4 bits", need);
 
     /* STAT */
     const uint64_t stat_off = r.off + SEC_HDR_NBYTES;
@@ -779,7 +782,8 @@ sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_
             if (need > info->record_version)
                 IFAIL(SJK_ERR_CORRUPT, "cache file says record format %u but layer %llu has %s (format %u)",
                       info->record_version, (unsigned long long)l,
-                      need == 3 ? "the real-data trellis body" : "a body above 4 bits", need);
+                      need == 4 ? "a trellis body on int8-grid codebooks"
+                      : need == 3 ? "the real-data trellis body" : "a body above 4 bits", need);
         }
         if (k == 1 && states)
             for (uint64_t i = 0; i < NS * NL && i < states_cap / 2; i++) {

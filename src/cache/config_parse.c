@@ -4,9 +4,12 @@
  *   config  := spec (":" option)*
  *   spec    := FORMAT | FORMAT "/" FORMAT          uniform K/V row formats ("q8_0/q4_0")
  *            | "sj" [":" BITS] | "kvarn" [":" BITS]
- *   BITS    := K "/" V ["s" | "t" | "tc"]           K, V in 2..8: "4/4", "3/3", "3/3s", "3/3t",
+ *   BITS    := K "/" V ["s"|"t"|"tc"|"tr"|"tf"|"trf"] K, V in 2..8: "4/4", "3/3", "3/3s", "3/3t",
  *                                                   "8/4" (s = scalar body, t = trellis, tc =
- *                                                   trellis along the channel axis; a tile
+ *                                                   trellis along the channel axis, tr = the
+ *                                                   real-data codebooks, tf / trf = t / tr
+ *                                                   with the float codebooks of record
+ *                                                   formats 1-3; a tile
  *                                                   above 4 bits is always scalar; none: sj
  *                                                   is scalar when its tiles of 2..4 bits
  *                                                   are all 4 bits and trellis otherwise,
@@ -60,7 +63,7 @@ sjk_layer_config sjk_layer_config_default(void)
  * trellis. */
 static uint8_t default_body(uint8_t bk, uint8_t bv)
 {
-    return (bk == 4 || bk > 4) && (bv == 4 || bv > 4) ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS;
+    return (bk == 4 || bk > 4) && (bv == 4 || bv > 4) ? SJK_BODY_SCALAR : SJK_BODY_TRELLIS_I8;
 }
 
 static void set_err(char *err, size_t cap, const char *str, const char *fmt, const char *part)
@@ -98,7 +101,10 @@ static int parse_u32(const char *s, uint32_t *out)
 
 /* "4/4", "3/3", "3/3s", "3/3t", "3/3tc", "3/3tr", "8/4" -> bits and body. Suffix: s = scalar
  * body, t = trellis with sequences along the token axis, tc = trellis along the channel axis,
- * tr = the token-axis trellis with the codebooks trained on real K/V
+ * tr = the token-axis trellis with the codebooks trained on real K/V; t and tr read their
+ * codebooks on the int8 grid (SJK_BODY_TRELLIS_I8, _REAL_I8: record format 4), and tf, trf
+ * name the same bodies with the float codebooks of formats 1 to 3 (the bodies of files
+ * written before format 4)
  * (of the tiles of 2..4 bits: a wider tile is scalar, and a trellis suffix needs one tile
  * of 2..4 bits). Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4
  * (default_body); kvarn is always scalar. */
@@ -107,14 +113,18 @@ static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_
     if (strlen(s) < 3 || s[1] != '/') return 0;
     if (s[0] < '2' || s[0] > '8' || s[2] < '2' || s[2] > '8') return 0;
     const char *sfx = s + 3;
-    if (*sfx && strcmp(sfx, "s") && strcmp(sfx, "t") && strcmp(sfx, "tc") && strcmp(sfx, "tr")) return 0;
+    static const struct { const char *sfx; uint8_t body; } sfxs[] = {
+        {"s", SJK_BODY_SCALAR}, {"t", SJK_BODY_TRELLIS_I8}, {"tc", SJK_BODY_TRELLIS_CHANNEL},
+        {"tr", SJK_BODY_TRELLIS_REAL_I8}, {"tf", SJK_BODY_TRELLIS}, {"trf", SJK_BODY_TRELLIS_REAL}};
+    int si = -1;
+    for (int i = 0; *sfx && i < (int)(sizeof sfxs / sizeof sfxs[0]); i++)
+        if (!strcmp(sfx, sfxs[i].sfx)) si = i;
+    if (*sfx && si < 0) return 0;
     /* a trellis body codes tiles of 2..4 bits: "8/8t" has none */
     if (*sfx == 't' && s[0] > '4' && s[2] > '4') return 0;
     *bk = (uint8_t)(s[0] - '0');
     *bv = (uint8_t)(s[2] - '0');
-    if (!*sfx) *body = kvarn ? SJK_BODY_SCALAR : default_body(*bk, *bv);
-    else if (!strcmp(sfx, "s")) *body = SJK_BODY_SCALAR;
-    else *body = sfx[1] == 'c' ? SJK_BODY_TRELLIS_CHANNEL : sfx[1] == 'r' ? SJK_BODY_TRELLIS_REAL : SJK_BODY_TRELLIS;
+    *body = !*sfx ? (kvarn ? SJK_BODY_SCALAR : default_body(*bk, *bv)) : sfxs[si].body;
     return 1;
 }
 
@@ -323,10 +333,12 @@ sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst
     } else {
         sjk_layer_config d = sjk_layer_config_default();
         int kv = c->kind == SJK_KIND_KVARN;
-        /* Trellis bodies always say so ("t", "tc", "tr"); a scalar body says "s" only where the
-         * bits alone would select trellis, so every string parses back to the same body. */
-        const char *sfx = c->body == SJK_BODY_TRELLIS ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc"
-                        : c->body == SJK_BODY_TRELLIS_REAL ? "tr"
+        /* Trellis bodies always say so ("t", "tc", "tr", "tf", "trf"); a scalar body says "s"
+         * only where the bits alone would select trellis, so every string parses back to the
+         * same body. */
+        const char *sfx = c->body == SJK_BODY_TRELLIS_I8 ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc"
+                        : c->body == SJK_BODY_TRELLIS_REAL_I8 ? "tr" : c->body == SJK_BODY_TRELLIS ? "tf"
+                        : c->body == SJK_BODY_TRELLIS_REAL ? "trf"
                         : (!kv && default_body(c->bits_k, c->bits_v) != SJK_BODY_SCALAR) ? "s" : "";
         n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v, sfx);
         uint32_t dmin = kv ? 0 : d.tail_min, dmax = kv ? 0 : d.tail_max;

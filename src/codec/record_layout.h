@@ -56,8 +56,11 @@
  * SJK_BODY_TRELLIS_REAL (the token-axis trellis read with other codebooks) and changes
  * nothing else. A cache file says the lowest version its layers need: 1 when every
  * layer's widths are v1's (old readers keep reading it), 3 when a layer has the
- * real-data trellis body, else 2 (cache_file.c). */
-#define SJK_RECORD_FORMAT_VERSION 3
+ * real-data trellis body, else 2 (cache_file.c). Version 4 adds the bodies
+ * SJK_BODY_TRELLIS_I8 and SJK_BODY_TRELLIS_REAL_I8 (the token-axis trellis with its
+ * codebooks on an int8 grid, read by byte lookups and int8 dot products) and changes
+ * nothing else; a file needs it when a layer has one of them. */
+#define SJK_RECORD_FORMAT_VERSION 4
 #define SJK_RECORD_FORMAT_V1_MAX_BITS 4
 /* The widest body of any record, and of a trellis body (wider tiles are scalar). */
 #define SJK_RECORD_MAX_BITS 8

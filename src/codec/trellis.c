@@ -325,10 +325,66 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
 }
 
 /* Pair tables (trellis.h): for every window w and next symbol s', the two values; one
- * per known table (set 0: the committed C_k, 1: the real-data K table, 2: the V table). */
+ * per known table (set 0: the committed C_k, 1: the real-data K table, 2: the V table,
+ * 3..5: the int8 grids of 0..2). */
+static const float *float_set(unsigned set, unsigned k)
+{
+    return set == 0 ? sjk_trellis_codebook(k) : set < SJK_TRELLIS_CB_FLOAT_SETS ? sjk_trellis_codebook_real(k, set == 2) : NULL;
+}
+
+/* The int8 grids of the float sets (trellis.h, sjk_trellis_codebook_grid). */
+static float g_grid[SJK_TRELLIS_CB_FLOAT_SETS][3][64 << 4];
+static int8_t g_grid8[SJK_TRELLIS_CB_FLOAT_SETS][3][64 << 4];
+static float g_grid_step[SJK_TRELLIS_CB_FLOAT_SETS][3];
+static pthread_once_t g_grid_once = PTHREAD_ONCE_INIT;
+
+static void grid_build(void)
+{
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+        for (unsigned k = 2; k <= 4; k++) {
+            const float *cb = float_set(set, k);
+            const size_t n = SJK_TRELLIS_CB_SIZE(k);
+            float mx = 0;
+            for (size_t w = 0; w < n; w++) mx = fabsf(cb[w]) > mx ? fabsf(cb[w]) : mx;
+            const float step = mx / 127.0f;
+            g_grid_step[set][k - 2] = step;
+            for (size_t w = 0; w < n; w++) {
+                float c = nearbyintf(cb[w] / step);
+                c = c > 127 ? 127 : c < -127 ? -127 : c;
+                g_grid8[set][k - 2][w] = (int8_t)c;
+                g_grid[set][k - 2][w] = c * step;
+            }
+        }
+}
+
+const float *sjk_trellis_codebook_grid(const float *cb, unsigned k)
+{
+    if (!cb || k < 2 || k > 4) return NULL;
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+        if (cb == float_set(set, k)) {
+            pthread_once(&g_grid_once, grid_build);
+            return g_grid[set][k - 2];
+        }
+    return NULL;
+}
+
+const int8_t *sjk_trellis_codebook_i8(const float *cb, unsigned k, float *step)
+{
+    if (!cb || k < 2 || k > 4) return NULL;
+    pthread_once(&g_grid_once, grid_build);
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+        if (cb == g_grid[set][k - 2]) {
+            if (step) *step = g_grid_step[set][k - 2];
+            return g_grid8[set][k - 2];
+        }
+    return NULL;
+}
+
 const float *sjk_trellis_codebook_of_set(unsigned set, unsigned k)
 {
-    return set == 0 ? sjk_trellis_codebook(k) : set < SJK_TRELLIS_CB_SETS ? sjk_trellis_codebook_real(k, set == 2) : NULL;
+    if (set < SJK_TRELLIS_CB_FLOAT_SETS) return float_set(set, k);
+    if (set < SJK_TRELLIS_CB_SETS) return sjk_trellis_codebook_grid(float_set(set - SJK_TRELLIS_CB_FLOAT_SETS, k), k);
+    return NULL;
 }
 
 int sjk_trellis_codebook_set(const float *cb, unsigned k)
@@ -342,6 +398,9 @@ int sjk_trellis_codebook_set(const float *cb, unsigned k)
 static uint64_t g_pair2[SJK_TRELLIS_CB_SETS][1u << 10], g_pair3[SJK_TRELLIS_CB_SETS][1u << 12],
     g_pair4[SJK_TRELLIS_CB_SETS][1u << 14];
 static pthread_once_t g_pair_once[SJK_TRELLIS_CB_SETS][3] = {
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT}};
@@ -370,6 +429,9 @@ static uint64_t *pair_of(unsigned set, unsigned k)
 PAIR_INIT(0, 2) PAIR_INIT(0, 3) PAIR_INIT(0, 4)
 PAIR_INIT(1, 2) PAIR_INIT(1, 3) PAIR_INIT(1, 4)
 PAIR_INIT(2, 2) PAIR_INIT(2, 3) PAIR_INIT(2, 4)
+PAIR_INIT(3, 2) PAIR_INIT(3, 3) PAIR_INIT(3, 4)
+PAIR_INIT(4, 2) PAIR_INIT(4, 3) PAIR_INIT(4, 4)
+PAIR_INIT(5, 2) PAIR_INIT(5, 3) PAIR_INIT(5, 4)
 #undef PAIR_INIT
 
 /* Each table is built on its first use (the 128 KiB of k = 4 only by a caller that asks). */
@@ -378,7 +440,10 @@ const uint64_t *sjk_trellis_pair_table_of(const float *cb, unsigned k)
     static void (*const init[SJK_TRELLIS_CB_SETS][3])(void) = {
         {pair_init_0_2, pair_init_0_3, pair_init_0_4},
         {pair_init_1_2, pair_init_1_3, pair_init_1_4},
-        {pair_init_2_2, pair_init_2_3, pair_init_2_4}};
+        {pair_init_2_2, pair_init_2_3, pair_init_2_4},
+        {pair_init_3_2, pair_init_3_3, pair_init_3_4},
+        {pair_init_4_2, pair_init_4_3, pair_init_4_4},
+        {pair_init_5_2, pair_init_5_3, pair_init_5_4}};
     const int set = sjk_trellis_codebook_set(cb, k);
     if (set < 0) return NULL;
     pthread_once(&g_pair_once[set][k - 2], init[set][k - 2]);

@@ -37,12 +37,35 @@
 #define SJK_TRELLIS_LANES 16 /* sequences per search block (one zmm, two ymm) */
 #define SJK_TRELLIS_MAX_T 4096
 
+/* The int8-grid form of a float table (sjk_trellis_codebook_grid): entry w is
+ * c8[w] * step exactly as fp32, c8[w] = round-to-nearest-even(C[w] / step) in -127..127,
+ * step = max|C| / 127. Built once per process (thread-safe, immutable afterwards) from
+ * the committed float tables, so they are committed with their generator: this
+ * function. On Gaussian data the grid costs the search 0.001 dB of SNR at 2 and 3 bits
+ * and 0.004-0.007 dB at 4 (docs/FORMAT.md, "Trellis record bodies"). NULL for a table
+ * that is not one of the known float tables (sjk_trellis_codebook_set 0..2). */
+const float *sjk_trellis_codebook_grid(const float *cb, unsigned k);
+/* The int8 entries of a grid table (set 3..5) and its step; NULL for any other table. */
+const int8_t *sjk_trellis_codebook_i8(const float *cb, unsigned k, float *step);
+
 /* The codebook a trellis body codes its K (is_v = 0) or V tiles of k bits with: the
- * committed table (trellis_codebooks.c), or for SJK_BODY_TRELLIS_REAL the real-data one
- * (trellis_codebooks_real.c). */
+ * committed table (trellis_codebooks.c), for SJK_BODY_TRELLIS_REAL the real-data one
+ * (trellis_codebooks_real.c), and for the _I8 bodies the int8 grid of those. */
 static inline const float *sjk_trellis_codebook_for(unsigned body, unsigned k, int is_v)
 {
-    return body == SJK_BODY_TRELLIS_REAL ? sjk_trellis_codebook_real(k, is_v) : sjk_trellis_codebook(k);
+    switch (body) {
+    case SJK_BODY_TRELLIS_REAL: return sjk_trellis_codebook_real(k, is_v);
+    case SJK_BODY_TRELLIS_I8: return sjk_trellis_codebook_grid(sjk_trellis_codebook(k), k);
+    case SJK_BODY_TRELLIS_REAL_I8: return sjk_trellis_codebook_grid(sjk_trellis_codebook_real(k, is_v), k);
+    default: return sjk_trellis_codebook(k);
+    }
+}
+
+/* A token-axis trellis body (the attention readers read these in place). */
+static inline int sjk_body_trellis_token(unsigned body)
+{
+    return body == SJK_BODY_TRELLIS || body == SJK_BODY_TRELLIS_REAL || body == SJK_BODY_TRELLIS_I8 ||
+           body == SJK_BODY_TRELLIS_REAL_I8;
 }
 
 /* Codebook entries for k bits: 256, 512, 1024. */
@@ -112,10 +135,12 @@ void sjk_trellis_windows(uint16_t *w, const uint8_t *group, unsigned lane, size_
 const uint64_t *sjk_trellis_pair_table(unsigned k);
 
 /* Which known table cb is: 0 the committed C_k, 1 the real-data K table, 2 the real-data V
- * table of k bits (sjk_trellis_codebook_real); -1 for any other (a test's own table). The
- * attention readers keep derived tables (pair tables, int16 codebooks) for the known
- * ones; another table takes their plain paths. */
-#define SJK_TRELLIS_CB_SETS 3
+ * table of k bits (sjk_trellis_codebook_real), 3..5 the int8 grids of 0..2
+ * (sjk_trellis_codebook_grid); -1 for any other (a test's own table). The attention
+ * readers keep derived tables (pair tables, int16 and int8 codebooks) for the known ones;
+ * another table takes their plain paths. */
+#define SJK_TRELLIS_CB_SETS 6
+#define SJK_TRELLIS_CB_FLOAT_SETS 3
 int sjk_trellis_codebook_set(const float *cb, unsigned k);
 /* The inverse: the table of set 0..SJK_TRELLIS_CB_SETS-1 for k bits (NULL otherwise). */
 const float *sjk_trellis_codebook_of_set(unsigned set, unsigned k);
