@@ -173,7 +173,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         char bt[64];
         if (*s && next_token(&s, bt, sizeof bt) && strchr(bt, '/') && !strchr(bt, '=')) {
             if (!parse_bits(bt, c.kind == SJK_KIND_KVARN, &c.bits_k, &c.bits_v, &c.body)) {
-                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..8 and an optional 's', 't' or 'tc' (a trellis needs a width of 2..4)", bt);
+                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..8 and an optional 's', 't', 'tc', 'tr', 'tf' or 'trf' (a trellis needs a width of 2..4)", bt);
                 return SJK_ERR_PARAM;
             }
         } else {
