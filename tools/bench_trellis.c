@@ -76,6 +76,42 @@ static void start_state(size_t n_seq)
     free(u); free(codes); free(scratch); free(row);
 }
 
+/* What the int8 grid of record format 4 costs the search: the same Gaussian sequences
+ * coded against each float table (the committed C_k, the real-data K and V tables) and
+ * against its grid (sjk_trellis_codebook_grid), tail-biting as records are. */
+static void grid(size_t n_seq)
+{
+    const size_t T = 128;
+    float *u = xalloc(T * n_seq * sizeof(float));
+    uint8_t *codes = xalloc(T * n_seq);
+    void *scratch = xalloc(sjk_trellis_scratch_nbytes(T));
+    sjk_rng r;
+    sjk_rng_seed(&r, 0x6121D);
+    for (size_t i = 0; i < T * n_seq; i++) u[i] = (float)sjk_rng_normal(&r);
+    double energy = 0;
+    for (size_t i = 0; i < T * n_seq; i++) energy += (double)u[i] * u[i];
+    printf("\n1b. the int8 grid of record format 4 (Gaussian rows of 128, %zu rows, search SNR in dB;\n"
+           "   the rate-distortion bound is 6.02 k dB)\n", n_seq);
+    printf("   k   table      float      grid   grid - float   bound - grid\n");
+    static const char *sets[] = {"C_k", "real K", "real V"};
+    for (unsigned k = 2; k <= 4; k++)
+        for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++) {
+            const float *cbs[2] = {sjk_trellis_codebook_of_set(set, k), NULL};
+            cbs[1] = sjk_trellis_codebook_grid(cbs[0], k);
+            double snr[2];
+            for (int g = 0; g < 2; g++) {
+                sjk_trellis_encode(cbs[g], k, SJK_TRELLIS_TAILBITE, codes, u, T, n_seq, n_seq, scratch);
+                double e = 0;
+                for (size_t s = 0; s < n_seq; s++)
+                    e += sjk_trellis_seq_sse(cbs[g], k, SJK_TRELLIS_TAILBITE, codes + s, u + s, T, n_seq);
+                snr[g] = 10 * log10(energy / e);
+            }
+            printf("   %u   %-7s %8.3f  %8.3f   %+12.4f   %12.3f\n", k, sets[set], snr[0], snr[1], snr[1] - snr[0],
+                   6.0206 * k - snr[1]);
+        }
+    free(u); free(codes); free(scratch);
+}
+
 static void refit(size_t n_tiles)
 {
     const size_t D = 256, G = SJK_GROUP, n = D * G;
@@ -215,6 +251,7 @@ int sjk_bench_trellis(int argc, char **argv)
     }
     if (!only_speed) {
         start_state(quick ? 1024 : 8192);
+        grid(quick ? 256 : 2048);
         refit(quick ? 2 : 16);
     }
     speed(quick ? 10 : 40);

@@ -41,8 +41,8 @@
  * c8[w] * step exactly as fp32, c8[w] = round-to-nearest-even(C[w] / step) in -127..127,
  * step = max|C| / 127. Built once per process (thread-safe, immutable afterwards) from
  * the committed float tables, so they are committed with their generator: this
- * function. On Gaussian data the grid costs the search 0.001 dB of SNR at 2 and 3 bits
- * and 0.004-0.007 dB at 4 (docs/FORMAT.md, "Trellis record bodies"). NULL for a table
+ * function. On Gaussian data the grid costs the search at most 0.002 dB of SNR at 2 and
+ * 3 bits and 0.001-0.007 dB at 4 (`sjkvarn bench trellis`, docs/FORMAT.md). NULL for a table
  * that is not one of the known float tables (sjk_trellis_codebook_set 0..2). */
 const float *sjk_trellis_codebook_grid(const float *cb, unsigned k);
 /* The int8 entries of a grid table (set 3..5) and its step; NULL for any other table. */
