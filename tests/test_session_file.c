@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/crc32c.h"
 #include "harness.h"
 #include "support/session.h"
 #include "model/kv.h"    /* sjkh_kv_layer_storage: to make one layer refuse positions */
@@ -119,6 +120,66 @@ TEST(test_session_resume_bit_identical)
     if (!ran) SKIP("no model files in SJK_MODEL_DIR / ~/.cache/sjkvarn/models: run scripts/fetch-model");
 }
 
+/* A session saved before record format 4: its --kv said "sj:3/3t" for the float-table
+ * trellis body (`tf` today) and its cache part says record format 1. Made here as that
+ * writer made it: a `tf` session saved, then the header's --kv rewritten to the old
+ * spelling (header CRC recomputed). It loads into a `tf` session, bit-identically, and a
+ * `t` session (the int8-grid body) refuses it naming the new suffixes. */
+TEST(test_session_saved_before_record_format_4)
+{
+    const char *path = test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (access(path, R_OK)) SKIP("SmolLM2-135M-Instruct.Q4_1.gguf missing (scripts/fetch-model)");
+    sjkh_model *m = NULL;
+    char err[512];
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
+    if (!m) return;
+    const sjkh_model_info *in = sjkh_model_get_info(m);
+    enum { NP = 200 };
+    static int32_t ids[NP];
+    for (uint32_t i = 0; i < NP; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (in->n_vocab - 300)) + 200;
+    char tmp[] = "/tmp/sjk_session_v3_XXXXXX";
+    int fd = mkstemp(tmp);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    float *a = malloc(in->n_vocab * sizeof *a), *b = malloc(in->n_vocab * sizeof *b);
+    sjkh_session *s1 = mk(m, "sj:3/3tf:sink=0:tail=0"), *s2 = mk(m, "sj:3/3tf:sink=0:tail=0");
+    sjkh_session *s3 = mk(m, "sj:3/3t:sink=0:tail=0");
+    if (s1 && s2 && s3 && a && b) {
+        CHECK(sjkh_session_feed(s1, ids, NP, NULL, 0, err, sizeof err) == SJK_OK);
+        CHECKF(sjkh_session_save(s1, tmp, 7, err, sizeof err) == SJK_OK, "%s", err);
+        FILE *f = fopen(tmp, "r+b");
+        CHECK(f != NULL);
+        if (f) {
+            uint8_t h[256];
+            CHECK(fread(h, 1, sizeof h, f) == sizeof h);
+            CHECK(!strcmp((const char *)h + 88, "sj:3/3tf:sink=0:tail=0"));
+            memset(h + 88, 0, 128);
+            strcpy((char *)h + 88, "sj:3/3t:sink=0:tail=0");
+            const uint32_t crc = sjk_crc32c(0, h, 252);
+            for (int i = 0; i < 4; i++) h[252 + i] = (uint8_t)(crc >> (8 * i));
+            fseek(f, 0, SEEK_SET);
+            CHECK(fwrite(h, 1, sizeof h, f) == sizeof h);
+            fclose(f);
+        }
+        int32_t next = 321, pending = 0;
+        CHECK(sjkh_session_feed(s1, &next, 1, a, 0, err, sizeof err) == SJK_OK);
+        CHECKF(sjkh_session_load(s2, tmp, &pending, err, sizeof err) == SJK_OK, "%s", err);
+        CHECK(pending == 7 && sjkh_session_n_past(s2) == NP);
+        CHECK(sjkh_session_feed(s2, &next, 1, b, 0, err, sizeof err) == SJK_OK);
+        CHECK(memcmp(a, b, in->n_vocab * sizeof *a) == 0);
+        CHECK(sjkh_session_load(s3, tmp, NULL, err, sizeof err) == SJK_ERR_MISMATCH);
+        CHECKF(strstr(err, "record format 4") && strstr(err, "`tf`"), "%s", err);
+        CHECK(sjkh_session_n_past(s3) == 0);
+    }
+    sjkh_session_free(s1);
+    sjkh_session_free(s2);
+    sjkh_session_free(s3);
+    free(a);
+    free(b);
+    unlink(tmp);
+    sjkh_model_free(m);
+}
+
 /* A feed that fails in the middle of a chunk leaves the layers at different lengths
  * (the layers before the failing one hold the chunk). The session must say so and
  * refuse to go on, or to be saved, until it is reset, instead of appending the next
@@ -174,5 +235,6 @@ int main(void)
 {
     RUN(test_session_resume_bit_identical);
     RUN(test_feed_failure_mid_chunk_refuses_until_reset);
+    RUN(test_session_saved_before_record_format_4);
     return test_summary();
 }

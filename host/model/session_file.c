@@ -269,6 +269,28 @@ static uint8_t *read_whole(const char *path, size_t *n, char *err, size_t err_ca
 
 #define LFAIL(st_, ...) do { serr(err, err_cap, __VA_ARGS__); st = (st_); goto out; } while (0)
 
+/* Record format 4 changed what the suffixes `t` and `tr` name: the trellis bodies on
+ * int8-grid codebooks, the float tables becoming `tf` and `trf` (docs/FORMAT.md). A file
+ * whose cache part says record format 1 to 3 was saved while `t` / `tr` (and the
+ * suffix-less trellis widths, sj:3/3) named the float tables, so its --kv is read with
+ * that meaning: it matches this session's when both parse to the same layers once the
+ * saved string's grid bodies are taken as the float ones. *legacy_grid is set when the
+ * saved string names a trellis body whose meaning changed (for the error's hint). */
+static int kv_matches(const char *saved, const char *mine, uint32_t rec_version, uint32_t n_layers, int *legacy_grid)
+{
+    *legacy_grid = 0;
+    if (rec_version >= 4 || n_layers == 0 || n_layers > 256) return !strcmp(saved, mine);
+    sjk_layer_config a[256], b[256];
+    if (sjk_cache_config_parse(saved, n_layers, a, NULL, 0) != SJK_OK ||
+        sjk_cache_config_parse(mine, n_layers, b, NULL, 0) != SJK_OK)
+        return !strcmp(saved, mine); /* "host-f16" and the like: no trellis body */
+    for (uint32_t l = 0; l < n_layers; l++) {
+        if (a[l].body == SJK_BODY_TRELLIS_I8) a[l].body = SJK_BODY_TRELLIS, *legacy_grid = 1;
+        else if (a[l].body == SJK_BODY_TRELLIS_REAL_I8) a[l].body = SJK_BODY_TRELLIS_REAL, *legacy_grid = 1;
+    }
+    return !memcmp(a, b, n_layers * sizeof a[0]);
+}
+
 sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending_token, char *err, size_t err_cap)
 {
     if (err && err_cap) err[0] = 0;
@@ -291,9 +313,20 @@ sjk_status sjkh_session_load(sjkh_session *s, const char *path, int32_t *pending
         sjkh_rd_u32le(f + 28) != s->p.n_batch)
         LFAIL(SJK_ERR_MISMATCH, "%s: saved with context %u, batch %u; this session has %u, %u", path,
               sjkh_rd_u32le(f + 24), sjkh_rd_u32le(f + 28), s->p.n_ctx, s->p.n_batch);
-    if (memchr(f + 88, 0, KVSTR_NBYTES) == NULL || strcmp((const char *)f + 88, s->kv_str))
-        LFAIL(SJK_ERR_MISMATCH, "%s: saved with --kv %.*s; this session uses %s", path, 64, (const char *)f + 88,
-              s->kv_str);
+    if (memchr(f + 88, 0, KVSTR_NBYTES) == NULL) LFAIL(SJK_ERR_CORRUPT, "%s: --kv string not terminated", path);
+    {
+        /* the cache part's record format (a cache file's header, offset 16), if there is one */
+        const uint64_t hn = sjkh_rd_u32le(f + 40) | (uint64_t)sjkh_rd_u32le(f + 44) << 32;
+        const uint64_t cn = sjkh_rd_u32le(f + 48) | (uint64_t)sjkh_rd_u32le(f + 52) << 32;
+        const uint32_t rv = cn >= 20 && hn <= n - SESS_HDR_NBYTES && cn <= n - SESS_HDR_NBYTES - hn
+                                ? sjkh_rd_u32le(f + SESS_HDR_NBYTES + hn + 16) : 4;
+        int legacy = 0;
+        if (!kv_matches((const char *)f + 88, s->kv_str, rv, in->n_layers, &legacy))
+            LFAIL(SJK_ERR_MISMATCH, "%s: saved with --kv %.*s; this session uses %s%s", path, 64, (const char *)f + 88,
+                  s->kv_str,
+                  legacy ? " (saved before record format 4, when `t` and `tr` named the float-table trellis bodies: "
+                           "`tf` and `trf` now)" : "");
+    }
     uint32_t wt = version == 1 ? SJKH_WINDOW_F16 : sjkh_rd_u32le(f + 36);
     if (wt != s->p.window_type) {
         const char *wn = sjkh_window_type_name(wt);
