@@ -1006,6 +1006,86 @@ TEST(test_rec_q16_matches_reference)
 }
 
 
+/* Part 3 of the trellis integer-path tests (test_trellis_q16_matches_reference with the
+ * float tables, test_trellis_q8_matches_reference with their int8 grids): random records
+ * at 2, 3 and 4 bits (and mixed), every D, 1 to 9 rows with partial visibility, a flat
+ * query and flat weights; every other case reads the real-data tables (body sj:B/Btr).
+ * The reference integer path against the fp32 reference (worst printed) and every
+ * table's integer path against the reference at tol. With grid, a record on the float
+ * tables must take chunk_trellis_q16's bits from chunk_trellis_q8. */
+static void trellis_int_paths(sjk_rng *rp, int grid, double tol)
+{
+    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
+    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
+    const char *what = grid ? "int8 trellis path" : "int16 trellis path";
+    sjk_rng r = *rp;
+    static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
+    static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
+    double worst_fp = 0;
+    int tested = 0;
+    for (unsigned kb = 2; kb <= 4; kb++)
+        for (size_t D = 64; D <= MAXD; D *= 2)
+            for (int pass = 0; pass < 4; pass++) {
+                const unsigned vb = pass == 1 ? (kb == 2 ? 4 : kb - 1) : kb;
+                const size_t R = pass == 0 ? 4 : pass == 1 ? 6 : pass == 2 ? (D == 128 ? 9 : 1) : 3;
+                const int flat_q = pass == 3 && D % 128 == 0, flat_p = pass == 3 && D % 128 != 0;
+                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
+                for (size_t i = 0; i < R * D; i++) q[i] = flat_q ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
+                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
+                if (flat_q) for (size_t d = 0; d < D; d++) sc[d] = 0.1f;                 /* Kscale */
+                if (flat_p) for (size_t t = 0; t < G; t++) sc[2 * D + t] = 1e-4f;      /* Ktok */
+                sjk_attn_rec rc;
+                memset(&rc, 0, sizeof rc);
+                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
+                const int real = (int)((kb + pass + D / 64) % 2);
+                const unsigned body = grid ? (real ? SJK_BODY_TRELLIS_REAL_I8 : SJK_BODY_TRELLIS_I8)
+                                           : (real ? SJK_BODY_TRELLIS_REAL : SJK_BODY_TRELLIS);
+                rc.kcb = sjk_trellis_codebook_for(body, kb, 0);
+                rc.vcb = sjk_trellis_codebook_for(body, vb, 1);
+                uint32_t nvis[16];
+                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+                static state a, b, c;
+                sjk_rng s0 = r;
+                state_init(&a, R, D, &s0), s0 = r;
+                state_init(&b, R, D, &s0);
+                (grid ? ref->chunk_trellis_q8 : ref->chunk_trellis_q16)(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                ref->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                const double e_fp = output_diff(&b, &a, R, D);
+                worst_fp = fmax(worst_fp, e_fp);
+                CHECKF(e_fp < 1e-3, "%u/%u D=%zu R=%zu%s: %s %.3g from the fp32 path", kb, vb, D, R,
+                       flat_q ? " flat q" : flat_p ? " flat p" : "", what, e_fp);
+                for (int pi = 0; pi < 2; pi++) {
+                    const sjk_attn_kernels *k = paths[pi];
+                    void (*fn)(const float *, size_t, size_t, const uint32_t *, const sjk_attn_rec *, float *, float *,
+                               float *, float *) = k ? (grid ? k->chunk_trellis_q8 : k->chunk_trellis_q16) : NULL;
+                    if (!fn) continue;
+                    tested++;
+                    s0 = r;
+                    state_init(&c, R, D, &s0);
+                    fn(q, R, D, nvis, &rc, c.m, c.l, c.acc, g_work);
+                    const double e = state_diff(&a, &c, R, D);
+                    CHECKF(e < tol, "%s %s %u/%u D=%zu R=%zu%s: rel diff %.3g", k->name, what, kb, vb, D, R,
+                           flat_q ? " flat q" : flat_p ? " flat p" : "", e);
+                }
+                if (grid && pass == 0) { /* float tables: chunk_trellis_q8 hands the record on */
+                    rc.kcb = sjk_trellis_codebook(kb);
+                    rc.vcb = sjk_trellis_codebook(vb);
+                    s0 = r;
+                    state_init(&a, R, D, &s0), s0 = r;
+                    state_init(&b, R, D, &s0);
+                    ref->chunk_trellis_q8(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+                    ref->chunk_trellis_q16(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+                    CHECK(state_diff(&a, &b, R, D) == 0);
+                }
+            }
+    *rp = r;
+    fprintf(stderr, "  note: %s vs fp32 path: worst %.3g of the outputs' magnitude\n", what, worst_fp);
+    if (!tested) fprintf(stderr, "  note: no SIMD table has the %s on this CPU; the reference was checked alone\n", what);
+}
+
 /* Trellis records by int16 dot products (chunk_trellis_q16).
  * 1. sjk_attn_trellis_c16: |c16| <= CMAX, reached, and every committed codebook value
  *    within scale / 2 of scale · c16.
@@ -1020,8 +1100,6 @@ TEST(test_rec_q16_matches_reference)
  *    binds). */
 TEST(test_trellis_q16_matches_reference)
 {
-    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
-    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
     /* 1 */
     for (unsigned kk = 0; kk < 3 * SJK_TRELLIS_CB_SETS; kk++) {
         const unsigned k = 2 + kk % 3, set = kk / 3; /* the committed tables, the real-data K and V ones, their grids */
@@ -1072,57 +1150,7 @@ TEST(test_trellis_q16_matches_reference)
         }
     }
     /* 3 */
-    static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
-    static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
-    double worst_fp = 0;
-    int tested = 0;
-    for (unsigned kb = 2; kb <= 4; kb++)
-        for (size_t D = 64; D <= MAXD; D *= 2)
-            for (int pass = 0; pass < 4; pass++) {
-                const unsigned vb = pass == 1 ? (kb == 2 ? 4 : kb - 1) : kb;
-                const size_t R = pass == 0 ? 4 : pass == 1 ? 6 : pass == 2 ? (D == 128 ? 9 : 1) : 3;
-                const int flat_q = pass == 3 && D % 128 == 0, flat_p = pass == 3 && D % 128 != 0;
-                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
-                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
-                for (size_t i = 0; i < R * D; i++) q[i] = flat_q ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
-                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
-                if (flat_q) for (size_t d = 0; d < D; d++) sc[d] = 0.1f;                 /* Kscale */
-                if (flat_p) for (size_t t = 0; t < G; t++) sc[2 * D + t] = 1e-4f;      /* Ktok */
-                sjk_attn_rec rc;
-                memset(&rc, 0, sizeof rc);
-                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
-                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
-                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
-                /* every other case reads the real-data tables (body sj:B/Btr) */
-                const int real = (int)((kb + pass + D / 64) % 2);
-                rc.kcb = real ? sjk_trellis_codebook_real(kb, 0) : sjk_trellis_codebook(kb);
-                rc.vcb = real ? sjk_trellis_codebook_real(vb, 1) : sjk_trellis_codebook(vb);
-                uint32_t nvis[16];
-                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
-                static state a, b, c;
-                sjk_rng s0 = r;
-                state_init(&a, R, D, &s0), s0 = r;
-                state_init(&b, R, D, &s0);
-                ref->chunk_trellis_q16(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
-                ref->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
-                const double e_fp = output_diff(&b, &a, R, D);
-                worst_fp = fmax(worst_fp, e_fp);
-                CHECKF(e_fp < 1e-3, "%u/%u D=%zu R=%zu%s: int16 path %.3g from the fp32 path", kb, vb, D, R,
-                       flat_q ? " flat q" : flat_p ? " flat p" : "", e_fp);
-                for (int pi = 0; pi < 2; pi++) {
-                    const sjk_attn_kernels *k = paths[pi];
-                    if (!k || !k->chunk_trellis_q16) continue;
-                    tested++;
-                    s0 = r;
-                    state_init(&c, R, D, &s0);
-                    k->chunk_trellis_q16(q, R, D, nvis, &rc, c.m, c.l, c.acc, g_work);
-                    const double e = state_diff(&a, &c, R, D);
-                    CHECKF(e < Q16_WEIGHT_TOL, "%s trellis_q16 %u/%u D=%zu R=%zu%s: rel diff %.3g", k->name, kb, vb, D, R,
-                           flat_q ? " flat q" : flat_p ? " flat p" : "", e);
-                }
-            }
-    fprintf(stderr, "  note: int16 trellis path vs fp32 path: worst %.3g of the outputs' magnitude\n", worst_fp);
-    if (!tested) fprintf(stderr, "  note: no SIMD table reads trellis records by integer dot products on this CPU; the reference was checked alone\n");
+    trellis_int_paths(&r, 0, Q16_WEIGHT_TOL);
 }
 
 /* Trellis records on the int8-grid codebooks (chunk_trellis_q8; bodies sj:B/Bt, B/Btr
@@ -1141,8 +1169,6 @@ TEST(test_trellis_q16_matches_reference)
 #define Q8_WEIGHT_TOL (1e-5 + 2.0 / 16256)
 TEST(test_trellis_q8_matches_reference)
 {
-    const sjk_attn_kernels *ref = sjk_attn_kernels_ref();
-    const sjk_attn_kernels *paths[2] = {sjk_attn_kernels_avx2(), sjk_attn_kernels_avx512()};
     /* 1 */
     for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
         for (unsigned k = 2; k <= 4; k++) {
@@ -1199,68 +1225,7 @@ TEST(test_trellis_q8_matches_reference)
         CHECK(isnan(sc) && zero && ys == 0);
     }
     /* 3 */
-    static uint8_t kt[MAXD * G / 2 + 8], vt[MAXD * G / 2 + 8];
-    static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
-    double worst_fp = 0;
-    int tested = 0;
-    for (unsigned kb = 2; kb <= 4; kb++)
-        for (size_t D = 64; D <= MAXD; D *= 2)
-            for (int pass = 0; pass < 4; pass++) {
-                const unsigned vb = pass == 1 ? (kb == 2 ? 4 : kb - 1) : kb;
-                const size_t R = pass == 0 ? 4 : pass == 1 ? 6 : pass == 2 ? (D == 128 ? 9 : 1) : 3;
-                const int flat_q = pass == 3 && D % 128 == 0, flat_p = pass == 3 && D % 128 != 0;
-                for (size_t i = 0; i < D * G * kb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
-                for (size_t i = 0; i < D * G * vb / 8; i++) vt[i] = (uint8_t)sjk_rng_u64(&r);
-                for (size_t i = 0; i < R * D; i++) q[i] = flat_q ? 0.3f : (float)(0.2 * sjk_rng_normal(&r));
-                for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r));
-                if (flat_q) for (size_t d = 0; d < D; d++) sc[d] = 0.1f;                 /* Kscale */
-                if (flat_p) for (size_t t = 0; t < G; t++) sc[2 * D + t] = 1e-4f;      /* Ktok */
-                sjk_attn_rec rc;
-                memset(&rc, 0, sizeof rc);
-                rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
-                rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
-                rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
-                /* every other case reads the real-data grids (body sj:B/Btr) */
-                const int real = (int)((kb + pass + D / 64) % 2);
-                rc.kcb = sjk_trellis_codebook_for(real ? SJK_BODY_TRELLIS_REAL_I8 : SJK_BODY_TRELLIS_I8, kb, 0);
-                rc.vcb = sjk_trellis_codebook_for(real ? SJK_BODY_TRELLIS_REAL_I8 : SJK_BODY_TRELLIS_I8, vb, 1);
-                uint32_t nvis[16];
-                for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
-                static state a, b, c;
-                sjk_rng s0 = r;
-                state_init(&a, R, D, &s0), s0 = r;
-                state_init(&b, R, D, &s0);
-                ref->chunk_trellis_q8(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
-                ref->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
-                const double e_fp = output_diff(&b, &a, R, D);
-                worst_fp = fmax(worst_fp, e_fp);
-                CHECKF(e_fp < 1e-3, "%u/%u D=%zu R=%zu%s: int8 path %.3g from the fp32 path", kb, vb, D, R,
-                       flat_q ? " flat q" : flat_p ? " flat p" : "", e_fp);
-                for (int pi = 0; pi < 2; pi++) {
-                    const sjk_attn_kernels *k = paths[pi];
-                    if (!k || !k->chunk_trellis_q8) continue;
-                    tested++;
-                    s0 = r;
-                    state_init(&c, R, D, &s0);
-                    k->chunk_trellis_q8(q, R, D, nvis, &rc, c.m, c.l, c.acc, g_work);
-                    const double e = state_diff(&a, &c, R, D);
-                    CHECKF(e < Q8_WEIGHT_TOL, "%s trellis_q8 %u/%u D=%zu R=%zu%s: rel diff %.3g", k->name, kb, vb, D, R,
-                           flat_q ? " flat q" : flat_p ? " flat p" : "", e);
-                }
-                /* float tables: the kernel hands the record to chunk_trellis_q16 */
-                if (pass == 0) {
-                    rc.kcb = sjk_trellis_codebook(kb);
-                    rc.vcb = sjk_trellis_codebook(vb);
-                    s0 = r;
-                    state_init(&a, R, D, &s0), s0 = r;
-                    state_init(&b, R, D, &s0);
-                    ref->chunk_trellis_q8(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
-                    ref->chunk_trellis_q16(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
-                    CHECK(state_diff(&a, &b, R, D) == 0);
-                }
-            }
-    fprintf(stderr, "  note: int8 trellis path vs fp32 path: worst %.3g of the outputs' magnitude\n", worst_fp);
-    if (!tested) fprintf(stderr, "  note: no SIMD table reads int8-grid trellis records on this CPU; the reference was checked alone\n");
+    trellis_int_paths(&r, 1, Q8_WEIGHT_TOL);
 }
 
 /* The staging ring's tq6_0 rows by integer dot products (chunk_tq6_q16).

@@ -15,16 +15,22 @@
 
 /* sjk_attn_q16_prep (attn_ref.c) 16 lanes at a time, to the same bits: the row x[D] as
  * int16 q16[D] and its scale. */
-static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
+/* max |x[i]| over n values (a multiple of 16), NaN if one is NaN or infinite. */
+static inline float absmax16(const float *x, size_t n)
 {
     __m512 mx = _mm512_setzero_ps();
     __mmask16 bad = 0;
-    for (size_t d = 0; d < D; d += 16) {
-        const __m512 v = _mm512_loadu_ps(x + d);
+    for (size_t i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
         bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
         mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
     }
-    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    return bad ? NAN : _mm512_reduce_max_ps(mx);
+}
+
+static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
+{
+    const float amax = absmax16(x, D);
     const float s = isfinite(amax) ? amax / 32767.0f : NAN;
     const float inv = s > 0 ? 1.0f / s : 0.0f;
     *scale = s;
@@ -1144,6 +1150,22 @@ static inline __attribute__((always_inline)) void trq_values(__m512i a[RBX], con
     }
 }
 
+/* The rows' int32 sums a[r] of 16 channels (one group) into their accumulators ad[r * D]:
+ * ad = ad·fct + Vch · (fv · (float)a + zz) (rows without keys keep theirs). */
+static inline __attribute__((always_inline)) void trq_acc_group(float *ad0, size_t D, const float *vch16,
+                                                                const uint32_t *nvis, size_t rb, const float *fct,
+                                                                const float *zz, const float *fv, const __m512i *a)
+{
+    const __m512 vch = _mm512_loadu_ps(vch16);
+    for (size_t r = 0; r < rb; r++) {
+        if (!nvis[r]) continue;
+        float *ad = ad0 + r * D;
+        const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(ad), _mm512_set1_ps(fct[r]), _mm512_mul_ps(vch, _mm512_set1_ps(zz[r])));
+        const __m512 av = _mm512_mul_ps(_mm512_set1_ps(fv[r]), _mm512_cvtepi32_ps(a[r]));
+        _mm512_storeu_ps(ad, _mm512_fmadd_ps(vch, av, x));
+    }
+}
+
 static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                 const sjk_attn_rec *rc, float *m, float *l, float *acc,
                                                                 float *work, const size_t NR)
@@ -1186,15 +1208,7 @@ static inline __attribute__((always_inline)) void chunk_trq_nr(const float *q, s
             if (vb == 2) trq_values(a, p16, g, j == ng - 1, 2, vs, NR);
             else if (vb == 3) trq_values(a, p16, g, j == ng - 1, 3, vs, NR);
             else trq_values(a, p16, g, j == ng - 1, 4, vs, NR);
-            const __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
-            for (size_t r = 0; r < rb; r++) {
-                if (!nvis[r0 + r]) continue;
-                float *ad = acc + (r0 + r) * D + 16 * j;
-                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(ad), _mm512_set1_ps(fct[r]),
-                                                 _mm512_mul_ps(vch, _mm512_set1_ps(zz[r])));
-                const __m512 av = _mm512_mul_ps(_mm512_set1_ps(fv[r]), _mm512_cvtepi32_ps(a[r]));
-                _mm512_storeu_ps(ad, _mm512_fmadd_ps(vch, av, x));
-            }
+            trq_acc_group(acc + r0 * D + 16 * j, D, rc->vch + 16 * j, nvis + r0, rb, fct, zz, fv, a);
         }
     }
 }
@@ -1255,14 +1269,7 @@ static void trq8_build(void)
 /* sjk_attn_q8_pieces (attn_ref.c) 16 lanes at a time, to the same bits (n: a multiple of 16). */
 static void q8_pieces(int8_t *hi, int8_t *lo, float *scale, int32_t *ysum, const float *x, size_t n)
 {
-    __m512 mx = _mm512_setzero_ps();
-    __mmask16 bad = 0;
-    for (size_t i = 0; i < n; i += 16) {
-        const __m512 v = _mm512_loadu_ps(x + i);
-        bad |= _mm512_fpclass_ps_mask(v, 0x99); /* NaN, +inf, -inf */
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
-    }
-    const float amax = bad ? NAN : _mm512_reduce_max_ps(mx);
+    const float amax = absmax16(x, n);
     const float s = isfinite(amax) ? amax / 16256.0f : NAN;
     const float inv = s > 0 ? 1.0f / s : 0.0f;
     *scale = s;
@@ -1448,15 +1455,7 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
             if (vb == 2) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 2, TV, NR);
             else if (vb == 3) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 3, TV, NR);
             else trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 4, TV, NR);
-            const __m512 vch = _mm512_loadu_ps(rc->vch + 16 * j);
-            for (size_t r = 0; r < rb; r++) {
-                if (!nvis[r0 + r]) continue;
-                float *ad = acc + (r0 + r) * D + 16 * j;
-                const __m512 x = _mm512_fmadd_ps(_mm512_loadu_ps(ad), _mm512_set1_ps(fct[r]),
-                                                 _mm512_mul_ps(vch, _mm512_set1_ps(zz[r])));
-                const __m512 av = _mm512_mul_ps(_mm512_set1_ps(fv[r]), _mm512_cvtepi32_ps(a[r]));
-                _mm512_storeu_ps(ad, _mm512_fmadd_ps(vch, av, x));
-            }
+            trq_acc_group(acc + r0 * D + 16 * j, D, rc->vch + 16 * j, nvis + r0, rb, fct, zz, fv, a);
         }
     }
 }
