@@ -1,7 +1,10 @@
 /* make_seeds.c — writes the C-generated seeds of the committed fuzz corpora:
  * fuzz/corpus/cache_file/ (cache files of the fuzz target's cache shape at several
  * states) and fuzz/corpus/record/ (real encoded records, every body, a few bit widths).
- * Regenerate: sh fuzz/make_seeds.sh (builds this against the library and runs it). */
+ * Regenerate: sh fuzz/make_seeds.sh (builds this against the library and runs it).
+ * fuzz/corpus/cache_file/seed-N-format1 are the same states as written before record
+ * format 4 (the trellis layer on the float tables, record format 1), kept for the old
+ * reader's paths; they are not regenerated. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +49,8 @@ int main(void)
     /* records: 3 header bytes (see fuzz_record.c) + one encoded record */
     static float kk[128 * 128], vv[128 * 128];
     for (size_t i = 0; i < 128 * 128; i++) { kk[i] = (float)sjk_rng_normal(&r); vv[i] = (float)sjk_rng_normal(&r); }
-    const struct { uint8_t dsel, body, bk, bv; } cfg[] = {{0, 0, 4, 4}, {0, 1, 3, 3}, {1, 2, 3, 2}, {1, 0, 2, 2}, {0, 1, 2, 2}};
+    const struct { uint8_t dsel, body, bk, bv; } cfg[] = {{0, 0, 4, 4}, {0, 1, 3, 3}, {1, 2, 3, 2}, {1, 0, 2, 2}, {0, 1, 2, 2},
+                                                         {0, 4, 3, 3}, {1, 5, 4, 2}}; /* 4, 5: record format v4 */
     for (size_t i = 0; i < sizeof cfg / sizeof *cfg; i++) {
         sjk_record_params p = sjk_record_params_default();
         p.head_dim = cfg[i].dsel ? 128 : 64;
