@@ -274,6 +274,32 @@ static uint8_t *save_restore_same_rows(sjk_cache *c, sjk_cache *c2, uint32_t wan
     return buf;
 }
 
+/* Two caches of these n_layers layers (HD, 512 positions), the first filled with 500
+ * positions of the fixed input per layer; 0 (both freed) if one could not be made. */
+static int two_caches(const sjk_layer_config *lc, uint32_t n_layers, sjk_cache **c, sjk_cache **c2)
+{
+    sjk_cache_params p = sjk_cache_params_default();
+    p.n_layers = n_layers;
+    p.head_dim = HD;
+    p.max_pos = 512;
+    p.max_q_rows = 4;
+    p.layers = lc;
+    CHECK(sjk_cache_create(&p, c) == SJK_OK && sjk_cache_create(&p, c2) == SJK_OK);
+    if (!*c || !*c2) {
+        sjk_cache_free(*c);
+        sjk_cache_free(*c2);
+        *c = *c2 = NULL;
+        return 0;
+    }
+    static float k[HD], v[HD];
+    for (uint32_t l = 0; l < n_layers; l++)
+        for (uint32_t pos = 0; pos < 500; pos++) {
+            fill_input(l, pos, k, v);
+            CHECK(sjk_cache_append(*c, 0, l, k, v, 1) == SJK_OK);
+        }
+    return 1;
+}
+
 TEST(test_wide_bodies_write_record_format_2)
 {
     /* A cache with a body above 4 bits saves record format 2, restores, and a file that
@@ -281,21 +307,9 @@ TEST(test_wide_bodies_write_record_format_2)
     sjk_layer_config lc[2];
     CHECK(sjk_cache_config_parse("sj:8/4:tail=128", 1, &lc[0], NULL, 0) == SJK_OK);
     CHECK(sjk_cache_config_parse("sj:4/4:tail=128", 1, &lc[1], NULL, 0) == SJK_OK);
-    sjk_cache_params p = sjk_cache_params_default();
-    p.n_layers = 2;
-    p.head_dim = HD;
-    p.max_pos = 512;
-    p.max_q_rows = 4;
-    p.layers = lc;
     sjk_cache *c = NULL, *c2 = NULL;
-    CHECK(sjk_cache_create(&p, &c) == SJK_OK && sjk_cache_create(&p, &c2) == SJK_OK);
-    if (!c || !c2) return;
+    if (!two_caches(lc, 2, &c, &c2)) return;
     static float k[HD], v[HD];
-    for (uint32_t l = 0; l < 2; l++)
-        for (uint32_t pos = 0; pos < 500; pos++) {
-            fill_input(l, pos, k, v);
-            CHECK(sjk_cache_append(c, 0, l, k, v, 1) == SJK_OK);
-        }
     size_t n = 0;
     uint8_t *buf = save_restore_same_rows(c, c2, 2, &n);
     if (buf) {
@@ -332,20 +346,8 @@ TEST(test_real_trellis_body_writes_record_format_3)
 {
     sjk_layer_config lc;
     CHECK(sjk_cache_config_parse("sj:3/2trf:tail=128", 1, &lc, NULL, 0) == SJK_OK);
-    sjk_cache_params p = sjk_cache_params_default();
-    p.n_layers = 1;
-    p.head_dim = HD;
-    p.max_pos = 512;
-    p.max_q_rows = 4;
-    p.layers = &lc;
     sjk_cache *c = NULL, *c2 = NULL;
-    CHECK(sjk_cache_create(&p, &c) == SJK_OK && sjk_cache_create(&p, &c2) == SJK_OK);
-    if (!c || !c2) return;
-    static float k[HD], v[HD];
-    for (uint32_t pos = 0; pos < 500; pos++) {
-        fill_input(0, pos, k, v);
-        CHECK(sjk_cache_append(c, 0, 0, k, v, 1) == SJK_OK);
-    }
+    if (!two_caches(&lc, 1, &c, &c2)) return;
     size_t n = 0;
     uint8_t *buf = save_restore_same_rows(c, c2, 3, &n);
     if (buf) {
@@ -362,7 +364,7 @@ TEST(test_real_trellis_body_writes_record_format_3)
 
 /* The int8-grid bodies (sj:B/Bt and B/Btr since record format 4) save format 4 and restore
  * to the same rows; the same bytes claiming format 3 are refused as corrupt, and a file of
- * the float-table body (format 3, `tf`) does not restore into a cache of the grid body:
+ * the float-table body (`tf`, record format 1) does not restore into a cache of the grid body:
  * the layer's body differs (the caller names `tf` to read it). */
 TEST(test_grid_trellis_bodies_write_record_format_4)
 {
@@ -370,21 +372,9 @@ TEST(test_grid_trellis_bodies_write_record_format_4)
     CHECK(sjk_cache_config_parse("sj:3/2t:tail=128", 1, &lc[0], NULL, 0) == SJK_OK);
     CHECK(sjk_cache_config_parse("sj:4/4tr:tail=128", 1, &lc[1], NULL, 0) == SJK_OK);
     CHECK(lc[0].body == SJK_BODY_TRELLIS_I8 && lc[1].body == SJK_BODY_TRELLIS_REAL_I8);
-    sjk_cache_params p = sjk_cache_params_default();
-    p.n_layers = 2;
-    p.head_dim = HD;
-    p.max_pos = 512;
-    p.max_q_rows = 4;
-    p.layers = lc;
     sjk_cache *c = NULL, *c2 = NULL;
-    CHECK(sjk_cache_create(&p, &c) == SJK_OK && sjk_cache_create(&p, &c2) == SJK_OK);
-    if (!c || !c2) return;
+    if (!two_caches(lc, 2, &c, &c2)) return;
     static float k[HD], v[HD];
-    for (uint32_t l = 0; l < 2; l++)
-        for (uint32_t pos = 0; pos < 500; pos++) {
-            fill_input(l, pos, k, v);
-            CHECK(sjk_cache_append(c, 0, l, k, v, 1) == SJK_OK);
-        }
     size_t n = 0;
     uint8_t *buf = save_restore_same_rows(c, c2, 4, &n);
     if (buf) {
@@ -397,10 +387,14 @@ TEST(test_grid_trellis_bodies_write_record_format_4)
     free(buf);
     sjk_cache_free(c);
     sjk_cache_free(c2);
-    /* a float-table file (format 3) into a grid cache: refused by the body, the cache intact */
+    /* a float-table file (record format 1) into a grid cache: refused by the body, the cache intact */
     sjk_layer_config lf;
     CHECK(sjk_cache_config_parse("sj:3/2tf:tail=128", 1, &lf, NULL, 0) == SJK_OK);
+    sjk_cache_params p = sjk_cache_params_default();
     p.n_layers = 1;
+    p.head_dim = HD;
+    p.max_pos = 512;
+    p.max_q_rows = 4;
     p.layers = &lf;
     sjk_cache *cf = NULL, *cg = NULL;
     CHECK(sjk_cache_create(&p, &cf) == SJK_OK);
