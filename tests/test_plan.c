@@ -463,7 +463,8 @@ TEST(test_plan_estimate_equals_allocation)
 #define T32 "sj:3/2t:tail_min=128:tail_max=256"
 #define T43R "sj:4/3tr:tail_min=256:tail_max=512"
 #define T32R "sj:3/2tr:tail_min=128:tail_max=256"
-/* and the two rungs with a 1,024-position q8_0 tail */
+/* and the three rungs with a 1,024-position q8_0 tail */
+#define T44Q "sj:4/4t:tail=1024:stage=q8_0"
 #define S44Q "sj:4/4:tail=1024:stage=q8_0"
 #define T43Q "sj:4/3t:tail=1024:stage=q8_0"
 
@@ -474,6 +475,7 @@ static const char g_floor_csv[] =
     "*,q8_0/q4_0,0.009,sjkvarn eval -m X --kv q8_0/q4_0\n"
     "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.010,sjkvarn eval -m X --kv sj:6/4\n"
     "*,sj:4/4,0.011,sjkvarn eval -m X --kv sj:4/4,sj:4/3t\n"
+    "*," T44Q ",0.0113,sjkvarn eval -m X --kv " T44Q "\n"
     "*," S44Q ",0.0115,sjkvarn eval -m X --kv " S44Q "\n"
     "*," T44 ",0.012,sjkvarn eval -m X --kv sj:4/4t\n"
     "*," T43Q ",0.014,sjkvarn eval -m X --kv " T43Q "\n"
@@ -483,8 +485,9 @@ static const char g_floor_csv[] =
     "strict-model," T32 ",0.05,sjkvarn eval -m strict-model --kv sj:3/2t\n";
 
 /* As the budget tightens, the ladder walks f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 ->
- * sj:4/4 -> sj:4/4 (q8_0 tail) -> sj:4/4t -> sj:4/3t (q8_0 tail) -> sj:4/3t -> sj:3/2t,
- * then refuses, saying what would fit. */
+ * sj:4/4 -> sj:4/4t (q8_0 tail) -> sj:4/4 (q8_0 tail) -> sj:4/4t -> sj:4/3t (q8_0 tail) ->
+ * sj:4/3t -> sj:3/2t, then refuses, saying what would fit (in this table every rung is
+ * worse than the one before it, so none is dominated). */
 TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
 {
     static sjkh_plan_model m;
@@ -496,16 +499,16 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
     size_t n_all;
     const char *const *all = sjkh_plan_ladder(&n_all);
-    CHECK(n_all == 13 && !strcmp(all[0], "f16") && !strcmp(all[11], T32) && !strcmp(all[12], T32R));
-    CHECK(!strcmp(all[5], S44Q) && !strcmp(all[8], T43Q));
+    CHECK(n_all == 14 && !strcmp(all[0], "f16") && !strcmp(all[12], T32) && !strcmp(all[13], T32R));
+    CHECK(!strcmp(all[5], T44Q) && !strcmp(all[6], S44Q) && !strcmp(all[9], T43Q));
     /* the rungs of distinct sizes: a `tr` twin has its `t` rung's bytes and, unmeasured in
      * this table, is never taken (test_auto_tier_takes_the_better_twin covers it) */
-    const char *ladder[10];
+    const char *ladder[11];
     size_t n = 0;
     for (size_t i = 0; i < n_all; i++)
         if (!strstr(all[i], "tr:")) ladder[n++] = all[i];
-    CHECK(n == 10 && !strcmp(ladder[9], T32));
-    size_t need[10];
+    CHECK(n == 11 && !strcmp(ladder[10], T32));
+    size_t need[11];
     for (size_t i = 0; i < n; i++) {
         sjkh_plan_size s;
         CHECK(sjkh_plan_estimate(&m, ladder[i], &p, &s, NULL, 0) == SJK_OK);
@@ -535,13 +538,13 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     r.budget_nbytes = 80 * GiB;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     /* nothing fits: refuse, naming a shorter context and the budget this one needs */
-    r.budget_nbytes = need[9] - 1;
+    r.budget_nbytes = need[10] - 1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECK(c.kv[0] == 0 && !c.fits);
     CHECKF(strstr(c.reason, T32) && strstr(c.reason, "--ctx") && strstr(c.reason, "a budget of"), "%s",
            c.reason);
     uint32_t ctx;
-    CHECK(sjkh_plan_max_ctx(&m, T32, &p, need[9] - 1, p.n_ctx, &ctx) == SJK_OK);
+    CHECK(sjkh_plan_max_ctx(&m, T32, &p, need[10] - 1, p.n_ctx, &ctx) == SJK_OK);
     char want[32];
     snprintf(want, sizeof want, "--ctx %u", ctx);
     CHECKF(strstr(c.reason, want) != NULL, "%s not in %s", want, c.reason);
@@ -619,12 +622,13 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv " T43), "%s",
            c.reason);
-    CHECK(c.n_rungs == 13 && !strcmp(c.rungs[9].kv, T43) && !strcmp(c.rungs[11].kv, T32));
-    CHECK(c.rungs[9].verdict == SJKH_RUNG_UNMEASURED && c.rungs[11].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.n_rungs == 14 && !strcmp(c.rungs[10].kv, T43) && !strcmp(c.rungs[12].kv, T32));
+    CHECK(c.rungs[10].verdict == SJKH_RUNG_UNMEASURED && c.rungs[12].verdict == SJKH_RUNG_BELOW_FLOOR);
     CHECK(c.rungs[4].verdict == SJKH_RUNG_TOO_BIG && c.rungs[4].mean_kl == 0.011); /* "*" row */
-    CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.0115);
-    CHECK(c.rungs[6].verdict == SJKH_RUNG_TOO_BIG && c.rungs[6].mean_kl == 0.012);
-    CHECK(c.rungs[8].verdict == SJKH_RUNG_TOO_BIG && c.rungs[8].mean_kl == 0.014);
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.0113);
+    CHECK(c.rungs[6].verdict == SJKH_RUNG_TOO_BIG && c.rungs[6].mean_kl == 0.0115);
+    CHECK(c.rungs[7].verdict == SJKH_RUNG_TOO_BIG && c.rungs[7].mean_kl == 0.012);
+    CHECK(c.rungs[9].verdict == SJKH_RUNG_TOO_BIG && c.rungs[9].mean_kl == 0.014);
     /* lifting the floor allows them */
     r.max_kl = -1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, T43));
@@ -712,6 +716,42 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.budget_nbytes = s84.total_nbytes; /* q8_0/q8_0 is better but too big */
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
     CHECK(c.rungs[3].verdict == SJKH_RUNG_FITS && c.rungs[3].mean_kl == 0.004);
+    sjkh_quality_floor_free(f);
+
+    /* The 4-bit rungs as the studies measured them. Gemma 3 at 16K (the tail study): the
+     * trellis with a 1,024-position q8_0 tail is smaller than sj:4/4 and has 0.46x its KL,
+     * so where sj:4/4 fits it is passed over, and the scalar twin with the same tail (the
+     * same bytes, higher KL) too. Qwen at 8K: sj:4/4 is the lowest and stays first, and
+     * the trellis twin, higher than the scalar one, is dominated by it. */
+    sjkh_plan_size s44, st, ss;
+    CHECK(sjkh_plan_estimate(&m, "sj:4/4", &p, &s44, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, T44Q, &p, &st, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, S44Q, &p, &ss, NULL, 0) == SJK_OK);
+    CHECK(st.total_nbytes < s44.total_nbytes && ss.total_nbytes <= st.total_nbytes);
+    static const char gemma[] = "model,config,mean_kl,source\n"
+                                "*,sj:4/4,0.00337,tail.csv: x\n"
+                                "*," T44Q ",0.00153,tail.csv: x\n"
+                                "*," S44Q ",0.00444,tail.csv: x\n";
+    static const char qwen[] = "model,config,mean_kl,source\n"
+                               "*,sj:4/4,0.000218,low.csv: x\n"
+                               "*," T44Q ",0.000294,low.csv: x\n"
+                               "*," S44Q ",0.000257,low.csv: x\n";
+    CHECK(sjkh_quality_floor_parse(gemma, strlen(gemma), &f, NULL, 0) == SJK_OK);
+    r.floor = f;
+    r.budget_nbytes = s44.total_nbytes;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, T44Q), "%s", c.reason);
+    CHECK(c.rungs[4].verdict == SJKH_RUNG_DOMINATED);
+    CHECKF(strstr(c.reason, "sj:4/4 ") && strstr(c.reason, "dominated by " T44Q), "%s", c.reason);
+    sjkh_quality_floor_free(f);
+    CHECK(sjkh_quality_floor_parse(qwen, strlen(qwen), &f, NULL, 0) == SJK_OK);
+    r.floor = f;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, "sj:4/4"), "%s", c.reason);
+    r.budget_nbytes = st.total_nbytes;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, S44Q), "%s", c.reason);
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_DOMINATED);
     sjkh_quality_floor_free(f);
 }
 
@@ -865,8 +905,9 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
         CHECKF(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-real.csv") == r->source, "%s",
                twins[i]);
     }
-    /* the rungs with a q8_0 tail from the nine-document tail study, which measured them */
-    const char *tails[] = {S44Q, T43Q};
+    /* the rungs with a q8_0 tail from the nine-document tail study, which measured them
+     * beside sj:4/4, so the dominance rule compares them */
+    const char *tails[] = {T44Q, S44Q, T43Q, "sj:4/4"};
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
         r = sjkh_quality_floor_find(fl, "gemma3-270m", tails[i]);
         CHECKF(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-tail.csv") == r->source, "%s",
@@ -939,7 +980,7 @@ TEST(test_quality_floor_table_format)
     sjkh_quality_floor *f = NULL;
     char err[256] = "";
     CHECK(sjkh_quality_floor_parse(g_floor_csv, strlen(g_floor_csv), &f, err, sizeof err) == SJK_OK);
-    CHECK(f && f->n_rows == 11);
+    CHECK(f && f->n_rows == 12);
     /* canonical forms match: "q8_0" row answers "q8_0/q8_0" */
     const sjkh_floor_row *row = sjkh_quality_floor_find(f, "any", "q8_0/q8_0");
     CHECK(row && row->mean_kl == 0.002);

@@ -43,12 +43,21 @@
  *     body about the KL of the 4/4 trellis with the 6-bit ring, at the scalar reader's
  *     speed, and the 4/3 trellis a lower KL than that 4/4 trellis (docs/RESULTS.md,
  *     "kvarn's fp16 tail at 16K"). At 16K on Gemma 3 each lies between the rungs around
- *     it in size. */
+ *     it in size.
+ *   - the 4-bit trellis with that tail comes first of the 4-bit rungs with it: the same
+ *     bytes as the scalar one and, on Gemma 3 at 16K (nine documents) and 32K, the lowest
+ *     KL per byte measured (0.46x sj:4/4's KL at 0.74x its bytes at 16K, 0.35x the
+ *     scalar body's with the same tail). Where one study measured it beside sj:4/4 and
+ *     found it lower, sj:4/4 is dominated (pass 2) and this rung is the 4-bit choice;
+ *     at 8K, where sj:4/4's default ring holds most of the context in 6 bits, sj:4/4 is
+ *     lower (SmolLM2, Qwen) and stays first. Its reader is the int8 trellis one, slower
+ *     than the scalar reader (docs/BENCHMARKS.md, the rung table). */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
                                        "q8_0/q4_0",
                                        "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
                                        "sj:4/4",
+                                       "sj:4/4t:tail=1024:stage=q8_0",
                                        "sj:4/4:tail=1024:stage=q8_0",
                                        "sj:4/4t:tail_min=256:tail_max=512",
                                        "sj:4/4tr:tail_min=256:tail_max=512",
