@@ -18,7 +18,8 @@
  * optional (a trained-on-tiles table is a measurement, not the format's table).
  * `--table real --tensor k|v|k,v --eval FILE[,...]` trains nothing: it compares the
  * committed real-data tables (sjk_trellis_codebook_real, the `tr` body's) with the
- * committed Gaussian ones on the tiles. */
+ * committed Gaussian ones on the tiles; `--table grid` the committed Gaussian tables'
+ * int8 grid (sjk_trellis_codebook_grid, record format 4's `t` body) with them. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +58,7 @@ static void usage(FILE *f)
                "       sjkvarn train-codebook --bits K[,K...] --iters N --samples M\n"
                "                              --data tiles:FILE[,FILE...] --tensor k|v|kv|k,v [--init committed]\n"
                "                              [--eval FILE[,FILE...] [--eval-tensor k|v|kv]] [--out FILE]\n"
-               "       sjkvarn train-codebook --bits K[,K...] --table real --tensor k|v|k,v --eval FILE[,FILE...]\n");
+               "       sjkvarn train-codebook --bits K[,K...] --table real|grid --tensor k|v|k,v --eval FILE[,FILE...]\n");
 }
 
 /* How many whole tiles of s fit in max_values values (at least one, at most all). */
@@ -157,12 +158,15 @@ static double tile_snr(const sjk_tile_set *s, unsigned k, const float *cb)
     return 10.0 * log10(sig / err);
 }
 
+/* --table: which committed table stands against the Gaussian one (no training) */
+enum { TABLE_NONE = 0, TABLE_REAL = 1, TABLE_GRID = 2 };
+
 typedef struct train_opts {
     const char *P;
     const char *tiles;       /* training capture files, or NULL: Gaussian data */
     const char *eval, *eval_tensor;
     int init_committed;
-    int table_real;          /* --table real: no training, the committed real-data tables */
+    int table;               /* --table real|grid: no training, a committed table (TABLE_*) */
     uint64_t seed, iters, samples, T;
 } train_opts;
 
@@ -214,8 +218,12 @@ static int train_tensor(const train_opts *o, const char *tensor, const unsigned 
         unsigned k = ks[i];
         size_t n = SJK_TRELLIS_CB_SIZE(k);
         if (!(cb[i] = malloc(n * sizeof(float)))) goto done;
-        if (o->table_real) {
+        if (o->table == TABLE_REAL) {
             memcpy(cb[i], sjk_trellis_codebook_real(k, rows == SJK_TRELLIS_ROWS_TOKENS), n * sizeof(float));
+            continue;
+        }
+        if (o->table == TABLE_GRID) {
+            memcpy(cb[i], sjk_trellis_codebook_grid(sjk_trellis_codebook(k), k), n * sizeof(float));
             continue;
         }
         sjk_trellis_train_params p = {k, o->seed, (unsigned)o->iters, (size_t)o->samples, T,
@@ -320,12 +328,14 @@ int sjk_cmd_train(int argc, char **argv)
         return 2;
     }
     job.n_tensors = two ? 2 : 1;
-    if (table && (strcmp(table, "real") || tiles || init || !eval || !tensor || !strcmp(tensor, "kv") || eval_tensor)) {
-        fprintf(stderr, "train-codebook: --table real compares the committed real-data K (--tensor k) or V (v, or\n"
-                        "  k,v for both) tables on --eval tiles, without --data, --init or --eval-tensor\n");
+    const int table_kind = !table ? TABLE_NONE : !strcmp(table, "real") ? TABLE_REAL : !strcmp(table, "grid") ? TABLE_GRID : -1;
+    if (table && (table_kind < 0 || tiles || init || !eval || !tensor || !strcmp(tensor, "kv") || eval_tensor)) {
+        fprintf(stderr, "train-codebook: --table real|grid compares the committed real-data tables (real) or the\n"
+                        "  int8 grid of the Gaussian ones (grid) with the committed Gaussian tables, K (--tensor k)\n"
+                        "  or V (v, or k,v for both), on --eval tiles, without --data, --init or --eval-tensor\n");
         return 2;
     }
-    train_opts o = {P, tiles ? data + 6 : NULL, eval, eval_tensor, init != NULL, table != NULL, seed, iters, samples, T};
+    train_opts o = {P, tiles ? data + 6 : NULL, eval, eval_tensor, init != NULL, table_kind, seed, iters, samples, T};
     if (eval) printf("file,tensor,bits,tiles,snr_committed_db,snr_trained_db,gain_db\n");
     for (int ti = 0; ti < job.n_tensors; ti++)
         if (!train_tensor(&o, two ? (ti ? "v" : "k") : tensor, ks, nk, job.cb[ti])) goto done;
