@@ -144,6 +144,10 @@ static const smoke_row rows[] = {
     {NEED_SMOL | NEED_CORPUS, "grep -q 'sjk_trellis_codebook_real(unsigned k, int is_v)' $T/cbr.c", 0, ""},
     {NEED_SMOL | NEED_CORPUS, "$CLI train-codebook --bits 3 --iters 2 --samples 65536 --data tiles:$T/smol.tiles"
                               " --tensor v --eval $T/smol.tiles", 0, "out:snr_committed_db,snr_trained_db,gain_db"},
+    /* the committed Gaussian tables against their int8 grid (record format 4's `t` tables) */
+    {NEED_SMOL | NEED_CORPUS, "$CLI train-codebook --bits 3 --table grid --tensor k --eval $T/smol.tiles", 0,
+     "out:snr_committed_db,snr_trained_db,gain_db;out:,k,3,"},
+    {NEED_NONE, "$CLI train-codebook --bits 3 --table bogus --tensor k --eval $T/smol.tiles", 2, "err:--table real|grid"},
     {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 512 --kv sj:4/4 --out $T/x.tiles",
      1, "err:needs a trellis body"},
     {NEED_NONE, "$CLI train-codebook --bits 2 --data tiles:$T/no-such.tiles --tensor k --eval $T/no-such.tiles", 1,
