@@ -48,7 +48,7 @@
  *     bytes as the scalar one and, on Gemma 3 at 16K (nine documents) and 32K, the lowest
  *     KL per byte measured (0.46x sj:4/4's KL at 0.74x its bytes at 16K, 0.35x the
  *     scalar body's with the same tail; float tables: on the int8 grid the grid study
- *     read it 1.36x that, still 0.55x sj:4/4's). Where one study measured it beside sj:4/4 and
+ *     read it 1.37x that, still 0.62x sj:4/4's). Where one study measured it beside sj:4/4 and
  *     found it lower, sj:4/4 is dominated (pass 2) and this rung is the 4-bit choice;
  *     at 8K, where sj:4/4's default ring holds most of the context in 6 bits, sj:4/4 is
  *     lower (SmolLM2, Qwen) and stays first. Its reader is the int8 trellis one, slower
