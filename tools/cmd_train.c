@@ -218,12 +218,11 @@ static int train_tensor(const train_opts *o, const char *tensor, const unsigned 
         unsigned k = ks[i];
         size_t n = SJK_TRELLIS_CB_SIZE(k);
         if (!(cb[i] = malloc(n * sizeof(float)))) goto done;
-        if (o->table == TABLE_REAL) {
-            memcpy(cb[i], sjk_trellis_codebook_real(k, rows == SJK_TRELLIS_ROWS_TOKENS), n * sizeof(float));
-            continue;
-        }
-        if (o->table == TABLE_GRID) {
-            memcpy(cb[i], sjk_trellis_codebook_grid(sjk_trellis_codebook(k), k), n * sizeof(float));
+        const float *fixed = o->table == TABLE_REAL   ? sjk_trellis_codebook_real(k, rows == SJK_TRELLIS_ROWS_TOKENS)
+                             : o->table == TABLE_GRID ? sjk_trellis_codebook_grid(sjk_trellis_codebook(k), k)
+                                                      : NULL;
+        if (fixed) { /* --table: a committed table, nothing trained */
+            memcpy(cb[i], fixed, n * sizeof(float));
             continue;
         }
         sjk_trellis_train_params p = {k, o->seed, (unsigned)o->iters, (size_t)o->samples, T,
