@@ -1,4 +1,4 @@
-/* test_doc_tables.c — the tables of docs/BENCHMARKS.md, RESULTS.md and STORE.md are what
+/* test_doc_tables.c — the tables of docs/BENCHMARKS.md, RESULTS.md, studies/ and STORE.md are what
  * scripts/render-doc-tables makes of the CSV files in docs/results, so a number in the documents
  * cannot drift from its CSV (the record that scripts/bench-results and scripts/kl-study
  * rewrite). Also checks that the check can fail: a changed digit in a copy of a document,
@@ -67,21 +67,21 @@ TEST(test_doc_tables_check_catches_an_edited_number)
     if (!ready()) SKIP("not run from the repository root (no scripts/render-doc-tables)");
     if (!have_python()) SKIP("python3 not found");
     char cmd[1024], path[512];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/docs && cp docs/BENCHMARKS.md docs/RESULTS.md docs/STORE.md %s/docs/ && "
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/docs && cp -r docs/BENCHMARKS.md docs/RESULTS.md docs/STORE.md docs/studies %s/docs/ && "
              "cp -r docs/results %s/results", dir, dir, dir);
     CHECK(sh(cmd) == 0);
     snprintf(cmd, sizeof cmd, "python3 scripts/render-doc-tables --check --docs %s/docs --results %s/results", dir, dir);
     CHECK(sh(cmd) == 0); /* the copies agree */
 
     /* a digit of the headline ratio changed in the document */
-    snprintf(path, sizeof path, "%s/docs/RESULTS.md", dir);
+    snprintf(path, sizeof path, "%s/docs/studies/gemma3-16k.md", dir);
     CHECK(edit_file(path, "<!-- table kl-gemma3-16k-pairs", "| 0.468 |", "| 0.368 |"));
     snprintf(cmd, sizeof cmd, "python3 scripts/render-doc-tables --check --docs %s/docs --results %s/results "
              "2>/dev/null", dir, dir);
     CHECK(sh(cmd) == 1);
 
     /* the document restored, a value changed in the CSV instead */
-    snprintf(cmd, sizeof cmd, "cp docs/RESULTS.md %s/docs/", dir);
+    snprintf(cmd, sizeof cmd, "cp docs/studies/gemma3-16k.md %s/docs/studies/", dir);
     CHECK(sh(cmd) == 0);
     snprintf(path, sizeof path, "%s/results/bench-attn.csv", dir);
     /* (the row's µs/token gains a leading digit, whatever the measured numbers are) */

@@ -25,7 +25,7 @@
 
 #define FAIL(st, ...) plan_fail((st), err, err_cap, __VA_ARGS__)
 
-/* The rungs are the measured frontier at 16K on Gemma 3 (docs/RESULTS.md):
+/* The rungs are the measured frontier at 16K on Gemma 3 (docs/studies/gemma3-16k.md):
  *   - sj:6/4 with a short q8_0 ring: record format v2's 6-bit keys (K carries most of
  *     the KL) beside 4-bit values, between q8_0/q4_0 and sj:4/4 ("Wide keys at 16K");
  *   - below sj:4/4, the trellis bodies with short rings ("The low end at 16K"): 4-bit
@@ -35,13 +35,13 @@
  * Trellis readers are slower than the scalar ones (docs/BENCHMARKS.md): the walk
  * reaches them only when the scalar rungs do not fit.
  *   - each trellis rung has a twin with the codebooks trained on real K/V (`tr`: the same
- *     bytes and readers, docs/RESULTS.md "Real-data codebooks"). Where one study measured
+ *     bytes and readers, docs/studies/real-codebooks.md "Real-data codebooks"). Where one study measured
  *     both, the one with the lower KL dominates the other (pass 2); where only the `t`
  *     rung is measured, the `tr` twin is not allowed and the `t` rung is taken.
  *   - a 1,024-position q8_0 tail (`tail=1024:stage=q8_0`) instead of the short 6-bit ring:
  *     every sealed row passes through the ring, and an 8-bit ring gives the 4/4 scalar
  *     body about the KL of the 4/4 trellis with the 6-bit ring, at the scalar reader's
- *     speed, and the 4/3 trellis a lower KL than that 4/4 trellis (docs/RESULTS.md,
+ *     speed, and the 4/3 trellis a lower KL than that 4/4 trellis (docs/studies/gemma3-16k.md,
  *     "kvarn's fp16 tail at 16K"). At 16K on Gemma 3 each lies between the rungs around
  *     it in size.
  *   - the 4-bit trellis with that tail comes first of the 4-bit rungs with it: the same
