@@ -231,7 +231,8 @@ int sjk_bench_attn(int argc, char **argv)
                             "  --rounds: print every round's decode time to stderr\n"
                             "  --peer PATH: ggml's flash attention driver (default: $SJK_GGML_PEER, else\n"
                             "    bench/ggml_attn_peer beside this executable, built by `make ggml-peer`)\n"
-                            "  configurations: f16 q8_0 q4_0 sj:4/4 sj:3/3t sj:3/2t (peer: ggml:f16 ggml:q8_0 ggml:q4_0)\n");
+                            "  configurations: f16 q8_0 q4_0 q8_0/q4_0 sj:4/4 sj:3/3t sj:3/2t (peer: ggml:f16 ggml:q8_0\n"
+                            "    ggml:q4_0)\n");
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -240,9 +241,9 @@ int sjk_bench_attn(int argc, char **argv)
                                  {"smollm2 9q/3kv D=64", 9, 3, 64}};
     /* ours, then the peer's; --kv with a configuration string that is not one of ours
      * (e.g. "sj:6/4:tail_min=256:tail_max=512:stage=q8_0") takes the second slot */
-    const char *cfgs[] = {"f16", "q8_0", "q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t",
+    const char *cfgs[] = {"f16", "q8_0", "q4_0", "q8_0/q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t",
                           "ggml:f16", "ggml:q8_0", "ggml:q4_0"};
-    enum { NOURS = 6, NCFG = 9, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
+    enum { NOURS = 7, NCFG = 10, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
     _Static_assert(ROUNDS <= SJK_BENCH_MEDIAN_MAX && ROUNDS_PREFILL <= ROUNDS, "sjk_bench_median sorts at most 64 values");
     const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
     uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
