@@ -2,7 +2,9 @@
  * (docs/BALANCING.md). For each data kind and overall magnitude it runs candidate rules
  * (clamp x keep-best/keep-final x passes) on K and V tiles of synthetic groups and prints
  * the mean tile imbalance after balancing and the SNR of the scalar body (RTN per row of
- * the balanced tile, dequantized in fp32) at 4 and 2 bits. */
+ * the balanced tile, dequantized in fp32) at 4, 3 and 2 bits. With --tiles it runs the
+ * same rules on a model's real tiles instead: the rotated, unbalanced K and V tiles that
+ * `sjkvarn capture-tiles --stage rotated` captured (tools/tile_file.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "codec/record.h"
 #include "common/synth.h"
 #include "sjkvarn.h"
+#include "tile_file.h"
 
 int sjk_bench_balance(int argc, char **argv);
 
@@ -47,15 +50,116 @@ static void body_error(const sjk_codec_kernels *kern, const float *M, size_t R, 
     }
 }
 
+/* Accumulates one rule's figures over tiles. */
+typedef struct cell {
+    double imb[2], err[3], sig[3], passes, secs;
+    size_t n[2];
+} cell;
+
+/* Balances tile M [R][C] (rows = channels for a K tile, is_v = 0) by one rule and adds
+ * its imbalance, the scalar body's error at 2, 3 and 4 bits, the passes and the best of
+ * three CPU times to c. scr: sjk_balance_scratch_floats(R, C); the scale arrays R and C
+ * floats. */
+static void run_tile(cell *c, const float *M, size_t R, size_t C, int is_v, const sjk_balance_rule *rule,
+                     const sjk_codec_kernels *kern, float *sr, float *sc, float *ir, float *ic, float *scr)
+{
+    sjk_balance_info info;
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) { /* timed without the info sweeps */
+        double t0 = cpu_s();
+        sjk_balance_run(M, R, C, rule, kern, sr, sc, ir, ic, scr, NULL);
+        double dt = cpu_s() - t0;
+        best = dt < best ? dt : best;
+    }
+    c->secs += best;
+    sjk_balance_run(M, R, C, rule, kern, sr, sc, ir, ic, scr, &info);
+    c->imb[is_v] += info.imbalance;
+    c->n[is_v]++;
+    c->passes += rule->keep_best ? rule->n_iter : info.best_pass;
+    for (unsigned b = 2; b <= 4; b++) body_error(kern, M, R, C, ir, ic, b, &c->err[b - 2], &c->sig[b - 2]);
+}
+
+static void print_cell(const char *data, const char *amp, const char *rule, const cell *c)
+{
+    size_t n = c->n[0] + c->n[1];
+    printf("%-8s %6s  %-24s %10.3f %10.3f %9.2f %9.2f %9.2f %7.2f %7.3f\n", data, amp, rule,
+           c->n[0] ? c->imb[0] / (double)c->n[0] : 0.0, c->n[1] ? c->imb[1] / (double)c->n[1] : 0.0,
+           10 * log10(c->sig[2] / c->err[2]), 10 * log10(c->sig[1] / c->err[1]), 10 * log10(c->sig[0] / c->err[0]),
+           c->passes / (double)n, 2e3 * c->secs / (double)n);
+}
+
+/* --tiles: the rules on each file's rotated tiles, at most max_tiles of each kind (evenly
+ * spaced through the file's canonical order), one block of rows per file. */
+static int bench_tiles(const char *paths, size_t max_tiles, const cand *cands, size_t n_cand,
+                       const sjk_codec_kernels *kern)
+{
+    const char *P = "sjkvarn bench balance";
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", paths) >= (int)sizeof buf) {
+        fprintf(stderr, "%s: --tiles list too long\n", P);
+        return 2;
+    }
+    for (char *save = NULL, *path = strtok_r(buf, ",", &save); path; path = strtok_r(NULL, ",", &save)) {
+        sjk_tile_set s = {0};
+        if (!sjk_tile_set_load(P, path, -1, SJK_TILE_ROTATED, &s)) return 1;
+        const size_t D = s.D, G = s.G, m = D * G;
+        size_t nk = 0;
+        while (nk < s.n && s.rows[nk] == 0) nk++; /* the canonical order: K tiles first */
+        const size_t nkind[2] = {nk, s.n - nk}, first[2] = {0, nk};
+        size_t take[2];
+        for (int v = 0; v < 2; v++) take[v] = max_tiles && nkind[v] > max_tiles ? max_tiles : nkind[v];
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        float *tile = malloc(m * sizeof *tile), *scr = malloc(sjk_balance_scratch_floats(D, G) * 2 * sizeof *scr);
+        float *sr = malloc(4 * 4096 * sizeof *sr);
+        if (!tile || !scr || !sr || !take[0] || !take[1]) {
+            fprintf(stderr, "%s: %s: %s\n", P, path, tile && scr && sr ? "no K or no V tiles" : "out of memory");
+            free(tile), free(scr), free(sr), sjk_tile_set_free(&s);
+            return 1;
+        }
+        if (path == buf) {
+            printf("# sjkvarn bench balance --tiles: real K and V tiles as the balancing gets them\n");
+            printf("# imbalance = max/min col std + max/min row std of the balanced tile (2 = perfect), mean\n");
+            printf("# snrB = the scalar body (RTN per row of the balanced tile) at B bits over K and V\n");
+            printf("# passes = mean passes run per tile; ms/rec = balancing time of a K and a V tile, CPU, best of 3\n");
+            printf("%-8s %6s  %-24s %10s %10s %9s %9s %9s %7s %7s\n", "data", "amp", "rule", "imb K", "imb V",
+                   "snr4 dB", "snr3 dB", "snr2 dB", "passes", "ms/rec");
+        }
+        printf("# %s: %zu K and %zu V tiles of %zu tokens x %zu channels, rotated, before balancing; "
+               "%zu and %zu of them used\n", base, nkind[0], nkind[1], G, D, take[0], take[1]);
+        for (size_t ci = 0; ci < n_cand; ci++) {
+            cell c = {0};
+            for (int is_v = 0; is_v < 2; is_v++)
+                for (size_t i = 0; i < take[is_v]; i++) {
+                    const float *y = s.y + (first[is_v] + i * nkind[is_v] / take[is_v]) * m; /* token-major */
+                    size_t R = is_v ? G : D, C = is_v ? D : G;
+                    for (size_t t = 0; t < G; t++)
+                        for (size_t d = 0; d < D; d++) tile[is_v ? t * D + d : d * G + t] = y[t * D + d];
+                    run_tile(&c, tile, R, C, is_v, &cands[ci].rule, kern, sr, sr + 4096, sr + 2 * 4096, sr + 3 * 4096,
+                             scr);
+                }
+            print_cell(base, "-", cands[ci].name, &c);
+        }
+        free(tile), free(scr), free(sr);
+        sjk_tile_set_free(&s);
+    }
+    return 0;
+}
+
 int sjk_bench_balance(int argc, char **argv)
 {
-    size_t n_groups = 16, D = 256;
+    size_t n_groups = 16, D = 256, max_tiles = 0;
+    const char *tiles = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) n_groups = 4;
+        if (!strcmp(argv[i], "--quick")) n_groups = 4, max_tiles = 8;
         else if (!strcmp(argv[i], "--groups") && i + 1 < argc) n_groups = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dim") && i + 1 < argc) D = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tiles") && i + 1 < argc) tiles = argv[++i];
+        else if (!strcmp(argv[i], "--max-tiles") && i + 1 < argc) max_tiles = (size_t)atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: sjkvarn bench balance [--quick] [--groups N] [--dim D]\n");
+            fprintf(stderr, "usage: sjkvarn bench balance [--quick] [--groups N] [--dim D]\n"
+                            "       sjkvarn bench balance --tiles FILE[,FILE...] [--max-tiles N] [--quick]\n"
+                            "  --tiles: the rules on real tiles, each file from `sjkvarn capture-tiles --stage rotated`\n"
+                            "  --max-tiles N: at most N K and N V tiles of each file (evenly spaced; --quick: 8)\n");
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -88,6 +192,7 @@ int sjk_bench_balance(int argc, char **argv)
     const size_t n_cand = sizeof cands / sizeof cands[0];
     const double amps[] = {0.01, 0.1, 1.0, 10.0};
     const sjk_codec_kernels *kern = sjk_codec_kernels_get();
+    if (tiles) return bench_tiles(tiles, max_tiles, cands, n_cand, kern);
 
     float *x = malloc(G * D * sizeof *x), *tile = malloc(G * D * sizeof *tile);
     float *scr = malloc(sjk_balance_scratch_floats(G, D) * 2 * sizeof *scr);
@@ -102,8 +207,8 @@ int sjk_bench_balance(int argc, char **argv)
            "snr4 dB", "snr3 dB", "snr2 dB", "passes", "ms/rec");
     for (int kind = 0; kind < 2; kind++) {
         for (size_t a = 0; a < sizeof amps / sizeof amps[0]; a++) {
-            for (size_t c = 0; c < n_cand; c++) {
-                double imb[2] = {0, 0}, err[3] = {0, 0, 0}, sig[3] = {0, 0, 0}, passes = 0, secs = 0;
+            for (size_t c_i = 0; c_i < n_cand; c_i++) {
+                cell c = {0};
                 sjk_rng r;
                 sjk_rng_seed(&r, 1234);
                 for (size_t g = 0; g < n_groups; g++) {
@@ -114,27 +219,12 @@ int sjk_bench_balance(int argc, char **argv)
                         for (size_t t = 0; t < G; t++)
                             for (size_t d = 0; d < D; d++)
                                 tile[is_v ? t * D + d : d * G + t] = x[t * D + d];
-                        sjk_balance_info info;
-                        double best = 1e30;
-                        for (int rep = 0; rep < 3; rep++) { /* timed without the info sweeps */
-                            double t0 = cpu_s();
-                            sjk_balance_run(tile, R, C, &cands[c].rule, kern, sr, sc, ir, ic, scr, NULL);
-                            double dt = cpu_s() - t0;
-                            best = dt < best ? dt : best;
-                        }
-                        secs += best;
-                        sjk_balance_run(tile, R, C, &cands[c].rule, kern, sr, sc, ir, ic, scr, &info);
-                        imb[is_v] += info.imbalance;
-                        passes += cands[c].rule.keep_best ? cands[c].rule.n_iter : info.best_pass;
-                        for (unsigned b = 2; b <= 4; b++)
-                            body_error(kern, tile, R, C, ir, ic, b, &err[b - 2], &sig[b - 2]);
+                        run_tile(&c, tile, R, C, is_v, &cands[c_i].rule, kern, sr, sc, ir, ic, scr);
                     }
                 }
-                printf("%-8s %6g  %-24s %10.3f %10.3f %9.2f %9.2f %9.2f %7.2f %7.3f\n",
-                       kind ? "outlier" : "gaussian", amps[a], cands[c].name, imb[0] / n_groups,
-                       imb[1] / n_groups, 10 * log10(sig[2] / err[2]), 10 * log10(sig[1] / err[1]),
-                       10 * log10(sig[0] / err[0]), passes / (2.0 * (double)n_groups),
-                       1e3 * secs / (double)n_groups);
+                char amp[16];
+                snprintf(amp, sizeof amp, "%g", amps[a]);
+                print_cell(kind ? "outlier" : "gaussian", amp, cands[c_i].name, &c);
             }
         }
     }

@@ -1,10 +1,12 @@
-/* cmd_capture.c — `sjkvarn capture-tiles`: runs texts through a model with a trellis
- * cache and writes every balanced K and V tile the cache codes to a tile capture file
- * (tools/tile_file.h), the real data `sjkvarn train-codebook --data tiles:FILE` trains
- * and compares codebooks on.
+/* cmd_capture.c — `sjkvarn capture-tiles`: runs texts through a model with a compressed
+ * cache and writes the K and V tiles of every record it seals to a tile capture file
+ * (tools/tile_file.h): with --stage balanced (the default) the balanced tiles a trellis
+ * body codes, the real data `sjkvarn train-codebook --data tiles:FILE` trains and
+ * compares codebooks on; with --stage rotated the tiles as the balancing gets them (any
+ * sj or kvarn body), which `sjkvarn bench balance --tiles FILE` balances by each rule.
  *
  *   sjkvarn capture-tiles -m MODEL -f TEXT[,TEXT...] [-c CTX] [--kv sj:4/4t] [-t N]
- *                         [-b N] [--act-quant 0|1] --out FILE
+ *                         [-b N] [--act-quant 0|1] [--stage balanced|rotated] --out FILE
  *
  * Each text is prefilled into a fresh session (its first CTX tokens); the tiles are the
  * records sealed on the way (the sink and the unsealed ring are not tiles). The file is
@@ -18,6 +20,7 @@
 #include "cli.h"
 #include "cli_files.h"
 #include "cli_parse.h"
+#include "codec/record.h"
 #include "codec/trellis.h"
 #include "models.h"
 #include "sjkhost.h"
@@ -53,11 +56,45 @@ static void observe(void *ctx, const sjk_trellis_tile *tt, const sjk_trellis_inp
                 float x = in->x[t * in->st + d * in->sd];
                 c->buf[t * D + d] = in->mul ? x * in->mul[in->mul_on_token ? t : d] : x;
             }
-        if (!sjk_tile_set_add(&c->set, tt->D, tt->G, tt->rows, c->buf)) c->failed = 1;
+        if (!sjk_tile_set_add(&c->set, tt->D, tt->G, tt->rows, SJK_TILE_BALANCED, c->buf)) c->failed = 1;
         else if (tt->rows == SJK_TRELLIS_ROWS_CHANNELS) c->nk++;
         else c->nv++;
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* The record observer (--stage rotated): a record's K tile channel-major, turned
+ * token-major as the file stores every tile, and its V tile as it is. */
+static void observe_rotated(void *ctx, const float *kt, const float *vt, size_t D, size_t G)
+{
+    capture *c = ctx;
+    const size_t m = D * G;
+    pthread_mutex_lock(&c->mu);
+    if (!c->failed && m > c->buf_cap) {
+        float *nb = realloc(c->buf, m * sizeof *nb);
+        if (nb) {
+            c->buf = nb;
+            c->buf_cap = m;
+        } else {
+            c->failed = 1;
+        }
+    }
+    if (!c->failed) {
+        for (size_t t = 0; t < G; t++)
+            for (size_t d = 0; d < D; d++) c->buf[t * D + d] = kt[d * G + t];
+        if (!sjk_tile_set_add(&c->set, (uint32_t)D, (uint32_t)G, 0, SJK_TILE_ROTATED, c->buf) ||
+            !sjk_tile_set_add(&c->set, (uint32_t)D, (uint32_t)G, 1, SJK_TILE_ROTATED, vt))
+            c->failed = 1;
+        else
+            c->nk++, c->nv++;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void observers(capture *c, int rotated)
+{
+    sjk_trellis_set_observer(c && !rotated ? observe : NULL, c);
+    sjk_record_set_tile_observer(c && rotated ? observe_rotated : NULL, c);
 }
 
 static void usage(FILE *f)
@@ -67,8 +104,10 @@ static void usage(FILE *f)
                "  -m, --model M      a known model name or a path to a .gguf\n"
                "  -f, --file LIST    texts (comma-separated paths), each prefilled into a fresh session\n"
                "  -c, --ctx-size N   tokens of each text (default 8192, at most the model's context)\n"
-               "      --kv CONFIG    a trellis configuration whose K and V bodies are trellis tiles\n"
-               "                     (default sj:4/4t); its tiles are what is captured\n"
+               "      --kv CONFIG    the cache whose records are captured (default sj:4/4t); for\n"
+               "                     --stage balanced its K and V bodies must be trellis bodies\n"
+               "      --stage S      balanced (default): the tiles a trellis body codes; rotated: the\n"
+               "                     tiles the balancing gets (any sj or kvarn body)\n"
                "  -t, --threads N    threads (default: online CPUs)\n"
                "  -b, --batch-size N prefill chunk (default 512)\n"
                "  --act-quant 0|1    activations as in `sjkvarn run` (default 1)\n"
@@ -78,7 +117,7 @@ static void usage(FILE *f)
 int sjk_cmd_capture(int argc, char **argv)
 {
     const char *P = "sjkvarn capture-tiles";
-    const char *model = NULL, *files = NULL, *kv = "sj:4/4t", *out = NULL;
+    const char *model = NULL, *files = NULL, *kv = "sj:4/4t", *out = NULL, *stage = "balanced";
     uint32_t n_ctx = 8192, n_batch = 512, n_threads = 0, act_quant = 1;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,6 +134,7 @@ int sjk_cmd_capture(int argc, char **argv)
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) files = v;
         else if (!strcmp(a, "--kv")) kv = v;
         else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--stage")) stage = v;
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) ok = sjk_cli_flag_u32(P, a, v, 256, 1u << 20, &n_ctx);
         else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) ok = sjk_cli_flag_u32(P, a, v, 1, 1u << 16, &n_batch);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = sjk_cli_flag_threads(P, a, v, &n_threads);
@@ -111,6 +151,11 @@ int sjk_cmd_capture(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (strcmp(stage, "balanced") && strcmp(stage, "rotated")) {
+        fprintf(stderr, "%s: --stage %s: balanced or rotated\n", P, stage);
+        return 2;
+    }
+    const int rotated = !strcmp(stage, "rotated");
     if (!sjk_cli_check_kv(P, "--kv", kv, 0)) return 2;
     if (!sjk_cli_check_target(P, "--out", out)) return 1;
     char path[4096], err[1024] = "";
@@ -138,7 +183,6 @@ int sjk_cmd_capture(int argc, char **argv)
         fprintf(stderr, "%s: tokenizer: %s\n", P, err);
         goto done;
     }
-    sjk_trellis_set_observer(observe, &c);
     for (char *save = NULL, *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
         size_t tlen = 0, n_ids = 0;
         char *text = sjk_cli_read_text(P, f, &tlen);
@@ -156,7 +200,11 @@ int sjk_cmd_capture(int argc, char **argv)
         sjkh_session *s = NULL;
         size_t k0 = c.nk, v0 = c.nv;
         sjk_status st = sjkh_session_create(m, &sp, &s, err, sizeof err);
+        /* Observed from the first token on: the cache seals one zero group per layer when
+         * it is created (the body probe of sjk_cache_create), which is not the model's. */
+        observers(&c, rotated);
         if (!st) st = sjkh_session_feed(s, ids, n, NULL, 0, err, sizeof err);
+        observers(NULL, 0);
         sjkh_session_free(s);
         free(ids);
         if (st) {
@@ -169,10 +217,13 @@ int sjk_cmd_capture(int argc, char **argv)
         }
         fprintf(stderr, "%s: %s: %zu tokens, %zu K and %zu V tiles\n", P, f, n, c.nk - k0, c.nv - v0);
     }
-    sjk_trellis_set_observer(NULL, NULL);
     if (c.nk == 0 || c.nv == 0) {
-        fprintf(stderr, "%s: --kv %s coded %zu K and %zu V trellis tiles: it needs a trellis body (e.g. sj:4/4t) "
-                "and texts longer than its sink and ring\n", P, kv, c.nk, c.nv);
+        if (rotated)
+            fprintf(stderr, "%s: --kv %s sealed no record: it needs an sj or kvarn cache and texts longer than its "
+                    "sink and ring\n", P, kv);
+        else
+            fprintf(stderr, "%s: --kv %s coded %zu K and %zu V trellis tiles: it needs a trellis body (e.g. sj:4/4t) "
+                    "and texts longer than its sink and ring\n", P, kv, c.nk, c.nv);
         goto done;
     }
     if (!sjk_tile_set_sort(&c.set)) {
@@ -181,10 +232,11 @@ int sjk_cmd_capture(int argc, char **argv)
     }
     sjk_cli_out o = {out, sjk_tile_set_write, &c.set};
     if (!sjk_cli_write_set(P, &o, 1)) goto done;
-    fprintf(stderr, "%s: wrote %zu tiles of %u tokens x %u channels to %s\n", P, c.set.n, c.set.G, c.set.D, out);
+    fprintf(stderr, "%s: wrote %zu %s tiles of %u tokens x %u channels to %s\n", P, c.set.n, stage, c.set.G, c.set.D,
+            out);
     rc = 0;
 done:
-    sjk_trellis_set_observer(NULL, NULL);
+    observers(NULL, 0);
     sjk_tile_set_free(&c.set);
     free(c.buf);
     sjkh_tokenizer_free(tok);

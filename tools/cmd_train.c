@@ -109,7 +109,7 @@ static int load_sets(const char *P, const char *list, int rows, const char *tens
             fprintf(stderr, "%s: at most %d files\n", P, cap);
             return 0;
         }
-        if (!sjk_tile_set_load(P, f, rows, &sets[n])) return 0;
+        if (!sjk_tile_set_load(P, f, rows, SJK_TILE_BALANCED, &sets[n])) return 0;
         if (sets[n].n == 0 || sets[n].G != 128) {
             fprintf(stderr, "%s: %s holds no %s tiles of 128 tokens\n", P, f, tensor);
             return 0;

@@ -7,12 +7,13 @@
 
 #include "common/util.h"
 
-int sjk_tile_set_add(sjk_tile_set *s, uint32_t D, uint32_t G, unsigned rows, const float *y)
+int sjk_tile_set_add(sjk_tile_set *s, uint32_t D, uint32_t G, unsigned rows, unsigned stage, const float *y)
 {
     if (s->n == 0) {
         s->D = D;
         s->G = G;
-    } else if (s->D != D || s->G != G) {
+        s->stage = (uint8_t)stage;
+    } else if (s->D != D || s->G != G || s->stage != stage) {
         return 0;
     }
     const size_t m = (size_t)D * G;
@@ -79,7 +80,7 @@ int sjk_tile_set_sort(sjk_tile_set *s)
     return 1;
 }
 
-/* Header of each tile: D, G (u32 LE), rows (u8), three zero bytes. */
+/* Header of each tile: D, G (u32 LE), rows (u8), stage (u8), two zero bytes. */
 int sjk_tile_set_write(void *set, FILE *f)
 {
     const sjk_tile_set *s = set;
@@ -90,6 +91,7 @@ int sjk_tile_set_write(void *set, FILE *f)
         sjk_wr_u32le(h, s->D);
         sjk_wr_u32le(h + 4, s->G);
         h[8] = s->rows[i];
+        h[9] = s->stage;
         if (fwrite(h, 1, sizeof h, f) != sizeof h) return 1;
         /* the values as little-endian fp32 (the byte order of every supported host) */
         if (fwrite(s->y + i * m, sizeof(float), m, f) != m) return 1;
@@ -97,7 +99,13 @@ int sjk_tile_set_write(void *set, FILE *f)
     return 0;
 }
 
-static int load_one(const char *prog, const char *path, int rows, sjk_tile_set *s)
+static const char *stage_name(unsigned stage)
+{
+    return stage == SJK_TILE_ROTATED ? "rotated tiles, before balancing (capture-tiles --stage rotated)"
+                                     : "balanced tiles (capture-tiles --stage balanced)";
+}
+
+static int load_one(const char *prog, const char *path, int rows, sjk_tile_stage stage, sjk_tile_set *s)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -105,7 +113,8 @@ static int load_one(const char *prog, const char *path, int rows, sjk_tile_set *
         return 0;
     }
     char magic[8];
-    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, SJK_TILE_FILE_MAGIC, 8);
+    int ok = fread(magic, 1, 8, f) == 8, v1 = ok && !memcmp(magic, SJK_TILE_FILE_MAGIC_V1, 8);
+    ok = ok && (v1 || !memcmp(magic, SJK_TILE_FILE_MAGIC, 8));
     if (!ok) fprintf(stderr, "%s: %s: not a tile capture file\n", prog, path);
     float *y = NULL;
     size_t cap = 0;
@@ -114,8 +123,14 @@ static int load_one(const char *prog, const char *path, int rows, sjk_tile_set *
         size_t got = fread(h, 1, sizeof h, f);
         if (got == 0 && feof(f)) break;
         uint32_t D = sjk_rd_u32le(h), G = sjk_rd_u32le(h + 4);
-        if (got != sizeof h || D < 16 || D > 4096 || G < 16 || G > 4096 || h[8] > 1) {
+        const unsigned st = v1 ? SJK_TILE_BALANCED : h[9]; /* format 1 holds balanced tiles only */
+        if (got != sizeof h || D < 16 || D > 4096 || G < 16 || G > 4096 || h[8] > 1 || st > SJK_TILE_ROTATED) {
             fprintf(stderr, "%s: %s: tile %zu: bad header\n", prog, path, i);
+            ok = 0;
+            break;
+        }
+        if (st != (unsigned)stage) {
+            fprintf(stderr, "%s: %s: holds %s; this needs %s\n", prog, path, stage_name(st), stage_name(stage));
             ok = 0;
             break;
         }
@@ -143,7 +158,7 @@ static int load_one(const char *prog, const char *path, int rows, sjk_tile_set *
             }
         if (!ok) break;
         if (rows >= 0 && h[8] != (unsigned)rows) continue;
-        if (!sjk_tile_set_add(s, D, G, h[8], y)) {
+        if (!sjk_tile_set_add(s, D, G, h[8], st, y)) {
             fprintf(stderr, "%s: %s: tile %zu is %ux%u, the others %ux%u (or out of memory)\n", prog, path, i, G, D,
                     s->G, s->D);
             ok = 0;
@@ -154,7 +169,7 @@ static int load_one(const char *prog, const char *path, int rows, sjk_tile_set *
     return ok;
 }
 
-int sjk_tile_set_load(const char *prog, const char *paths, int rows, sjk_tile_set *s)
+int sjk_tile_set_load(const char *prog, const char *paths, int rows, sjk_tile_stage stage, sjk_tile_set *s)
 {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", paths) >= (int)sizeof buf) {
@@ -162,6 +177,6 @@ int sjk_tile_set_load(const char *prog, const char *paths, int rows, sjk_tile_se
         return 0;
     }
     for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
-        if (!load_one(prog, p, rows, s)) return 0;
+        if (!load_one(prog, p, rows, stage, s)) return 0;
     return 1;
 }

@@ -91,6 +91,17 @@ static void store_row_fields(uint8_t *rec, size_t off_scale, size_t off_zero, si
     }
 }
 
+/* The tile observer (sjk_record_set_tile_observer): set before any record is sealed, so
+ * plain globals read by the sealing threads. */
+static sjk_record_tile_observer g_tile_observer;
+static void *g_tile_observer_ctx;
+
+void sjk_record_set_tile_observer(sjk_record_tile_observer fn, void *ctx)
+{
+    g_tile_observer = fn;
+    g_tile_observer_ctx = ctx;
+}
+
 sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t dst_cap,
                                   const float *k, const float *v, void *scratch,
                                   size_t scratch_nbytes, sjk_tile_quantizer quantize, void *ctx,
@@ -123,6 +134,7 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
     /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks. Nothing below
      * reads k or v again (sjk_record_seal_in_scratch reuses their memory). */
     kern->load_tiles(kt, vt, k, v, D);
+    if (g_tile_observer) g_tile_observer(g_tile_observer_ctx, kt, vt, D, G);
 
     /* 2. balance */
     sjk_balance_run(kt, D, G, &rule, kern, ks_row, ks_col, ki_row, ki_col, bal, NULL);

@@ -43,6 +43,17 @@ size_t sjk_record_seal_scratch_nbytes(const sjk_record_params *p);
 sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
                                       void *scratch, size_t scratch_nbytes);
 
+/* ---- measuring the balancing on real tiles (`sjkvarn capture-tiles --stage rotated`) */
+
+/* An observer sees the two tiles of every record sealed (any body), as the balancing gets
+ * them: kt [D][G] channel-major (rows = channels), vt [G][D] token-major, rotated and
+ * sanitized. For capturing a model's tiles before balancing; the product never sets one.
+ * As with sjk_trellis_set_observer: set it before any cache seals a record and clear it
+ * (NULL) after the last; it is called from whatever threads seal, so it must be
+ * thread-safe. */
+typedef void (*sjk_record_tile_observer)(void *ctx, const float *kt, const float *vt, size_t D, size_t G);
+void sjk_record_set_tile_observer(sjk_record_tile_observer fn, void *ctx);
+
 /* The deliberately simple reference decoder of docs/FORMAT.md (one code at a time through
  * sjk_payload_get). The fast decoder is tested bit-exact against it. */
 sjk_status sjk_record_decode_ref(const sjk_record_params *p, float *k, float *v,
