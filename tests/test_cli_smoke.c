@@ -150,6 +150,20 @@ static const smoke_row rows[] = {
     {NEED_NONE, "$CLI train-codebook --bits 3 --table bogus --tensor k --eval $T/smol.tiles", 2, "err:--table real|grid"},
     {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 512 --kv sj:4/4 --out $T/x.tiles",
      1, "err:needs a trellis body"},
+    /* the tiles as the balancing gets them, balanced by every rule (docs/BALANCING.md "On real tiles"):
+     * a cache's body-probe tiles (all zero, imbalance 0) are not the model's and must not be in the file */
+    {NEED_SMOL | NEED_CORPUS, "$CLI capture-tiles -m smollm2-135m -f $CORPUS_DOC -c 1024 -t 2"
+                              " --kv sj:4/4:tail_min=256:tail_max=512 --stage rotated --out $T/rot.tiles", 0,
+     "err:wrote;err:rotated tiles;file:$T/rot.tiles"},
+    {NEED_SMOL | NEED_CORPUS, "$CLI bench balance --tiles $T/rot.tiles --max-tiles 4", 0,
+     "out:rot.tiles;out:sj (wide 16 final, tol)       2.000      2.000"},
+    {NEED_SMOL | NEED_CORPUS, "$CLI bench balance --tiles $T/smol.tiles", 1, "err:this needs rotated tiles"},
+    {NEED_SMOL | NEED_CORPUS, "$CLI train-codebook --bits 3 --table grid --tensor k --eval $T/rot.tiles", 1,
+     "err:this needs balanced tiles"},
+    {NEED_NONE, "$CLI capture-tiles -m smollm2-135m -f x.txt --stage raw --out $T/r.tiles", 2, "err:balanced or rotated"},
+    /* tile file format 1 (SJKTILE1, no stage byte: every tile balanced) is still read */
+    {NEED_SMOL | NEED_CORPUS, "(printf SJKTILE1; tail -c +9 $T/smol.tiles) > $T/v1.tiles && $CLI train-codebook"
+                              " --bits 3 --table grid --tensor k --eval $T/v1.tiles", 0, "out:,k,3,"},
     {NEED_NONE, "$CLI train-codebook --bits 2 --data tiles:$T/no-such.tiles --tensor k --eval $T/no-such.tiles", 1,
      "err:cannot open"},
     {NEED_NONE, "$CLI train-codebook --bits 2 --data tiles:$T/cb.c --tensor k --out $T/q.c", 1,
