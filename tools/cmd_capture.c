@@ -35,12 +35,10 @@ typedef struct capture {
     size_t nk, nv;
 } capture;
 
-/* The observer: called from the threads that seal records, so everything under mu. */
-static void observe(void *ctx, const sjk_trellis_tile *tt, const sjk_trellis_input *in)
+/* Whether c->buf holds m floats (grown if not; a failure marks the capture failed).
+ * Under mu. */
+static int buf_fits(capture *c, size_t m)
 {
-    capture *c = ctx;
-    const size_t D = tt->D, G = tt->G, m = D * G;
-    pthread_mutex_lock(&c->mu);
     if (!c->failed && m > c->buf_cap) {
         float *nb = realloc(c->buf, m * sizeof *nb);
         if (nb) {
@@ -50,7 +48,16 @@ static void observe(void *ctx, const sjk_trellis_tile *tt, const sjk_trellis_inp
             c->failed = 1;
         }
     }
-    if (!c->failed) {
+    return !c->failed;
+}
+
+/* The observer: called from the threads that seal records, so everything under mu. */
+static void observe(void *ctx, const sjk_trellis_tile *tt, const sjk_trellis_input *in)
+{
+    capture *c = ctx;
+    const size_t D = tt->D, G = tt->G, m = D * G;
+    pthread_mutex_lock(&c->mu);
+    if (buf_fits(c, m)) {
         for (size_t t = 0; t < G; t++)
             for (size_t d = 0; d < D; d++) {
                 float x = in->x[t * in->st + d * in->sd];
@@ -70,16 +77,7 @@ static void observe_rotated(void *ctx, const float *kt, const float *vt, size_t 
     capture *c = ctx;
     const size_t m = D * G;
     pthread_mutex_lock(&c->mu);
-    if (!c->failed && m > c->buf_cap) {
-        float *nb = realloc(c->buf, m * sizeof *nb);
-        if (nb) {
-            c->buf = nb;
-            c->buf_cap = m;
-        } else {
-            c->failed = 1;
-        }
-    }
-    if (!c->failed) {
+    if (buf_fits(c, m)) {
         for (size_t t = 0; t < G; t++)
             for (size_t d = 0; d < D; d++) c->buf[t * D + d] = kt[d * G + t];
         if (!sjk_tile_set_add(&c->set, (uint32_t)D, (uint32_t)G, 0, SJK_TILE_ROTATED, c->buf) ||
