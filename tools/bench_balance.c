@@ -103,6 +103,12 @@ static int bench_tiles(const char *paths, size_t max_tiles, const cand *cands, s
         sjk_tile_set s = {0};
         if (!sjk_tile_set_load(P, path, -1, SJK_TILE_ROTATED, &s)) return 1;
         const size_t D = s.D, G = s.G, m = D * G;
+        if (D > 512 || G > 512 || D % 16 || G % 16) { /* the record's shapes; body_error's rows */
+            fprintf(stderr, "%s: %s: tiles of %zu tokens x %zu channels: at most 512 of each, multiples of 16\n", P,
+                    path, G, D);
+            sjk_tile_set_free(&s);
+            return 1;
+        }
         size_t nk = 0;
         while (nk < s.n && s.rows[nk] == 0) nk++; /* the canonical order: K tiles first */
         const size_t nkind[2] = {nk, s.n - nk}, first[2] = {0, nk};
@@ -110,7 +116,7 @@ static int bench_tiles(const char *paths, size_t max_tiles, const cand *cands, s
         for (int v = 0; v < 2; v++) take[v] = max_tiles && nkind[v] > max_tiles ? max_tiles : nkind[v];
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         float *tile = malloc(m * sizeof *tile), *scr = malloc(sjk_balance_scratch_floats(D, G) * 2 * sizeof *scr);
-        float *sr = malloc(4 * 4096 * sizeof *sr);
+        float *sr = malloc(4 * 512 * sizeof *sr);
         if (!tile || !scr || !sr || !take[0] || !take[1]) {
             fprintf(stderr, "%s: %s: %s\n", P, path, tile && scr && sr ? "no K or no V tiles" : "out of memory");
             free(tile), free(scr), free(sr), sjk_tile_set_free(&s);
@@ -134,7 +140,7 @@ static int bench_tiles(const char *paths, size_t max_tiles, const cand *cands, s
                     size_t R = is_v ? G : D, C = is_v ? D : G;
                     for (size_t t = 0; t < G; t++)
                         for (size_t d = 0; d < D; d++) tile[is_v ? t * D + d : d * G + t] = y[t * D + d];
-                    run_tile(&c, tile, R, C, is_v, &cands[ci].rule, kern, sr, sr + 4096, sr + 2 * 4096, sr + 3 * 4096,
+                    run_tile(&c, tile, R, C, is_v, &cands[ci].rule, kern, sr, sr + 512, sr + 2 * 512, sr + 3 * 512,
                              scr);
                 }
             print_cell(base, "-", cands[ci].name, &c);
@@ -154,7 +160,8 @@ int sjk_bench_balance(int argc, char **argv)
         else if (!strcmp(argv[i], "--groups") && i + 1 < argc) n_groups = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dim") && i + 1 < argc) D = (size_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tiles") && i + 1 < argc) tiles = argv[++i];
-        else if (!strcmp(argv[i], "--max-tiles") && i + 1 < argc) max_tiles = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-tiles") && i + 1 < argc && atoi(argv[i + 1]) > 0)
+            max_tiles = (size_t)atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: sjkvarn bench balance [--quick] [--groups N] [--dim D]\n"
                             "       sjkvarn bench balance --tiles FILE[,FILE...] [--max-tiles N] [--quick]\n"
