@@ -479,6 +479,49 @@ TEST(test_record_scratch_alignment_does_not_matter)
     CHECK(!memcmp(g_rec, g_rec2, n));
 }
 
+/* The tile observer (sjk_record_set_tile_observer) sees a record's two tiles as the
+ * balancing gets them: K channel-major and V token-major, the finite input values as they
+ * are; and nothing once it is cleared. */
+typedef struct seen {
+    int calls;
+    size_t D, n_tok;
+    float kt[G * MAXD], vt[G * MAXD];
+} seen;
+static seen g_seen;
+
+static void observe_tiles(void *ctx, const float *kt, const float *vt, size_t D, size_t Gt)
+{
+    seen *s = ctx;
+    s->calls++;
+    s->D = D;
+    s->n_tok = Gt;
+    memcpy(s->kt, kt, D * Gt * sizeof *kt);
+    memcpy(s->vt, vt, D * Gt * sizeof *vt);
+}
+
+TEST(test_record_tile_observer_sees_the_tiles_before_balancing)
+{
+    const size_t D = 128;
+    for (int trellis = 0; trellis < 2; trellis++) {
+        sjk_record_params p = params(D, 4, 3, SJK_BALANCE_SJ);
+        if (trellis) p.body = SJK_BODY_TRELLIS;
+        fill(D, SJK_SYNTH_OUTLIER, 1, 21);
+        memset(&g_seen, 0, sizeof g_seen);
+        sjk_record_set_tile_observer(observe_tiles, &g_seen);
+        CHECK(encode(&p, g_rec) == SJK_OK);
+        sjk_record_set_tile_observer(NULL, NULL);
+        CHECK(encode(&p, g_rec2) == SJK_OK); /* not observed */
+        CHECKF(g_seen.calls == 1 && g_seen.D == D && g_seen.n_tok == G, "body %d: %d calls, %zu x %zu", trellis,
+               g_seen.calls, g_seen.D, g_seen.n_tok);
+        CHECK(!memcmp(g_rec, g_rec2, sjk_record_nbytes(&p))); /* observing changes nothing */
+        int same = 1;
+        for (size_t t = 0; t < G; t++)
+            for (size_t d = 0; d < D; d++)
+                same &= g_seen.kt[d * G + t] == g_k[t * D + d] && g_seen.vt[t * D + d] == g_v[t * D + d];
+        CHECKF(same, "body %d: the observed tiles are not the input rows", trellis);
+    }
+}
+
 int main(void)
 {
     paths[n_paths++] = sjk_codec_kernels_ref();
@@ -498,5 +541,6 @@ int main(void)
     RUN(test_record_wide_tile_beside_a_trellis_tile);
     RUN(test_record_scratch_alignment_does_not_matter);
     RUN(test_record_golden_bytes_format_v1);
+    RUN(test_record_tile_observer_sees_the_tiles_before_balancing);
     return test_summary();
 }
