@@ -60,17 +60,6 @@ static void expand(float *cb, const float *A, const unsigned *idx)
     for (unsigned w = 0; w < NW; w++) cb[w] = A[idx[w]];
 }
 
-static double normal_quantile(double p)
-{
-    double lo = -12, hi = 12;
-    for (int i = 0; i < 100; i++) {
-        double mid = 0.5 * (lo + hi);
-        if (0.5 * erfc(-mid / 1.4142135623730951) < p) lo = mid;
-        else hi = mid;
-    }
-    return 0.5 * (lo + hi);
-}
-
 /* One structure: M entries, the offsets T; trains A for iters rounds and prints the
  * held-out SNR. */
 static void run(unsigned M, const unsigned *T, unsigned nT, int iters, const float *utr, const float *ute,
@@ -95,7 +84,7 @@ static void run(unsigned M, const unsigned *T, unsigned nT, int iters, const flo
         perm[i] = perm[j];
         perm[j] = x;
     }
-    for (unsigned i = 0; i < M; i++) A[perm[i]] = (float)normal_quantile((i + 0.5) / M);
+    for (unsigned i = 0; i < M; i++) A[perm[i]] = (float)sjk_trellis_normal_quantile((i + 0.5) / M);
     uint16_t w[T_LEN];
     double snr = 0;
     for (int it = 0; it <= iters; it++) {

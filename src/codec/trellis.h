@@ -252,6 +252,10 @@ sjk_status sjk_trellis_tile_decode_cb(const float *cb, const sjk_trellis_tile *t
 
 /* ---- codebook training (the offline trainer; allocates, not for hot paths) ------- */
 
+/* The standard normal quantile (bisection on erfc, double): the trainer's initial
+ * table takes the quantiles (i + 1/2) / n. */
+double sjk_trellis_normal_quantile(double p);
+
 /* Gaussian: rows drawn by the trainer; GIVEN: the caller's values (params.u), already in
  * the search layout and normalised as the tile layer normalises them. */
 typedef enum sjk_trellis_data { SJK_TRELLIS_DATA_GAUSSIAN = 0, SJK_TRELLIS_DATA_GIVEN = 1 } sjk_trellis_data;

@@ -18,7 +18,7 @@
 #include "common/util.h"
 
 /* Standard normal quantile by bisection on erfc (robust in the tails; double). */
-static double normal_quantile(double p)
+double sjk_trellis_normal_quantile(double p)
 {
     double lo = -12, hi = 12;
     for (int i = 0; i < 100; i++) {
@@ -41,7 +41,7 @@ static void init_codebook(float *cb, size_t n, uint64_t seed)
         perm[i] = perm[j];
         perm[j] = tmp;
     }
-    for (size_t i = 0; i < n; i++) cb[perm[i]] = (float)normal_quantile(((double)i + 0.5) / (double)n);
+    for (size_t i = 0; i < n; i++) cb[perm[i]] = (float)sjk_trellis_normal_quantile(((double)i + 0.5) / (double)n);
     free(perm);
 }
 
