@@ -232,7 +232,10 @@ typedef enum sjk_body {
     SJK_BODY_TRELLIS_I8,   /* SJK_BODY_TRELLIS with its codebooks on an int8 grid: every
                               entry a multiple of the table's step max|C| / 127 (record
                               format 4; the `t` suffix since then; docs/FORMAT.md) */
-    SJK_BODY_TRELLIS_REAL_I8 /* SJK_BODY_TRELLIS_REAL on the int8 grid (format 4; `tr`) */
+    SJK_BODY_TRELLIS_REAL_I8, /* SJK_BODY_TRELLIS_REAL on the int8 grid (format 4; `tr`) */
+    SJK_BODY_TRELLIS_S128  /* the token-axis trellis on tables built from 128 int8 entries,
+                              read with one byte permute per 64 values (record format 5;
+                              `ts`; docs/FORMAT.md) */
 } sjk_body;
 
 typedef struct sjk_record_params {

@@ -553,7 +553,8 @@ TEST(test_config_strings_parse)
                           "kvarn:4/4s", "sj:2/4", "sj:2/4s", "sj:4/4:center=0", "kvarn:4/4:center=1",
                           "sj:8/4", "sj:5/4", "sj:6/4:stage=q8_0", "sj:7/7", "sj:8/8", "sj:8/3t", "sj:3/8t",
                           "sj:8/3s", "sj:8/2tc", "kvarn:8/4", "sj:3/3t:edge=8/4", "sj:8/4:edge=4/4",
-                          "sj:4/4tr", "sj:3/2tr:edge=4/4t", "sj:8/3tr"};
+                          "sj:4/4tr", "sj:3/2tr:edge=4/4t", "sj:8/3tr", "sj:4/4ts", "sj:3/2ts:edge=4/4t",
+                          "sj:4/4ts:tail=1024:stage=q8_0"};
     sjk_layer_config c[6];
     char err[200], str[200];
     for (size_t i = 0; i < SJK_ARRAY_LEN(good); i++) {
@@ -584,6 +585,8 @@ TEST(test_config_strings_parse)
         {"sj:4/4tr", SJK_BODY_TRELLIS_REAL_I8, "sj:4/4tr"}, {"sj:3/2tr", SJK_BODY_TRELLIS_REAL_I8, "sj:3/2tr"},
         /* the float codebooks of record formats 1-3 (`t` and `tr` read the int8 grid) */
         {"sj:3/3tf", SJK_BODY_TRELLIS, "sj:3/3tf"}, {"sj:4/4trf", SJK_BODY_TRELLIS_REAL, "sj:4/4trf"},
+        /* the trellis on the 128-entry tables (record format 5) */
+        {"sj:4/4ts", SJK_BODY_TRELLIS_S128, "sj:4/4ts"}, {"sj:3/2ts", SJK_BODY_TRELLIS_S128, "sj:3/2ts"},
     };
     for (size_t i = 0; i < SJK_ARRAY_LEN(bodies); i++) {
         CHECKF(sjk_cache_config_parse(bodies[i].s, 1, c, err, sizeof err) == SJK_OK, "%s", err);
@@ -1009,7 +1012,8 @@ TEST(test_rec_q16_matches_reference)
 /* Part 3 of the trellis integer-path tests (test_trellis_q16_matches_reference with the
  * float tables, test_trellis_q8_matches_reference with their int8 grids): random records
  * at 2, 3 and 4 bits (and mixed), every D, 1 to 9 rows with partial visibility, a flat
- * query and flat weights; every other case reads the real-data tables (body sj:B/Btr).
+ * query and flat weights; every other case reads the real-data tables (body sj:B/Btr), and
+ * with grid the cases go round the grid, real-data grid and 128-entry tables (sj:B/Bts).
  * The reference integer path against the fp32 reference (worst printed) and every
  * table's integer path against the reference at tol. With grid, a record on the float
  * tables must take chunk_trellis_q16's bits from chunk_trellis_q8. */
@@ -1040,8 +1044,9 @@ static void trellis_int_paths(sjk_rng *rp, int grid, double tol)
                 rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
                 rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
                 rc.kt = kt; rc.vt = vt; rc.kbits = kb; rc.vbits = vb;
-                const int real = (int)((kb + pass + D / 64) % 2);
-                const unsigned body = grid ? (real ? SJK_BODY_TRELLIS_REAL_I8 : SJK_BODY_TRELLIS_I8)
+                const int real = (int)((kb + pass + D / 64) % 2), pick = (int)((kb + pass + D / 64) % 3);
+                const unsigned body = grid ? (pick == 0 ? SJK_BODY_TRELLIS_I8 : pick == 1 ? SJK_BODY_TRELLIS_REAL_I8
+                                                                                       : SJK_BODY_TRELLIS_S128)
                                            : (real ? SJK_BODY_TRELLIS_REAL : SJK_BODY_TRELLIS);
                 rc.kcb = sjk_trellis_codebook_for(body, kb, 0);
                 rc.vcb = sjk_trellis_codebook_for(body, vb, 1);

@@ -225,6 +225,8 @@ static const char *const g_configs[] = {
     "sj:4/4tr", "sj:3/2tr", "sj:8/3tr:stage=q8_0",
     /* record format v4 made t and tr the int8-grid bodies; tf and trf are the float tables */
     "sj:3/3tf", "sj:4/4trf", "sj:3/2tf:edge=4/4",
+    /* record format v5: the trellis on the 128-entry tables */
+    "sj:4/4ts", "sj:3/2ts:stage=q8_0",
 };
 
 static int trellis_ok(void)

@@ -330,7 +330,7 @@ TEST(test_wide_bodies_write_record_format_2)
         CHECKF(strstr(err, "above 4 bits"), "%s", err);
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
         CHECKF(strstr(err, "above 4 bits"), "%s", err);
-        sjk_wr_u32le(buf + 16, 5); /* a format this build does not know */
+        sjk_wr_u32le(buf + 16, SJK_RECORD_FORMAT_VERSION + 1); /* a format this build does not know */
         sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_FORMAT);
     }
@@ -356,6 +356,30 @@ TEST(test_real_trellis_body_writes_record_format_3)
         sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
         CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
         CHECKF(strstr(err, "real-data trellis"), "%s", err);
+    }
+    free(buf);
+    sjk_cache_free(c);
+    sjk_cache_free(c2);
+}
+
+/* The trellis on the 128-entry tables (sj:B/Bts, record format 5) saves format 5 and
+ * restores to the same rows; the same bytes claiming format 4 are refused as corrupt. */
+TEST(test_s128_trellis_body_writes_record_format_5)
+{
+    sjk_layer_config lc[2];
+    CHECK(sjk_cache_config_parse("sj:3/2ts:tail=128", 1, &lc[0], NULL, 0) == SJK_OK);
+    CHECK(sjk_cache_config_parse("sj:4/4ts:tail=128", 1, &lc[1], NULL, 0) == SJK_OK);
+    CHECK(lc[0].body == SJK_BODY_TRELLIS_S128 && lc[1].body == SJK_BODY_TRELLIS_S128);
+    sjk_cache *c = NULL, *c2 = NULL;
+    if (!two_caches(lc, 2, &c, &c2)) return;
+    size_t n = 0;
+    uint8_t *buf = save_restore_same_rows(c, c2, 5, &n);
+    if (buf) {
+        char err[256] = "";
+        sjk_wr_u32le(buf + 16, 4);
+        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
+        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
+        CHECKF(strstr(err, "128-entry"), "%s", err);
     }
     free(buf);
     sjk_cache_free(c);
@@ -429,6 +453,7 @@ int main(int argc, char **argv)
     RUN(test_this_build_writes_the_v1_bytes_for_v1_widths);
     RUN(test_wide_bodies_write_record_format_2);
     RUN(test_grid_trellis_bodies_write_record_format_4);
+    RUN(test_s128_trellis_body_writes_record_format_5);
     RUN(test_real_trellis_body_writes_record_format_3);
     return test_summary();
 }

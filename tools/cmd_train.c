@@ -46,6 +46,7 @@ typedef struct train_job {
     unsigned ks[3];
     int nk;
     int n_tensors;   /* 1, or 2 for --tensor k,v */
+    int tie;         /* --tie s128: the 128-entry tables (sjk_trellis_tie) */
     float *cb[2][3]; /* the trained tables [tensor][i], [64 << ks[i]] */
 } train_job;
 
@@ -58,7 +59,8 @@ static void usage(FILE *f)
                "       sjkvarn train-codebook --bits K[,K...] --iters N --samples M\n"
                "                              --data tiles:FILE[,FILE...] --tensor k|v|kv|k,v [--init committed]\n"
                "                              [--eval FILE[,FILE...] [--eval-tensor k|v|kv]] [--out FILE]\n"
-               "       sjkvarn train-codebook --bits K[,K...] --table real|grid --tensor k|v|k,v --eval FILE[,FILE...]\n");
+               "       sjkvarn train-codebook --bits K[,K...] --table real|grid --tensor k|v|k,v --eval FILE[,FILE...]\n"
+               "       sjkvarn train-codebook --bits K[,K...] --tie s128 --seed S --iters N --samples M --out FILE\n");
 }
 
 /* How many whole tiles of s fit in max_values values (at least one, at most all). */
@@ -167,6 +169,7 @@ typedef struct train_opts {
     const char *eval, *eval_tensor;
     int init_committed;
     int table;               /* --table real|grid: no training, a committed table (TABLE_*) */
+    int tie;                 /* --tie s128 (sjk_trellis_tie) */
     uint64_t seed, iters, samples, T;
 } train_opts;
 
@@ -227,7 +230,7 @@ static int train_tensor(const train_opts *o, const char *tensor, const unsigned 
         }
         sjk_trellis_train_params p = {k, o->seed, (unsigned)o->iters, (size_t)o->samples, T,
                                       o->tiles ? SJK_TRELLIS_DATA_GIVEN : SJK_TRELLIS_DATA_GAUSSIAN,
-                                      u, n_seq, o->init_committed ? sjk_trellis_codebook(k) : NULL};
+                                      u, n_seq, o->init_committed ? sjk_trellis_codebook(k) : NULL, (unsigned)o->tie};
         sjk_status st = sjk_trellis_train(&p, cb[i], log_iter, &k);
         if (st != SJK_OK) {
             fprintf(stderr, "%s: k=%u: %s\n", P, k, sjk_status_str(st));
@@ -260,7 +263,7 @@ done:
 int sjk_cmd_train(int argc, char **argv)
 {
     const char *bits = NULL, *out = NULL, *data = "gaussian", *tensor = NULL, *init = NULL, *eval = NULL;
-    const char *eval_tensor = NULL, *table = NULL;
+    const char *eval_tensor = NULL, *table = NULL, *tie = NULL;
     uint64_t seed = 1, iters = 40, samples = 1u << 20, T = 128;
     const char *P = "train-codebook";
     for (int i = 1; i < argc; i += 2) { /* --option value pairs */
@@ -276,6 +279,7 @@ int sjk_cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--eval")) eval = v;
         else if (!strcmp(a, "--eval-tensor")) eval_tensor = v;
         else if (!strcmp(a, "--table")) table = v;
+        else if (!strcmp(a, "--tie")) tie = v;
         else if (!strcmp(a, "--seed")) ok = sjk_cli_flag_u64(P, a, v, 0, UINT64_MAX, &seed);
         else if (!strcmp(a, "--iters")) ok = sjk_cli_flag_u64(P, a, v, 1, 99999, &iters);
         else if (!strcmp(a, "--samples")) ok = sjk_cli_flag_u64(P, a, v, 1, (uint64_t)1 << 34, &samples);
@@ -303,7 +307,12 @@ int sjk_cmd_train(int argc, char **argv)
         return 2;
     }
 
-    train_job job = {argc, argv, {0}, 0, 1, {{NULL}}};
+    if (tie && (strcmp(tie, "s128") || tiles || init || eval || table || tensor || !out)) {
+        fprintf(stderr, "train-codebook: --tie s128 trains the 128-entry tables of the ts body on Gaussian data\n"
+                        "  (--out FILE), without --data tiles:, --init, --eval, --table or --tensor\n");
+        return 2;
+    }
+    train_job job = {argc, argv, {0}, 0, 1, tie != NULL, {{NULL}}};
     unsigned *ks = job.ks;
     int nk = 0;
     for (const char *p = bits; *p;) {
@@ -334,7 +343,7 @@ int sjk_cmd_train(int argc, char **argv)
                         "  or V (v, or k,v for both), on --eval tiles, without --data, --init or --eval-tensor\n");
         return 2;
     }
-    train_opts o = {P, tiles ? data + 6 : NULL, eval, eval_tensor, init != NULL, table_kind, seed, iters, samples, T};
+    train_opts o = {P, tiles ? data + 6 : NULL, eval, eval_tensor, init != NULL, table_kind, tie != NULL, seed, iters, samples, T};
     if (eval) printf("file,tensor,bits,tiles,snr_committed_db,snr_trained_db,gain_db\n");
     for (int ti = 0; ti < job.n_tensors; ti++)
         if (!train_tensor(&o, two ? (ti ? "v" : "k") : tensor, ks, nk, job.cb[ti])) goto done;
@@ -352,9 +361,12 @@ done:
 /* The tables as C: with one tensor (Gaussian data, or tiles of k, v or kv) the committed
  * table's shape, sjk_trellis_codebook(k); with --tensor k,v the K and V tables of the
  * real-data body, sjk_trellis_codebook_real(k, is_v) (src/codec/trellis_codebooks_real.c). */
+static int write_table_s128(const train_job *job, FILE *f);
+
 static int write_table(void *ctx, FILE *f)
 {
     const train_job *job = ctx;
+    if (job->tie) return write_table_s128(job, f);
     const int two = job->n_tensors == 2;
     fprintf(f, "/* %s — GENERATED by the trellis codebook trainer; do not edit.\n"
                " * Regenerate with (from the repository root, after `make`):\n *\n *   ",
@@ -386,6 +398,42 @@ static int write_table(void *ctx, FILE *f)
         for (unsigned k = 2; k <= 4; k++)
             if (have[k]) fprintf(f, "    case %u: return cb%u;\n", k, k);
     }
+    fprintf(f, "    default: return 0;\n    }\n}\n");
+    return 0;
+}
+
+/* --tie s128: the 128 entries A_k of each table on the int8 grid (step max|A| / 127,
+ * entries rounded to nearest, the rule of sjk_trellis_codebook_grid), the shape of
+ * sjk_trellis_s128_table (src/codec/trellis_codebooks_s128.c). */
+static int write_table_s128(const train_job *job, FILE *f)
+{
+    fprintf(f, "/* trellis_codebooks_s128.c — GENERATED by the trellis codebook trainer; do not edit.\n"
+               " * Regenerate with (from the repository root, after `make`):\n *\n *   ./sjkvarn");
+    for (int i = 0; i < job->argc; i++) fprintf(f, " %s", job->argv[i]);
+    fprintf(f, "\n *\n * The 128 entries of the SJK_BODY_TRELLIS_S128 tables, in units of the table's step:\n"
+               " * window w = (code << 6) | previous 6 code bits reads entry sjk_trellis_s128_index(k, w)\n"
+               " * (src/codec/trellis.h), for values normalised to zero mean and unit variance. */\n"
+               "#include \"codec/trellis_codebooks.h\"\n\n");
+    int have[5] = {0};
+    for (int i = 0; i < job->nk; i++) {
+        const unsigned k = job->ks[i];
+        float a[SJK_TRELLIS_S128_ENTRIES], mx = 0;
+        for (unsigned w = 0; w < SJK_TRELLIS_CB_SIZE(k); w++) a[sjk_trellis_s128_index(k, w)] = job->cb[0][i][w];
+        for (unsigned e = 0; e < SJK_TRELLIS_S128_ENTRIES; e++) mx = fabsf(a[e]) > mx ? fabsf(a[e]) : mx;
+        const float step = mx / 127.0f;
+        fprintf(f, "static const float step%u = %af;\n", k, (double)step);
+        fprintf(f, "static const int8_t a%u[%d] = {\n", k, SJK_TRELLIS_S128_ENTRIES);
+        for (unsigned e = 0; e < SJK_TRELLIS_S128_ENTRIES; e++) {
+            float c = nearbyintf(a[e] / step);
+            c = c > 127 ? 127 : c < -127 ? -127 : c;
+            fprintf(f, "%s%4d,%s", e % 16 ? "" : "    ", (int)c, e % 16 == 15 ? "\n" : "");
+        }
+        fprintf(f, "};\n\n");
+        have[k] = 1;
+    }
+    fprintf(f, "const int8_t *sjk_trellis_s128_table(unsigned k, float *step)\n{\n    switch (k) {\n");
+    for (unsigned k = 2; k <= 4; k++)
+        if (have[k]) fprintf(f, "    case %u: if (step) *step = step%u; return a%u;\n", k, k, k);
     fprintf(f, "    default: return 0;\n    }\n}\n");
     return 0;
 }

@@ -306,7 +306,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 trel_q16 = k->chunk_trellis_q16 != NULL; /* by int16 dot products */
                 /* the int8-grid bodies by int8 dot products over their exact table entries */
                 trel_q8 = k->chunk_trellis_q8 != NULL &&
-                          (L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8);
+                          (L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8 ||
+                           L->rp.body == SJK_BODY_TRELLIS_S128);
             } else {
                 /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
                  * 4 bits (or a table without in-place trellis): decode the record. */

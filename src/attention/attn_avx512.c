@@ -1228,7 +1228,7 @@ static void chunk_trellis_q16_avx512(const float *q, size_t R, size_t D, const u
 }
 
 /* ---- trellis records on the int8-grid codebooks: chunk_trellis_q8 --------------------
- * The bodies SJK_BODY_TRELLIS_I8 and _REAL_I8 code against tables whose entries are
+ * The bodies SJK_BODY_TRELLIS_I8, _REAL_I8 and _S128 code against tables whose entries are
  * exactly step · c8 (int8, sjk_trellis_codebook_i8), so one byte plane holds a table and
  * one lookup (trq_plane) gives 64 values as bytes: half the vpermi2b of chunk_trellis_q16's
  * two planes, and no unpacks. The plane holds c8 + 128 (unsigned, as vpdpbusd's first
@@ -1244,7 +1244,8 @@ static void chunk_trellis_q16_avx512(const float *q, size_t R, size_t D, const u
  *           the row's four weight bytes of the step, broadcast (stored in that order,
  *           trq8_weights). */
 typedef struct trq8_lut {
-    _Alignas(64) uint8_t u[SJK_TRELLIS_CB_FLOAT_SETS][3][64 << SJK_TRELLIS_MAX_BITS]; /* c8 + 128 of grid set 3 + i */
+    _Alignas(64) uint8_t u[SJK_TRELLIS_CB_GRID_SETS][3][64 << SJK_TRELLIS_MAX_BITS]; /* c8 + 128 of grid set 3 + i */
+    _Alignas(64) uint8_t a[3][SJK_TRELLIS_S128_ENTRIES]; /* A_k + 128 of the 128-entry tables (trq8_lookup_s128) */
     _Alignas(64) uint8_t vperm[64];    /* values: the windows' low bytes in channel-major order */
     _Alignas(64) uint8_t pperm[64];    /* weights, steps 0..15: byte 4s + m = token (t, t+1, t+64, t+65)[m], t = 2s */
 } trq8_lut;
@@ -1253,11 +1254,15 @@ static pthread_once_t g_trq8_once = PTHREAD_ONCE_INIT;
 
 static void trq8_build(void)
 {
-    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_GRID_SETS; set++)
         for (unsigned k = 2; k <= SJK_TRELLIS_MAX_BITS; k++) {
             const int8_t *c8 = sjk_trellis_codebook_i8(sjk_trellis_codebook_of_set(SJK_TRELLIS_CB_FLOAT_SETS + set, k), k, NULL);
             for (size_t w = 0; w < ((size_t)64 << k); w++) g_trq8.u[set][k - 2][w] = (uint8_t)(c8[w] + 128);
         }
+    for (unsigned k = 2; k <= SJK_TRELLIS_MAX_BITS; k++) {
+        const int8_t *a = sjk_trellis_s128_table(k, NULL);
+        for (unsigned e = 0; e < SJK_TRELLIS_S128_ENTRIES; e++) g_trq8.a[k - 2][e] = (uint8_t)(a[e] + 128);
+    }
     for (unsigned b = 0; b < 64; b++) {
         const unsigned i = b / 4, m = b % 4;
         const unsigned src = (m & 1 ? 64u : 0u) + 2 * (i + (m & 2 ? 16u : 0u)); /* trq_src's byte of (m, i) */
@@ -1317,6 +1322,21 @@ static inline __attribute__((always_inline)) __m512i trq8_lookup(__m512i wa, __m
     return trq_plane(T, X, m7, m8, m9, k);
 }
 
+/* The same 64 bytes for a 128-entry table (SJK_BODY_TRELLIS_S128): the entry index
+ * (w + o_k (w >> 7)) mod 128 (sjk_trellis_s128_index, o_k = 32 >> (k - 2)) is formed on
+ * the windows' words, whose low bytes the control pl then picks, and one two-register
+ * permute of A (A: the table's 128 bytes) reads them: two permutes in all for any k,
+ * against 4, 6 and 14 (with merges) for the 64 << k-entry planes. */
+static inline __attribute__((always_inline)) __m512i trq8_lookup_s128(__m512i wa, __m512i wb, __m512i pl,
+                                                                      const unsigned k, const uint8_t *A)
+{
+    const int sh = 7 - (int)k; /* o_k (w >> 7) = (w >> 7) << (7 - k) */
+    const __m512i ia = _mm512_add_epi16(wa, _mm512_slli_epi16(_mm512_srli_epi16(wa, 7), (unsigned)sh));
+    const __m512i ib = _mm512_add_epi16(wb, _mm512_slli_epi16(_mm512_srli_epi16(wb, 7), (unsigned)sh));
+    const __m512i X = _mm512_permutex2var_epi8(ia, pl, ib);
+    return _mm512_permutex2var_epi8(_mm512_load_si512((const void *)A), X, _mm512_load_si512((const void *)(A + 64)));
+}
+
 /* Scores of the NR rows for all G tokens: p[r][t] = Ktok[t] * (fk[r] * (Σ_d y[r][d] *
  * c8[w(d, t)]) + cz[r]), y = 128 qh + ql; ycorr[r] = 128 Σ_d y[r][d] (the +128 of the
  * plane). Tokens go by steps (t, t+1, t+64, t+65), t = 0, 2, .., 62. */
@@ -1324,7 +1344,7 @@ static inline __attribute__((always_inline)) void trq8_scores(float *p, __m512i 
                                                               const int32_t *ycorr, const float *fk, const float *cz,
                                                               const float *ktok, const uint8_t *payload, size_t D,
                                                               const uint8_t *pf, size_t pfn, const unsigned k,
-                                                              const uint8_t *T, const size_t NR)
+                                                              const uint8_t *T, const int s128, const size_t NR)
 {
     const trq_rot rt = trq_rot_init(k);
     const __m512i pl = _mm512_load_si512((const void *)g_trq.kperm);
@@ -1343,7 +1363,7 @@ static inline __attribute__((always_inline)) void trq8_scores(float *p, __m512i 
             const __m512i wa = trq_step2(wst[j], g, t, t + G / 2, k, 0, 0, &rt);
             const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
             wst[j] = wb;
-            const __m512i u = trq8_lookup(wa, wb, pl, k, 1, T);
+            const __m512i u = s128 ? trq8_lookup_s128(wa, wb, pl, k, T) : trq8_lookup(wa, wb, pl, k, 1, T);
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) {
                 const __m512i qhb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(qh + r * D + 16 * j)));
@@ -1373,7 +1393,8 @@ static inline __attribute__((always_inline)) void trq8_scores(float *p, __m512i 
  * ycorr[r] = 128 Σ_t y[r][t]. */
 static inline __attribute__((always_inline)) void trq8_values(__m512i a[RBX], const int8_t *p4h, const int8_t *p4l,
                                                               const int32_t *ycorr, const uint8_t *g, int lastg,
-                                                              const unsigned k, const uint8_t *T, const size_t NR)
+                                                              const unsigned k, const uint8_t *T, const int s128,
+                                                              const size_t NR)
 {
     const trq_rot rt = trq_rot_init(k);
     const __m512i pl = _mm512_load_si512((const void *)g_trq8.vperm);
@@ -1385,7 +1406,7 @@ static inline __attribute__((always_inline)) void trq8_values(__m512i a[RBX], co
         const __m512i wa = trq_step2(w, g, t, t + G / 2, k, 0, 0, &rt);
         const __m512i wb = trq_step2(wa, g, t + 1, t + 1 + G / 2, k, 0, lastg && t + 1 + G / 2 == G - 1, &rt);
         w = wb;
-        const __m512i u = trq8_lookup(wa, wb, pl, k, 0, T);
+        const __m512i u = s128 ? trq8_lookup_s128(wa, wb, pl, k, T) : trq8_lookup(wa, wb, pl, k, 0, T);
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) {
             int32_t bh, bl;
@@ -1434,7 +1455,11 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
     sjk_trellis_codebook_i8(rc->vcb, vb, &cv);
     const unsigned ks = (unsigned)sjk_trellis_codebook_set(rc->kcb, kb) - SJK_TRELLIS_CB_FLOAT_SETS;
     const unsigned vs = (unsigned)sjk_trellis_codebook_set(rc->vcb, vb) - SJK_TRELLIS_CB_FLOAT_SETS;
-    const uint8_t *TK = g_trq8.u[ks][kb - 2], *TV = g_trq8.u[vs][vb - 2];
+    /* a 128-entry table (set 6) is read by trq8_lookup_s128 from its 128 bytes */
+    const unsigned s6 = SJK_TRELLIS_CB_SET_S128 - SJK_TRELLIS_CB_FLOAT_SETS;
+    const int k128 = ks == s6, v128 = vs == s6;
+    const uint8_t *TK = k128 ? g_trq8.a[kb - 2] : g_trq8.u[ks][kb - 2];
+    const uint8_t *TV = v128 ? g_trq8.a[vb - 2] : g_trq8.u[vs][vb - 2];
     const size_t ng = D / 16, gbytes = G * 2 * vb;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
@@ -1451,9 +1476,17 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
             fk[r] = sq * ck;
         }
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 2, TK, NR);
-        else if (kb == 3) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 3, TK, NR);
-        else trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, 4, TK, NR);
+#define TRQ8_SCORES(K_, S_) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, K_, TK, S_, NR)
+        if (k128) {
+            if (kb == 2) TRQ8_SCORES(2, 1);
+            else if (kb == 3) TRQ8_SCORES(3, 1);
+            else TRQ8_SCORES(4, 1);
+        } else {
+            if (kb == 2) TRQ8_SCORES(2, 0);
+            else if (kb == 3) TRQ8_SCORES(3, 0);
+            else TRQ8_SCORES(4, 0);
+        }
+#undef TRQ8_SCORES
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
             float sp;
@@ -1463,9 +1496,17 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
         for (size_t j = 0; j < ng; j++) {
             __m512i a[RBX];
             const uint8_t *g = rc->vt + j * gbytes;
-            if (vb == 2) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 2, TV, NR);
-            else if (vb == 3) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 3, TV, NR);
-            else trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, 4, TV, NR);
+#define TRQ8_VALUES(K_, S_) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, K_, TV, S_, NR)
+            if (v128) {
+                if (vb == 2) TRQ8_VALUES(2, 1);
+                else if (vb == 3) TRQ8_VALUES(3, 1);
+                else TRQ8_VALUES(4, 1);
+            } else {
+                if (vb == 2) TRQ8_VALUES(2, 0);
+                else if (vb == 3) TRQ8_VALUES(3, 0);
+                else TRQ8_VALUES(4, 0);
+            }
+#undef TRQ8_VALUES
             trq_acc_group(acc + r0 * D + 16 * j, D, rc->vch + 16 * j, nvis + r0, rb, fct, zz, fv, a);
         }
     }

@@ -20,14 +20,14 @@
 #include "codec/record.h"
 #include "common/util.h"
 
-/* Record formats 2, 3 and 4 only add bodies (above 4 bits; the real-data trellis; the
- * trellis bodies on int8-grid codebooks); every
+/* Record formats 2, 3, 4 and 5 only add bodies (above 4 bits; the real-data trellis; the
+ * trellis bodies on int8-grid codebooks; the trellis on 128-entry tables); every
  * record of a v1 body keeps its bytes, so a block of a v1 configuration is the same bytes and keeps block version 1
  * (store values from older builds stay valid). Blocks with the new bodies exist only
  * under configurations that name them, and a store keys values by the configuration
  * (bits included), so they never meet an older build's blocks. A format that changed
  * existing bytes would need a new block version. */
-_Static_assert(SJK_RECORD_FORMAT_VERSION == 4 && SJK_CACHE_BLOCK_VERSION == 1,
+_Static_assert(SJK_RECORD_FORMAT_VERSION == 5 && SJK_CACHE_BLOCK_VERSION == 1,
                "a record format that changes v1 bytes is a new block version");
 
 static int fp16_finite(uint16_t x) { return (x & 0x7C00u) != 0x7C00u; }

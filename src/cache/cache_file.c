@@ -139,8 +139,8 @@ static void put_layer_conf(uint8_t *p, const sjk_layer_config *cf)
     sjk_wr_u32le(p + 24, cf->rot_block);
 }
 
-/* The record format a file of these layers needs: 4 if a compressed layer has a body on
- * the int8-grid codebooks, else 3 if one has the real-data trellis body, else 2 if one
+/* The record format a file of these layers needs: 5 if a compressed layer has the body on
+ * the 128-entry tables, else 4 if one has a body on the int8-grid codebooks, else 3 if one has the real-data trellis body, else 2 if one
  * has a body above 4 bits, else 1 (each format is
  * a superset of the one before with the same bytes for what the older one had, so a file
  * without the new bodies stays readable by older builds, and an older build refuses a
@@ -148,6 +148,7 @@ static void put_layer_conf(uint8_t *p, const sjk_layer_config *cf)
 static uint32_t conf_record_version(uint8_t kind, uint8_t bits_k, uint8_t bits_v, uint8_t body)
 {
     if (kind == SJK_KIND_UNIFORM) return 1;
+    if (body == SJK_BODY_TRELLIS_S128) return 5;
     if (body == SJK_BODY_TRELLIS_I8 || body == SJK_BODY_TRELLIS_REAL_I8) return 4;
     if (body == SJK_BODY_TRELLIS_REAL) return 3;
     return bits_k > SJK_RECORD_FORMAT_V1_MAX_BITS || bits_v > SJK_RECORD_FORMAT_V1_MAX_BITS ? 2 : 1;
@@ -566,7 +567,8 @@ static sjk_status restore_pass(sjk_cache *c, source *src, const uint8_t *fp, int
     const uint32_t need = cache_record_version(c);
     if (rec_ver < need)
         FAILF(SJK_ERR_CORRUPT, "cache file says record format %u but its layers have %s (format %u)", rec_ver,
-              need == 4 ? "trellis bodies on int8-grid codebooks"
+              need == 5 ? "the trellis body on 128-entry tables"
+              : need == 4 ? "trellis bodies on int8-grid codebooks"
               : need == 3 ? "the real-data trellis body" : "bodies above 4 bits", need);
 
     /* STAT */
@@ -782,7 +784,8 @@ sjk_status sjk_cache_file_inspect(const void *src, size_t src_nbytes, sjk_cache_
             if (need > info->record_version)
                 IFAIL(SJK_ERR_CORRUPT, "cache file says record format %u but layer %llu has %s (format %u)",
                       info->record_version, (unsigned long long)l,
-                      need == 4 ? "a trellis body on int8-grid codebooks"
+                      need == 5 ? "the trellis body on 128-entry tables"
+                      : need == 4 ? "a trellis body on int8-grid codebooks"
                       : need == 3 ? "the real-data trellis body" : "a body above 4 bits", need);
         }
         if (k == 1 && states)

@@ -104,7 +104,8 @@ static int parse_u32(const char *s, uint32_t *out)
  * tr = the token-axis trellis with the codebooks trained on real K/V; t and tr read their
  * codebooks on the int8 grid (SJK_BODY_TRELLIS_I8, _REAL_I8: record format 4), and tf, trf
  * name the same bodies with the float codebooks of formats 1 to 3 (the bodies of files
- * written before format 4)
+ * written before format 4); ts is the token-axis trellis on the 128-entry tables
+ * (SJK_BODY_TRELLIS_S128, record format 5)
  * (of the tiles of 2..4 bits: a wider tile is scalar, and a trellis suffix needs one tile
  * of 2..4 bits). Without a suffix an sj layer gets the default body of docs/DESIGN.md §2.4
  * (default_body); kvarn is always scalar. */
@@ -115,7 +116,8 @@ static int parse_bits(const char *s, int kvarn, uint8_t *bk, uint8_t *bv, uint8_
     const char *sfx = s + 3;
     static const struct { const char *sfx; uint8_t body; } sfxs[] = {
         {"s", SJK_BODY_SCALAR}, {"t", SJK_BODY_TRELLIS_I8}, {"tc", SJK_BODY_TRELLIS_CHANNEL},
-        {"tr", SJK_BODY_TRELLIS_REAL_I8}, {"tf", SJK_BODY_TRELLIS}, {"trf", SJK_BODY_TRELLIS_REAL}};
+        {"tr", SJK_BODY_TRELLIS_REAL_I8}, {"tf", SJK_BODY_TRELLIS}, {"trf", SJK_BODY_TRELLIS_REAL},
+        {"ts", SJK_BODY_TRELLIS_S128}};
     int si = -1;
     for (int i = 0; *sfx && i < (int)(sizeof sfxs / sizeof sfxs[0]); i++)
         if (!strcmp(sfx, sfxs[i].sfx)) si = i;
@@ -333,12 +335,12 @@ sjk_status sjk_layer_config_str(const sjk_layer_config *c, char *dst, size_t dst
     } else {
         sjk_layer_config d = sjk_layer_config_default();
         int kv = c->kind == SJK_KIND_KVARN;
-        /* Trellis bodies always say so ("t", "tc", "tr", "tf", "trf"); a scalar body says "s"
+        /* Trellis bodies always say so ("t", "tc", "tr", "tf", "trf", "ts"); a scalar body says "s"
          * only where the bits alone would select trellis, so every string parses back to the
          * same body. */
         const char *sfx = c->body == SJK_BODY_TRELLIS_I8 ? "t" : c->body == SJK_BODY_TRELLIS_CHANNEL ? "tc"
                         : c->body == SJK_BODY_TRELLIS_REAL_I8 ? "tr" : c->body == SJK_BODY_TRELLIS ? "tf"
-                        : c->body == SJK_BODY_TRELLIS_REAL ? "trf"
+                        : c->body == SJK_BODY_TRELLIS_REAL ? "trf" : c->body == SJK_BODY_TRELLIS_S128 ? "ts"
                         : (!kv && default_body(c->bits_k, c->bits_v) != SJK_BODY_SCALAR) ? "s" : "";
         n = snprintf(buf, sizeof buf, "%s:%u/%u%s", kv ? "kvarn" : "sj", c->bits_k, c->bits_v, sfx);
         uint32_t dmin = kv ? 0 : d.tail_min, dmax = kv ? 0 : d.tail_max;

@@ -59,8 +59,10 @@
  * real-data trellis body, else 2 (cache_file.c). Version 4 adds the bodies
  * SJK_BODY_TRELLIS_I8 and SJK_BODY_TRELLIS_REAL_I8 (the token-axis trellis with its
  * codebooks on an int8 grid, read by byte lookups and int8 dot products) and changes
- * nothing else; a file needs it when a layer has one of them. */
-#define SJK_RECORD_FORMAT_VERSION 4
+ * nothing else; a file needs it when a layer has one of them. Version 5 adds the body
+ * SJK_BODY_TRELLIS_S128 (the token-axis trellis on tables built from 128 int8 entries,
+ * src/codec/trellis.h) and changes nothing else. */
+#define SJK_RECORD_FORMAT_VERSION 5
 #define SJK_RECORD_FORMAT_V1_MAX_BITS 4
 /* The widest body of any record, and of a trellis body (wider tiles are scalar). */
 #define SJK_RECORD_MAX_BITS 8

@@ -21,7 +21,7 @@ sjk_status sjk_record_params_validate(const sjk_record_params *p, const char **b
         bad = "head_dim";
     else if (p->bits_k < 2 || p->bits_k > SJK_RECORD_MAX_BITS) bad = "bits_k";
     else if (p->bits_v < 2 || p->bits_v > SJK_RECORD_MAX_BITS) bad = "bits_v";
-    else if (p->body > SJK_BODY_TRELLIS_REAL_I8) bad = "body";
+    else if (p->body > SJK_BODY_TRELLIS_S128) bad = "body";
     /* a trellis body needs a tile it applies to (tiles above 4 bits are always scalar) */
     else if (p->body != SJK_BODY_SCALAR && p->bits_k > SJK_TRELLIS_MAX_BITS && p->bits_v > SJK_TRELLIS_MAX_BITS)
         bad = "body";

@@ -326,16 +326,18 @@ void sjk_trellis_decode_seq(float *out, size_t out_stride, const float *cb, unsi
 
 /* Pair tables (trellis.h): for every window w and next symbol s', the two values; one
  * per known table (set 0: the committed C_k, 1: the real-data K table, 2: the V table,
- * 3..5: the int8 grids of 0..2). */
+ * 3..5: the int8 grids of 0..2, 6: the 128-entry table). */
 static const float *float_set(unsigned set, unsigned k)
 {
     return set == 0 ? sjk_trellis_codebook(k) : set < SJK_TRELLIS_CB_FLOAT_SETS ? sjk_trellis_codebook_real(k, set == 2) : NULL;
 }
 
-/* The int8 grids of the float sets (trellis.h, sjk_trellis_codebook_grid). */
-static float g_grid[SJK_TRELLIS_CB_FLOAT_SETS][3][64 << 4];
-static int8_t g_grid8[SJK_TRELLIS_CB_FLOAT_SETS][3][64 << 4];
-static float g_grid_step[SJK_TRELLIS_CB_FLOAT_SETS][3];
+/* The grid tables (trellis.h): sets 3..5 the int8 grids of the float sets
+ * (sjk_trellis_codebook_grid), set 6 the 128-entry tables expanded over the windows
+ * (sjk_trellis_codebook_s128). Index set - SJK_TRELLIS_CB_FLOAT_SETS. */
+static float g_grid[SJK_TRELLIS_CB_GRID_SETS][3][64 << 4];
+static int8_t g_grid8[SJK_TRELLIS_CB_GRID_SETS][3][64 << 4];
+static float g_grid_step[SJK_TRELLIS_CB_GRID_SETS][3];
 static pthread_once_t g_grid_once = PTHREAD_ONCE_INIT;
 
 static void grid_build(void)
@@ -355,6 +357,17 @@ static void grid_build(void)
                 g_grid[set][k - 2][w] = c * step;
             }
         }
+    const unsigned s = SJK_TRELLIS_CB_SET_S128 - SJK_TRELLIS_CB_FLOAT_SETS;
+    for (unsigned k = 2; k <= 4; k++) {
+        float step;
+        const int8_t *a = sjk_trellis_s128_table(k, &step);
+        g_grid_step[s][k - 2] = step;
+        for (unsigned w = 0; w < SJK_TRELLIS_CB_SIZE(k); w++) {
+            const int8_t c = a[sjk_trellis_s128_index(k, w)];
+            g_grid8[s][k - 2][w] = c;
+            g_grid[s][k - 2][w] = (float)c * step;
+        }
+    }
 }
 
 const float *sjk_trellis_codebook_grid(const float *cb, unsigned k)
@@ -368,11 +381,18 @@ const float *sjk_trellis_codebook_grid(const float *cb, unsigned k)
     return NULL;
 }
 
+const float *sjk_trellis_codebook_s128(unsigned k)
+{
+    if (k < 2 || k > 4) return NULL;
+    pthread_once(&g_grid_once, grid_build);
+    return g_grid[SJK_TRELLIS_CB_SET_S128 - SJK_TRELLIS_CB_FLOAT_SETS][k - 2];
+}
+
 const int8_t *sjk_trellis_codebook_i8(const float *cb, unsigned k, float *step)
 {
     if (!cb || k < 2 || k > 4) return NULL;
     pthread_once(&g_grid_once, grid_build);
-    for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++)
+    for (unsigned set = 0; set < SJK_TRELLIS_CB_GRID_SETS; set++)
         if (cb == g_grid[set][k - 2]) {
             if (step) *step = g_grid_step[set][k - 2];
             return g_grid8[set][k - 2];
@@ -383,6 +403,7 @@ const int8_t *sjk_trellis_codebook_i8(const float *cb, unsigned k, float *step)
 const float *sjk_trellis_codebook_of_set(unsigned set, unsigned k)
 {
     if (set < SJK_TRELLIS_CB_FLOAT_SETS) return float_set(set, k);
+    if (set == SJK_TRELLIS_CB_SET_S128) return sjk_trellis_codebook_s128(k);
     if (set < SJK_TRELLIS_CB_SETS) return sjk_trellis_codebook_grid(float_set(set - SJK_TRELLIS_CB_FLOAT_SETS, k), k);
     return NULL;
 }
@@ -403,7 +424,9 @@ static pthread_once_t g_pair_once[SJK_TRELLIS_CB_SETS][3] = {
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
+    {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT},
     {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT}};
+_Static_assert(SJK_TRELLIS_CB_SETS == 7, "one row of g_pair_once and of init[] per set");
 
 static void pair_build(uint64_t *P, const float *cb, unsigned k)
 {
@@ -432,6 +455,7 @@ PAIR_INIT(2, 2) PAIR_INIT(2, 3) PAIR_INIT(2, 4)
 PAIR_INIT(3, 2) PAIR_INIT(3, 3) PAIR_INIT(3, 4)
 PAIR_INIT(4, 2) PAIR_INIT(4, 3) PAIR_INIT(4, 4)
 PAIR_INIT(5, 2) PAIR_INIT(5, 3) PAIR_INIT(5, 4)
+PAIR_INIT(6, 2) PAIR_INIT(6, 3) PAIR_INIT(6, 4)
 #undef PAIR_INIT
 
 /* Each table is built on its first use (the 128 KiB of k = 4 only by a caller that asks). */
@@ -443,7 +467,8 @@ const uint64_t *sjk_trellis_pair_table_of(const float *cb, unsigned k)
         {pair_init_2_2, pair_init_2_3, pair_init_2_4},
         {pair_init_3_2, pair_init_3_3, pair_init_3_4},
         {pair_init_4_2, pair_init_4_3, pair_init_4_4},
-        {pair_init_5_2, pair_init_5_3, pair_init_5_4}};
+        {pair_init_5_2, pair_init_5_3, pair_init_5_4},
+        {pair_init_6_2, pair_init_6_3, pair_init_6_4}};
     const int set = sjk_trellis_codebook_set(cb, k);
     if (set < 0) return NULL;
     pthread_once(&g_pair_once[set][k - 2], init[set][k - 2]);

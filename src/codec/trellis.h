@@ -45,8 +45,29 @@
  * 3 bits and 0.001-0.007 dB at 4 (`sjkvarn bench trellis`, docs/FORMAT.md). NULL for a table
  * that is not one of the known float tables (sjk_trellis_codebook_set 0..2). */
 const float *sjk_trellis_codebook_grid(const float *cb, unsigned k);
-/* The int8 entries of a grid table (set 3..5) and its step; NULL for any other table. */
+/* The int8 entries of a grid table (set 3..6) and its step; NULL for any other table. */
 const int8_t *sjk_trellis_codebook_i8(const float *cb, unsigned k, float *step);
+
+/* ---- the 128-entry tables (SJK_BODY_TRELLIS_S128, record format 5) ----------------
+ * A table of 64 << k independent entries makes the attention readers' lookup of 4-bit
+ * windows eight byte permutes and seven merges per 64 values (src/attention/attn_avx512.c).
+ * These tables are built from 128 trained entries A_k:
+ *
+ *     C[w] = A_k[(w + o_k * (w >> 7)) mod 128],   o_2 = 32, o_3 = 16, o_4 = 8,
+ *
+ * so a reader looks 64 windows up with one two-register byte permute of A_k after adding
+ * the offset of w >> 7 (one small shuffle). Every state keeps 2^k distinct levels: state
+ * s with symbol c reads s + 64 (c & 1) + o_k (c >> 1) mod 128, and the offsets o_k j are
+ * distinct modulo 64. The search loses 0.06 dB of SNR at 2 and 3 bits and 0.17 dB at 4
+ * against the 64 << k-entry tables on Gaussian data (docs/FORMAT.md). */
+#define SJK_TRELLIS_S128_ENTRIES 128
+static inline unsigned sjk_trellis_s128_index(unsigned k, unsigned w)
+{
+    return (w + (w >> 7) * (32u >> (k - 2))) & 127u;
+}
+/* The float form of A_k's table over all windows (entry w = A_k[index(w)] * step, exact
+ * in fp32), built once per process: the table SJK_BODY_TRELLIS_S128 codes with. */
+const float *sjk_trellis_codebook_s128(unsigned k);
 
 /* The codebook a trellis body codes its K (is_v = 0) or V tiles of k bits with: the
  * committed table (trellis_codebooks.c), for SJK_BODY_TRELLIS_REAL the real-data one
@@ -57,6 +78,7 @@ static inline const float *sjk_trellis_codebook_for(unsigned body, unsigned k, i
     case SJK_BODY_TRELLIS_REAL: return sjk_trellis_codebook_real(k, is_v);
     case SJK_BODY_TRELLIS_I8: return sjk_trellis_codebook_grid(sjk_trellis_codebook(k), k);
     case SJK_BODY_TRELLIS_REAL_I8: return sjk_trellis_codebook_grid(sjk_trellis_codebook_real(k, is_v), k);
+    case SJK_BODY_TRELLIS_S128: return sjk_trellis_codebook_s128(k);
     default: return sjk_trellis_codebook(k);
     }
 }
@@ -65,7 +87,7 @@ static inline const float *sjk_trellis_codebook_for(unsigned body, unsigned k, i
 static inline int sjk_body_trellis_token(unsigned body)
 {
     return body == SJK_BODY_TRELLIS || body == SJK_BODY_TRELLIS_REAL || body == SJK_BODY_TRELLIS_I8 ||
-           body == SJK_BODY_TRELLIS_REAL_I8;
+           body == SJK_BODY_TRELLIS_REAL_I8 || body == SJK_BODY_TRELLIS_S128;
 }
 
 /* Codebook entries for k bits: 256, 512, 1024. */
@@ -136,11 +158,14 @@ const uint64_t *sjk_trellis_pair_table(unsigned k);
 
 /* Which known table cb is: 0 the committed C_k, 1 the real-data K table, 2 the real-data V
  * table of k bits (sjk_trellis_codebook_real), 3..5 the int8 grids of 0..2
- * (sjk_trellis_codebook_grid); -1 for any other (a test's own table). The attention
- * readers keep derived tables (pair tables, int16 and int8 codebooks) for the known ones;
- * another table takes their plain paths. */
-#define SJK_TRELLIS_CB_SETS 6
+ * (sjk_trellis_codebook_grid), 6 the 128-entry table (sjk_trellis_codebook_s128, born on
+ * the grid); -1 for any other (a test's own table). The attention readers keep derived
+ * tables (pair tables, int16 and int8 codebooks) for the known ones; another table takes
+ * their plain paths. Sets from SJK_TRELLIS_CB_FLOAT_SETS on are the grid tables. */
+#define SJK_TRELLIS_CB_SETS 7
 #define SJK_TRELLIS_CB_FLOAT_SETS 3
+#define SJK_TRELLIS_CB_GRID_SETS (SJK_TRELLIS_CB_SETS - SJK_TRELLIS_CB_FLOAT_SETS)
+#define SJK_TRELLIS_CB_SET_S128 6
 int sjk_trellis_codebook_set(const float *cb, unsigned k);
 /* The inverse: the table of set 0..SJK_TRELLIS_CB_SETS-1 for k bits (NULL otherwise). */
 const float *sjk_trellis_codebook_of_set(unsigned set, unsigned k);
@@ -270,7 +295,13 @@ typedef struct sjk_trellis_train_params {
     const float *u;     /* GIVEN: n_seq sequences of T values, step-major u[t*n_seq + s] */
     size_t n_seq;       /* GIVEN: a multiple of SJK_TRELLIS_LANES (samples is ignored) */
     const float *init;  /* the starting table (64 << bits), or NULL for the quantiles below */
+    unsigned tie;       /* sjk_trellis_tie: which windows share an entry (not with init) */
 } sjk_trellis_train_params;
+
+/* SJK_TRELLIS_TIE_S128 trains the 128-entry tables: the windows of one entry
+ * (sjk_trellis_s128_index) are pooled in the centroid update, the starting table is 128
+ * shuffled quantiles, and cb_out holds the expanded table (entry w = A[index(w)]). */
+typedef enum sjk_trellis_tie { SJK_TRELLIS_TIE_NONE = 0, SJK_TRELLIS_TIE_S128 = 1 } sjk_trellis_tie;
 
 /* Called after each iteration with the mean squared error of that iteration's search
  * (before its centroid update); iter 0 is the initial codebook. */

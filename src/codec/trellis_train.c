@@ -69,7 +69,8 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
                              sjk_trellis_train_log_fn log, void *log_ctx)
 {
     if (!p || !cb_out || p->bits < 2 || p->bits > 4 || p->T < 8 || p->T > SJK_TRELLIS_MAX_T ||
-        (p->T * p->bits) % 8 || p->data > SJK_TRELLIS_DATA_GIVEN)
+        (p->T * p->bits) % 8 || p->data > SJK_TRELLIS_DATA_GIVEN || p->tie > SJK_TRELLIS_TIE_S128 ||
+        (p->tie && p->init))
         return SJK_ERR_PARAM;
     const int given = p->data == SJK_TRELLIS_DATA_GIVEN;
     if (given && (!p->u || p->n_seq % SJK_TRELLIS_LANES)) return SJK_ERR_PARAM;
@@ -83,18 +84,26 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
     float *own = given ? NULL : malloc(n * sizeof *own);
     const float *u = given ? p->u : own;
     uint8_t *codes = malloc(n);
-    uint16_t *win = malloc(T * sizeof *win);
+    uint16_t *win = malloc(T * sizeof *win), *ix = malloc(ncb * sizeof *ix);
     double *sum = malloc(ncb * sizeof *sum);
     uint64_t *cnt = malloc(ncb * sizeof *cnt);
     void *scratch = aligned_alloc(64, (scratch_nbytes + 63) & ~(size_t)63);
     sjk_status st = SJK_OK;
-    if (!u || !codes || !win || !sum || !cnt || !scratch) {
+    if (!u || !codes || !win || !ix || !sum || !cnt || !scratch) {
         st = SJK_ERR_NOMEM;
         goto out;
     }
     if (!given) make_data(own, T, n_seq, p->seed);
+    /* tied: entry w of the table is A[ix[w]], A of 128 (the sums pool over ix) */
+    const int tied = p->tie == SJK_TRELLIS_TIE_S128;
+    for (size_t w = 0; w < ncb; w++) ix[w] = (uint16_t)(tied ? sjk_trellis_s128_index(k, (unsigned)w) : w);
     if (p->init) memcpy(cb_out, p->init, ncb * sizeof *cb_out);
-    else init_codebook(cb_out, ncb, p->seed);
+    else if (tied) {
+        float a[SJK_TRELLIS_S128_ENTRIES];
+        init_codebook(a, SJK_TRELLIS_S128_ENTRIES, p->seed);
+        for (size_t w = 0; w < ncb; w++) cb_out[w] = a[ix[w]];
+    } else
+        init_codebook(cb_out, ncb, p->seed);
 
     for (unsigned it = 0; it <= p->iters; it++) {
         sjk_trellis_encode(cb_out, k, SJK_TRELLIS_TAILBITE, codes, u, T, n_seq, n_seq, scratch);
@@ -112,16 +121,17 @@ sjk_status sjk_trellis_train(const sjk_trellis_train_params *p, float *cb_out,
             for (size_t t = 0; t < T; t++) {
                 double x = u[t * n_seq + s], d = x - cb_out[win[t]];
                 sse += d * d;
-                sum[win[t]] += x;
-                cnt[win[t]]++;
+                sum[ix[win[t]]] += x;
+                cnt[ix[win[t]]]++;
             }
         }
         if (log) log(log_ctx, it, sse / (double)n);
         if (it == p->iters) break;
         for (size_t w = 0; w < ncb; w++)
-            if (cnt[w]) cb_out[w] = (float)(sum[w] / (double)cnt[w]);
+            if (cnt[ix[w]]) cb_out[w] = (float)(sum[ix[w]] / (double)cnt[ix[w]]);
     }
 out:
+    free(ix);
     free(own);
     free(codes);
     free(win);
