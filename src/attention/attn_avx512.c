@@ -1330,9 +1330,11 @@ static inline __attribute__((always_inline)) __m512i trq8_lookup(__m512i wa, __m
 static inline __attribute__((always_inline)) __m512i trq8_lookup_s128(__m512i wa, __m512i wb, __m512i pl,
                                                                       const unsigned k, const uint8_t *A)
 {
-    const int sh = 7 - (int)k; /* o_k (w >> 7) = (w >> 7) << (7 - k) */
-    const __m512i ia = _mm512_add_epi16(wa, _mm512_slli_epi16(_mm512_srli_epi16(wa, 7), (unsigned)sh));
-    const __m512i ib = _mm512_add_epi16(wb, _mm512_slli_epi16(_mm512_srli_epi16(wb, 7), (unsigned)sh));
+    /* o_k (w >> 7) = (w >> 7) << (7 - k) = (w >> k) & (7 << (7 - k)) (w has 6 + k bits);
+     * w >> k is the shift trq_step2 makes of wa for wb, so the compiler shares it */
+    const __m512i mo = _mm512_set1_epi16((short)(7u << (7 - k)));
+    const __m512i ia = _mm512_add_epi16(wa, _mm512_and_si512(_mm512_srli_epi16(wa, (int)k), mo));
+    const __m512i ib = _mm512_add_epi16(wb, _mm512_and_si512(_mm512_srli_epi16(wb, (int)k), mo));
     const __m512i X = _mm512_permutex2var_epi8(ia, pl, ib);
     return _mm512_permutex2var_epi8(_mm512_load_si512((const void *)A), X, _mm512_load_si512((const void *)(A + 64)));
 }
