@@ -69,7 +69,7 @@ static uint8_t default_body(uint8_t bk, uint8_t bv)
 static void set_err(char *err, size_t cap, const char *str, const char *fmt, const char *part)
 {
     if (!err || !cap) return;
-    char what[160];
+    char what[256];
     snprintf(what, sizeof what, fmt, part);
     snprintf(err, cap, "config '%s': %s", str, what);
 }
@@ -175,7 +175,7 @@ sjk_status sjk_cache_config_parse(const char *str, uint32_t n_layers, sjk_layer_
         char bt[64];
         if (*s && next_token(&s, bt, sizeof bt) && strchr(bt, '/') && !strchr(bt, '=')) {
             if (!parse_bits(bt, c.kind == SJK_KIND_KVARN, &c.bits_k, &c.bits_v, &c.body)) {
-                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..8 and an optional 's', 't', 'tc', 'tr', 'tf' or 'trf' (a trellis needs a width of 2..4)", bt);
+                set_err(err, err_cap, str, "bits '%s': expected K/V with K, V in 2..8 and an optional 's', 't', 'tc', 'tr', 'tf', 'trf' or 'ts' (a trellis needs a width of 2..4)", bt);
                 return SJK_ERR_PARAM;
             }
         } else {
