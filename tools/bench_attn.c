@@ -231,8 +231,8 @@ int sjk_bench_attn(int argc, char **argv)
                             "  --rounds: print every round's decode time to stderr\n"
                             "  --peer PATH: ggml's flash attention driver (default: $SJK_GGML_PEER, else\n"
                             "    bench/ggml_attn_peer beside this executable, built by `make ggml-peer`)\n"
-                            "  configurations: f16 q8_0 q4_0 q8_0/q4_0 sj:4/4 sj:3/3t sj:3/2t (peer: ggml:f16 ggml:q8_0\n"
-                            "    ggml:q4_0)\n");
+                            "  configurations: f16 q8_0 q4_0 q8_0/q4_0 sj:4/4 sj:3/3t sj:3/2t\n"
+                            "    sj:4/4ts:tail=1024:stage=q8_0 sj:3/3ts sj:3/2ts (peer: ggml:f16 ggml:q8_0 ggml:q4_0)\n");
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
     }
@@ -242,8 +242,9 @@ int sjk_bench_attn(int argc, char **argv)
     /* ours, then the peer's; --kv with a configuration string that is not one of ours
      * (e.g. "sj:6/4:tail_min=256:tail_max=512:stage=q8_0") takes the second slot */
     const char *cfgs[] = {"f16", "q8_0", "q4_0", "q8_0/q4_0", "sj:4/4", "sj:3/3t", "sj:3/2t",
+                          "sj:4/4ts:tail=1024:stage=q8_0", "sj:3/3ts", "sj:3/2ts",
                           "ggml:f16", "ggml:q8_0", "ggml:q4_0"};
-    enum { NOURS = 7, NCFG = 10, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
+    enum { NOURS = 10, NCFG = 13, NCTX = 4, NTH = 2, ROUNDS = 7, ROUNDS_PREFILL = 3 };
     _Static_assert(ROUNDS <= SJK_BENCH_MEDIAN_MAX && ROUNDS_PREFILL <= ROUNDS, "sjk_bench_median sorts at most 64 values");
     const double ROUND_S = 0.04; /* decode calls per configuration and round: at least this long */
     uint32_t ctxs[NCTX] = {4096, 16384, 32768, 131072};
@@ -264,7 +265,8 @@ int sjk_bench_attn(int argc, char **argv)
     }
     /* the name column is as wide as the longest configuration */
     int wname = 9;
-    if (only_kv && (int)strlen(only_kv) > wname) wname = (int)strlen(only_kv);
+    for (int ci = 0; ci < NCFG; ci++)
+        if ((int)strlen(cfgs[ci]) > wname) wname = (int)strlen(cfgs[ci]);
     if (only_geom && strcmp(only_geom, "gemma3") && strcmp(only_geom, "qwen") && strcmp(only_geom, "smollm2")) {
         fprintf(stderr, "bench attn: --geometry %s is not gemma3, qwen or smollm2\n", only_geom);
         return 2;
