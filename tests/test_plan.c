@@ -467,6 +467,10 @@ TEST(test_plan_estimate_equals_allocation)
 #define T44Q "sj:4/4t:tail=1024:stage=q8_0"
 #define S44Q "sj:4/4:tail=1024:stage=q8_0"
 #define T43Q "sj:4/3t:tail=1024:stage=q8_0"
+/* the twins on the 128-entry tables */
+#define T44QS "sj:4/4ts:tail=1024:stage=q8_0"
+#define T43QS "sj:4/3ts:tail=1024:stage=q8_0"
+#define T32S "sj:3/2ts:tail_min=128:tail_max=256"
 
 static const char g_floor_csv[] =
     "# test table\n"
@@ -499,14 +503,16 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
     size_t n_all;
     const char *const *all = sjkh_plan_ladder(&n_all);
-    CHECK(n_all == 14 && !strcmp(all[0], "f16") && !strcmp(all[12], T32) && !strcmp(all[13], T32R));
-    CHECK(!strcmp(all[5], T44Q) && !strcmp(all[6], S44Q) && !strcmp(all[9], T43Q));
-    /* the rungs of distinct sizes: a `tr` twin has its `t` rung's bytes and, unmeasured in
-     * this table, is never taken (test_auto_tier_takes_the_better_twin covers it) */
+    CHECK(n_all == 17 && !strcmp(all[0], "f16") && !strcmp(all[15], T32) && !strcmp(all[16], T32R));
+    CHECK(!strcmp(all[5], T44QS) && !strcmp(all[6], T44Q) && !strcmp(all[7], S44Q) && !strcmp(all[10], T43QS) &&
+          !strcmp(all[11], T43Q) && !strcmp(all[14], T32S));
+    /* the rungs of distinct sizes: a `tr` or `ts` twin has its `t` rung's bytes and,
+     * unmeasured in this table, is never taken (test_auto_tier_takes_the_better_twin and
+     * test_auto_tier_ts_twin_within_the_margin cover them) */
     const char *ladder[11];
     size_t n = 0;
     for (size_t i = 0; i < n_all; i++)
-        if (!strstr(all[i], "tr:")) ladder[n++] = all[i];
+        if (!strstr(all[i], "tr:") && !strstr(all[i], "ts:")) ladder[n++] = all[i];
     CHECK(n == 11 && !strcmp(ladder[10], T32));
     size_t need[11];
     for (size_t i = 0; i < n; i++) {
@@ -516,7 +522,7 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
         if (i) CHECK(need[i] < need[i - 1]);
     }
     for (size_t i = 0; i + 1 < n_all; i++)
-        if (strstr(all[i + 1], "tr:")) {
+        if (strstr(all[i + 1], "tr:") || strstr(all[i], "ts:")) { /* tr after its t rung, ts before */
             sjkh_plan_size a, b;
             CHECK(sjkh_plan_estimate(&m, all[i], &p, &a, NULL, 0) == SJK_OK);
             CHECK(sjkh_plan_estimate(&m, all[i + 1], &p, &b, NULL, 0) == SJK_OK);
@@ -596,6 +602,45 @@ TEST(test_auto_tier_takes_the_better_twin)
     }
 }
 
+/* A `ts` twin (the 128-entry tables: the same bytes, a faster reader) comes before its `t`
+ * rung and is passed over for it only when the `t` rung's KL, measured in the same study,
+ * is lower by more than the margin (1.25x); a lower `ts` KL makes the `t` rung dominated as
+ * any other; an unmeasured `ts` twin is not allowed. */
+TEST(test_auto_tier_ts_twin_within_the_margin)
+{
+    static sjkh_plan_model m;
+    CHECK(qwen14b_1m(&m) == SJK_OK);
+    sjkh_plan_params p = sjkh_plan_params_default();
+    p.n_ctx = 1u << 20;
+    sjkh_plan_size s43, s43s;
+    CHECK(sjkh_plan_estimate(&m, T43Q, &p, &s43, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, T43QS, &p, &s43s, NULL, 0) == SJK_OK);
+    CHECK(s43.total_nbytes == s43s.total_nbytes);
+    const struct { double t_kl, ts_kl; const char *ts_src; const char *want; } cases[] = {
+        {0.0100, 0.0120, "study A: x", T43QS}, /* 1.20x: within the margin, the faster twin */
+        {0.0100, 0.0130, "study A: x", T43Q},  /* 1.30x: the t rung */
+        {0.0100, 0.0090, "study A: x", T43QS}, /* lower: the ts twin */
+        {0.0100, 0.0200, "study B: y", T43QS}, /* other studies: not compared, the ladder's order */
+        {0.0100, -1.0, "study A: x", T43Q},    /* unmeasured: not allowed */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char csv[1024], ts_kl[32];
+        if (cases[i].ts_kl < 0) snprintf(ts_kl, sizeof ts_kl, "unmeasured");
+        else snprintf(ts_kl, sizeof ts_kl, "%g", cases[i].ts_kl);
+        snprintf(csv, sizeof csv, "model,config,mean_kl,source\n*,%s,%g,study A: x\n*,%s,%s,%s\n", T43Q,
+                 cases[i].t_kl, T43QS, ts_kl, cases[i].ts_kl < 0 ? "" : cases[i].ts_src);
+        sjkh_quality_floor *f = NULL;
+        char err[256] = "";
+        CHECKF(sjkh_quality_floor_parse(csv, strlen(csv), &f, err, sizeof err) == SJK_OK, "%s", err);
+        sjkh_tier_request r = {"auto", s43.total_nbytes, f, "qwen14b", 0.05};
+        sjkh_tier_choice c;
+        CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+        CHECKF(!strcmp(c.kv, cases[i].want), "case %zu: chose %s, want %s (%s)", i, c.kv, cases[i].want, c.reason);
+        if (i == 1) CHECKF(strstr(c.reason, T43QS " ") && strstr(c.reason, "dominated by " T43Q), "%s", c.reason);
+        sjkh_quality_floor_free(f);
+    }
+}
+
 TEST(test_auto_tier_respects_floor_and_overrides)
 {
     static sjkh_plan_model m;
@@ -622,13 +667,14 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv " T43), "%s",
            c.reason);
-    CHECK(c.n_rungs == 14 && !strcmp(c.rungs[10].kv, T43) && !strcmp(c.rungs[12].kv, T32));
-    CHECK(c.rungs[10].verdict == SJKH_RUNG_UNMEASURED && c.rungs[12].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.n_rungs == 17 && !strcmp(c.rungs[12].kv, T43) && !strcmp(c.rungs[15].kv, T32));
+    CHECK(c.rungs[12].verdict == SJKH_RUNG_UNMEASURED && c.rungs[15].verdict == SJKH_RUNG_BELOW_FLOOR);
     CHECK(c.rungs[4].verdict == SJKH_RUNG_TOO_BIG && c.rungs[4].mean_kl == 0.011); /* "*" row */
-    CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.0113);
-    CHECK(c.rungs[6].verdict == SJKH_RUNG_TOO_BIG && c.rungs[6].mean_kl == 0.0115);
-    CHECK(c.rungs[7].verdict == SJKH_RUNG_TOO_BIG && c.rungs[7].mean_kl == 0.012);
-    CHECK(c.rungs[9].verdict == SJKH_RUNG_TOO_BIG && c.rungs[9].mean_kl == 0.014);
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_UNMEASURED); /* the ts twin: no row */
+    CHECK(c.rungs[6].verdict == SJKH_RUNG_TOO_BIG && c.rungs[6].mean_kl == 0.0113);
+    CHECK(c.rungs[7].verdict == SJKH_RUNG_TOO_BIG && c.rungs[7].mean_kl == 0.0115);
+    CHECK(c.rungs[8].verdict == SJKH_RUNG_TOO_BIG && c.rungs[8].mean_kl == 0.012);
+    CHECK(c.rungs[11].verdict == SJKH_RUNG_TOO_BIG && c.rungs[11].mean_kl == 0.014);
     /* lifting the floor allows them */
     r.max_kl = -1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, T43));
@@ -751,7 +797,7 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.budget_nbytes = st.total_nbytes;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
     CHECKF(!strcmp(c.kv, S44Q), "%s", c.reason);
-    CHECK(c.rungs[5].verdict == SJKH_RUNG_DOMINATED);
+    CHECK(c.rungs[6].verdict == SJKH_RUNG_DOMINATED);
     sjkh_quality_floor_free(f);
 }
 
@@ -1102,6 +1148,7 @@ int main(void)
     RUN(test_plan_estimate_equals_allocation);
     RUN(test_auto_tier_walks_the_ladder_as_budget_tightens);
     RUN(test_auto_tier_takes_the_better_twin);
+    RUN(test_auto_tier_ts_twin_within_the_margin);
     RUN(test_auto_tier_skips_dominated_rungs);
     RUN(test_auto_tier_respects_floor_and_overrides);
     RUN(test_auto_tier_hybrid_stays_f16);

@@ -214,7 +214,7 @@ typedef struct sjkh_tier_choice {
         sjkh_rung_verdict verdict;
         size_t nbytes;         /* total at the requested context (0 if unsupported) */
         double mean_kl;        /* < 0: unmeasured */
-    } rungs[16];
+    } rungs[24];
 } sjkh_tier_choice;
 
 /* Chooses the configuration for sessions p of model m under r (see the top of this

@@ -52,21 +52,47 @@
  *     found it lower, sj:4/4 is dominated (pass 2) and this rung is the 4-bit choice;
  *     at 8K, where sj:4/4's default ring holds most of the context in 6 bits, sj:4/4 is
  *     lower (SmolLM2, Qwen) and stays first. Its reader is the int8 trellis one, slower
- *     than the scalar reader (docs/BENCHMARKS.md, the rung table). */
+ *     than the scalar reader (docs/BENCHMARKS.md, the rung table).
+ *   - the trellis rungs with a q8_0 tail and the 3/2 rung each have a twin on the
+ *     128-entry tables (`ts`, record format 5: the same bytes, a decode attention reader
+ *     1.1-1.9x faster on Gemma 3; docs/BENCHMARKS.md, the rung table), placed first. The two read the same KL within
+ *     the study's resolution (docs/studies/gemma3-16k.md, "Record format 5"), so the `t`
+ *     twin dominates its `ts` twin only where its measured KL is lower by more than the
+ *     factor TWIN_KL_MARGIN (ts_twin_of, pass 2); anything else dominates a `ts` rung by the
+ *     plain rule. Where only the `t` rung is measured the `ts` twin is not allowed. */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
                                        "q8_0/q4_0",
                                        "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
                                        "sj:4/4",
+                                       "sj:4/4ts:tail=1024:stage=q8_0",
                                        "sj:4/4t:tail=1024:stage=q8_0",
                                        "sj:4/4:tail=1024:stage=q8_0",
                                        "sj:4/4t:tail_min=256:tail_max=512",
                                        "sj:4/4tr:tail_min=256:tail_max=512",
+                                       "sj:4/3ts:tail=1024:stage=q8_0",
                                        "sj:4/3t:tail=1024:stage=q8_0",
                                        "sj:4/3t:tail_min=256:tail_max=512",
                                        "sj:4/3tr:tail_min=256:tail_max=512",
+                                       "sj:3/2ts:tail_min=128:tail_max=256",
                                        "sj:3/2t:tail_min=128:tail_max=256",
                                        "sj:3/2tr:tail_min=128:tail_max=256"};
+
+/* How much lower a `t` rung's measured KL must be than its `ts` twin's for the walk to
+ * pass over the faster twin: the nine-document means of one body move by up to 1.37x
+ * between two builds whose readers differ in the last bits (docs/studies/gemma3-16k.md,
+ * "Record format 4"), so a smaller difference between twins is not evidence. */
+#define TWIN_KL_MARGIN 1.25
+
+/* 1 if fast is slow with the body suffix `t` read as `ts` ("sj:4/4ts:tail=1024" and
+ * "sj:4/4t:tail=1024"): the same records and bytes on the 128-entry tables. */
+static int ts_twin_of(const char *fast, const char *slow)
+{
+    const char *p = strstr(fast, "ts");
+    if (!p || (p[2] && p[2] != ':')) return 0;
+    const size_t n = (size_t)(p - fast) + 1; /* through the 't' */
+    return !strncmp(fast, slow, n) && !strcmp(p + 2, slow + n);
+}
 
 const char *const *sjkh_plan_ladder(size_t *n)
 {
@@ -379,7 +405,10 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
                     continue;
                 double kj = out->rungs[j].mean_kl, ki = out->rungs[i].mean_kl;
                 size_t nj = out->rungs[j].nbytes, ni = out->rungs[i].nbytes;
-                if (kj <= ki && nj <= ni && (kj < ki || nj < ni)) by = (int)j;
+                if (ts_twin_of(kv, ladder[j])) { /* the slower twin: only by the margin */
+                    if (kj * TWIN_KL_MARGIN < ki) by = (int)j;
+                } else if (kj <= ki && nj <= ni && (kj < ki || nj < ni))
+                    by = (int)j;
             }
             if (by >= 0) {
                 out->rungs[i].verdict = SJKH_RUNG_DOMINATED;
