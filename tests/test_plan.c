@@ -639,6 +639,24 @@ TEST(test_auto_tier_ts_twin_within_the_margin)
         if (i == 1) CHECKF(strstr(c.reason, T43QS " ") && strstr(c.reason, "dominated by " T43Q), "%s", c.reason);
         sjkh_quality_floor_free(f);
     }
+    /* a `t` rung within the margin stands or falls with its twin: the 4/4 ts twin is
+     * dominated by the smaller 4/3 ts rung, and so is the 4/4 t rung 1.2x below it; 1.3x
+     * below it, the t rung is a point of its own and is taken */
+    sjkh_plan_size s44;
+    CHECK(sjkh_plan_estimate(&m, T44QS, &p, &s44, NULL, 0) == SJK_OK && s44.total_nbytes > s43.total_nbytes);
+    const struct { double t44; const char *want; } c2[] = {{0.0100, T43QS}, {0.0092, T44Q}};
+    for (size_t i = 0; i < sizeof c2 / sizeof c2[0]; i++) {
+        char csv[1024];
+        snprintf(csv, sizeof csv, "model,config,mean_kl,source\n*,%s,0.012,study A: x\n*,%s,%g,study A: x\n"
+                 "*,%s,0.011,study A: x\n", T44QS, T44Q, c2[i].t44, T43QS);
+        sjkh_quality_floor *f = NULL;
+        CHECK(sjkh_quality_floor_parse(csv, strlen(csv), &f, NULL, 0) == SJK_OK);
+        sjkh_tier_request r = {"auto", s44.total_nbytes, f, "qwen14b", 0.05};
+        sjkh_tier_choice c;
+        CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+        CHECKF(!strcmp(c.kv, c2[i].want), "case %zu: chose %s, want %s (%s)", i, c.kv, c2[i].want, c.reason);
+        sjkh_quality_floor_free(f);
+    }
 }
 
 TEST(test_auto_tier_respects_floor_and_overrides)
@@ -943,20 +961,21 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
     CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-wide.csv") == r->source);
     r = sjkh_quality_floor_find(fl, "gemma3-270m", "q8_0/q8_0");
     CHECK(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k.csv") == r->source);
-    /* the trellis rungs with short rings and their real-data twins from one study (the
-     * real-codebook study, first in the list), so the dominance rule can compare them */
-    const char *twins[] = {T43, T43R, T32, T32R};
+    /* the 4/3 trellis rung with the short ring and its real-data twin from one study (the
+     * real-codebook study), so the dominance rule can compare them */
+    const char *twins[] = {T43, T43R, T32R};
     for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
         r = sjkh_quality_floor_find(fl, "gemma3-270m", twins[i]);
         CHECKF(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-real.csv") == r->source, "%s",
                twins[i]);
     }
-    /* the rungs with a q8_0 tail from the nine-document tail study, which measured them
-     * beside sj:4/4, so the dominance rule compares them */
-    const char *tails[] = {T44Q, S44Q, T43Q, "sj:4/4"};
+    /* the rungs with a q8_0 tail, the 3/2 rung and their twins on the 128-entry tables
+     * from the nine-document study of those tables (first in the list), which measured
+     * them beside sj:4/4, so the dominance rule and the twin margin compare them */
+    const char *tails[] = {T44QS, T44Q, S44Q, T43QS, T43Q, T32S, T32, "sj:4/4"};
     for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
         r = sjkh_quality_floor_find(fl, "gemma3-270m", tails[i]);
-        CHECKF(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-tail.csv") == r->source, "%s",
+        CHECKF(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-s128.csv") == r->source, "%s",
                tails[i]);
     }
     sjkh_quality_floor_free(fl);

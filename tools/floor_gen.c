@@ -140,6 +140,7 @@ static const char k_header[] =
     "model,config,mean_kl,source\n";
 
 #define FLOOR_MAX_STUDIES 8 /* per model */
+#define FLOOR_MAX_RUNGS 32  /* ladder rungs (sjkh_plan_ladder) */
 
 /* The studies of one MODEL=A.csv[,B.csv...] argument, read into s[]; 0 on any error. */
 static int read_studies(const char *arg, study *s, size_t *n)
@@ -187,6 +188,12 @@ int sjk_plan_make_quality_floor(int argc, char **argv)
     if (!s) return 1;
     size_t n_ladder, n;
     const char *const *ladder = sjkh_plan_ladder(&n_ladder);
+    if (n_ladder > FLOOR_MAX_RUNGS) { /* every rung gets a row: never a silent cut */
+        fprintf(stderr, "plan --make-quality-floor: the ladder has %zu rungs, this generator holds %d\n", n_ladder,
+                FLOOR_MAX_RUNGS);
+        free(s);
+        return 1;
+    }
     /* everything is read and checked before anything is printed */
     for (int i = 0; i < argc; i++)
         if (!read_studies(argv[i], s, &n)) {
@@ -198,10 +205,10 @@ int sjk_plan_make_quality_floor(int argc, char **argv)
         const char *eq = strchr(argv[i], '=');
         int ml = (int)(eq - argv[i]);
         read_studies(argv[i], s, &n);
-        char missing[1024] = "";
+        char missing[4096] = "";
         size_t nm = 0;
-        size_t found[16], where[16];
-        for (size_t r = 1; r < n_ladder && r < 16; r++) {
+        size_t found[FLOOR_MAX_RUNGS], where[FLOOR_MAX_RUNGS];
+        for (size_t r = 1; r < n_ladder; r++) {
             char want[160];
             canonical(ladder[r], want, sizeof want);
             found[r] = n;
@@ -212,10 +219,10 @@ int sjk_plan_make_quality_floor(int argc, char **argv)
                         where[r] = k;
                         break;
                     }
-            if (found[r] == n)
+            if (found[r] == n && nm < sizeof missing)
                 nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%s", nm ? "," : "", ladder[r]);
         }
-        for (size_t r = 1; r < n_ladder && r < 16; r++) {
+        for (size_t r = 1; r < n_ladder; r++) {
             if (found[r] < n) {
                 const study *st = &s[found[r]];
                 printf("%.*s,%s,%s,%s: %s\n", ml, argv[i], ladder[r], st->kl[where[r]], st->path, st->prov);

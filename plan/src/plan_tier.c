@@ -58,8 +58,10 @@
  *     1.1-1.9x faster on Gemma 3; docs/BENCHMARKS.md, the rung table), placed first. The two read the same KL within
  *     the study's resolution (docs/studies/gemma3-16k.md, "Record format 5"), so the `t`
  *     twin dominates its `ts` twin only where its measured KL is lower by more than the
- *     factor TWIN_KL_MARGIN (ts_twin_of, pass 2); anything else dominates a `ts` rung by the
- *     plain rule. Where only the `t` rung is measured the `ts` twin is not allowed. */
+ *     factor TWIN_KL_MARGIN (ts_twin_of, pass 2), and a `t` rung within that margin of its
+ *     twin stands or falls with it (what dominated the twin dominates it); anything else
+ *     dominates a `ts` rung by the plain rule. Where only the `t` rung is measured the
+ *     `ts` twin is not allowed. */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
                                        "q8_0/q4_0",
@@ -389,6 +391,8 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
      * decides; at 16K on Gemma 3 a 6-bit-K sj tier is both smaller and better than
      * q8_0/q4_0). Means of different studies (other documents, machines, trees) are not
      * compared: a nine-document mean is not a three-document one. */
+    int dom_by[PLAN_ARRAY_LEN(out->rungs)]; /* the rung that dominated rung i, or -1 */
+    for (size_t i = 0; i < PLAN_ARRAY_LEN(out->rungs); i++) dom_by[i] = -1;
     for (size_t i = 0; i < out->n_rungs && chosen < 0; i++) {
         const char *kv = ladder[i];
         sjkh_rung_verdict v = out->rungs[i].verdict;
@@ -410,7 +414,15 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
                 } else if (kj <= ki && nj <= ni && (kj < ki || nj < ni))
                     by = (int)j;
             }
+            /* a `t` rung within the margin of its `ts` twin stands or falls with it: what
+             * dominated the twin dominates it (else the slower twin would be taken for a
+             * difference the study cannot resolve) */
+            for (size_t k = 0; k < i && by < 0; k++)
+                if (ts_twin_of(ladder[k], kv) && out->rungs[k].verdict == SJKH_RUNG_DOMINATED && dom_by[k] >= 0 &&
+                    same_study(srcs[i], srcs[k]) && !(out->rungs[i].mean_kl * TWIN_KL_MARGIN < out->rungs[k].mean_kl))
+                    by = dom_by[k];
             if (by >= 0) {
+                dom_by[i] = by;
                 out->rungs[i].verdict = SJKH_RUNG_DOMINATED;
                 sjkh_format_size(out->rungs[by].nbytes, b2, sizeof b2);
                 append(why, sizeof why, "%s%s %s (dominated by %s: %s, mean KL %.4g <= %.4g)", *why ? ", " : "", kv,
