@@ -90,14 +90,16 @@ static void grid(size_t n_seq)
     for (size_t i = 0; i < T * n_seq; i++) u[i] = (float)sjk_rng_normal(&r);
     double energy = 0;
     for (size_t i = 0; i < T * n_seq; i++) energy += (double)u[i] * u[i];
-    printf("\n1b. the int8 grid of record format 4 (Gaussian rows of 128, %zu rows, search SNR in dB;\n"
+    printf("\n1b. the int8 grid of record format 4, and the 128-entry tables of format 5 (row \"128\":\n"
+           "   float = C_k, grid = the ts table) (Gaussian rows of 128, %zu rows, search SNR in dB;\n"
            "   the rate-distortion bound is 6.02 k dB)\n", n_seq);
     printf("   k   table      float      grid   grid - float   bound - grid\n");
-    static const char *sets[] = {"C_k", "real K", "real V"};
+    static const char *sets[] = {"C_k", "real K", "real V", "128"};
     for (unsigned k = 2; k <= 4; k++)
-        for (unsigned set = 0; set < SJK_TRELLIS_CB_FLOAT_SETS; set++) {
-            const float *cbs[2] = {sjk_trellis_codebook_of_set(set, k), NULL};
-            cbs[1] = sjk_trellis_codebook_grid(cbs[0], k);
+        for (unsigned set = 0; set <= SJK_TRELLIS_CB_FLOAT_SETS; set++) {
+            const int s128 = set == SJK_TRELLIS_CB_FLOAT_SETS; /* C_k against the 128-entry table */
+            const float *cbs[2] = {sjk_trellis_codebook_of_set(s128 ? 0 : set, k), NULL};
+            cbs[1] = s128 ? sjk_trellis_codebook_s128(k) : sjk_trellis_codebook_grid(cbs[0], k);
             double snr[2];
             for (int g = 0; g < 2; g++) {
                 sjk_trellis_encode(cbs[g], k, SJK_TRELLIS_TAILBITE, codes, u, T, n_seq, n_seq, scratch);
