@@ -81,9 +81,11 @@ static const char *const g_ladder[] = {"f16",
                                        "sj:3/2tr:tail_min=128:tail_max=256"};
 
 /* How much lower a `t` rung's measured KL must be than its `ts` twin's for the walk to
- * pass over the faster twin: the nine-document means of one body move by up to 1.37x
- * between two builds whose readers differ in the last bits (docs/studies/gemma3-16k.md,
- * "Record format 4"), so a smaller difference between twins is not evidence. */
+ * pass over the faster twin: single documents move by 0.66-1.77x between two builds of
+ * one body, and a pair later found level (the int8 grid against the float tables, 1.02x
+ * through one reader) read 1.37x on nine documents through two readers
+ * (docs/studies/gemma3-16k.md, "Record format 4"), so a smaller difference between twins
+ * is not evidence. */
 #define TWIN_KL_MARGIN 1.25
 
 /* 1 if fast is slow with the body suffix `t` read as `ts` ("sj:4/4ts:tail=1024" and
