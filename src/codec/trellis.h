@@ -56,10 +56,11 @@ const int8_t *sjk_trellis_codebook_i8(const float *cb, unsigned k, float *step);
  *     C[w] = A_k[(w + o_k * (w >> 7)) mod 128],   o_2 = 32, o_3 = 16, o_4 = 8,
  *
  * so a reader looks 64 windows up with one two-register byte permute of A_k after adding
- * the offset of w >> 7 (one small shuffle). Every state keeps 2^k distinct levels: state
- * s with symbol c reads s + 64 (c & 1) + o_k (c >> 1) mod 128, and the offsets o_k j are
- * distinct modulo 64. The search loses 0.06 dB of SNR at 2 and 3 bits and 0.17 dB at 4
- * against the 64 << k-entry tables on Gaussian data (docs/FORMAT.md). */
+ * the offset of w >> 7 (a shift, a mask and an add on the windows). Every state keeps 2^k
+ * distinct levels: state s with symbol c reads s + 64 (c & 1) + o_k (c >> 1) mod 128, and
+ * the offsets o_k j are distinct modulo 64. The search loses at most 0.04 dB of SNR at 2
+ * and 3 bits and 0.14-0.17 dB at 4 against the 64 << k-entry tables on Gaussian data
+ * (test_trellis_s128_tables, `sjkvarn bench trellis` section 1b; docs/FORMAT.md). */
 #define SJK_TRELLIS_S128_ENTRIES 128
 static inline unsigned sjk_trellis_s128_index(unsigned k, unsigned w)
 {
