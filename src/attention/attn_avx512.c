@@ -1441,6 +1441,21 @@ static inline void trq8_weights(int8_t *p4h, int8_t *p4l, float *scale, int32_t 
     _mm512_storeu_si512((void *)(p4l + 64), _mm512_permutex2var_epi8(l0, i1, l1));
 }
 
+/* CALL(k, s128) with k and the table kind as constants, so each of the six kernels is
+ * compiled for its width and lookup. */
+#define TRQ8_BY_K(K, S128, CALL)                                                                            \
+    do {                                                                                                   \
+        if (S128) {                                                                                        \
+            if ((K) == 2) CALL(2, 1);                                                                      \
+            else if ((K) == 3) CALL(3, 1);                                                                 \
+            else CALL(4, 1);                                                                               \
+        } else {                                                                                           \
+            if ((K) == 2) CALL(2, 0);                                                                      \
+            else if ((K) == 3) CALL(3, 0);                                                                 \
+            else CALL(4, 0);                                                                               \
+        }                                                                                                  \
+    } while (0)
+
 static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                  const sjk_attn_rec *rc, float *m, float *l, float *acc,
                                                                  float *work, const size_t NR)
@@ -1479,15 +1494,7 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
         }
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
 #define TRQ8_SCORES(K_, S_) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, K_, TK, S_, NR)
-        if (k128) {
-            if (kb == 2) TRQ8_SCORES(2, 1);
-            else if (kb == 3) TRQ8_SCORES(3, 1);
-            else TRQ8_SCORES(4, 1);
-        } else {
-            if (kb == 2) TRQ8_SCORES(2, 0);
-            else if (kb == 3) TRQ8_SCORES(3, 0);
-            else TRQ8_SCORES(4, 0);
-        }
+        TRQ8_BY_K(kb, k128, TRQ8_SCORES);
 #undef TRQ8_SCORES
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
@@ -1499,15 +1506,7 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
             __m512i a[RBX];
             const uint8_t *g = rc->vt + j * gbytes;
 #define TRQ8_VALUES(K_, S_) trq8_values(a, p4h, p4l, vcorr, g, j == ng - 1, K_, TV, S_, NR)
-            if (v128) {
-                if (vb == 2) TRQ8_VALUES(2, 1);
-                else if (vb == 3) TRQ8_VALUES(3, 1);
-                else TRQ8_VALUES(4, 1);
-            } else {
-                if (vb == 2) TRQ8_VALUES(2, 0);
-                else if (vb == 3) TRQ8_VALUES(3, 0);
-                else TRQ8_VALUES(4, 0);
-            }
+            TRQ8_BY_K(vb, v128, TRQ8_VALUES);
 #undef TRQ8_VALUES
             trq_acc_group(acc + r0 * D + 16 * j, D, rc->vch + 16 * j, nvis + r0, rb, fct, zz, fv, a);
         }
