@@ -339,6 +339,22 @@ TEST(test_wide_bodies_write_record_format_2)
     sjk_cache_free(c2);
 }
 
+/* Saves c (record format `want`, restored to the same rows in c2), then rewrites the
+ * header to claim format `claim`: the restore must refuse it as corrupt naming `what`. */
+static void check_claimed_format_refused(sjk_cache *c, sjk_cache *c2, uint32_t want, uint32_t claim, const char *what)
+{
+    size_t n = 0;
+    uint8_t *buf = save_restore_same_rows(c, c2, want, &n);
+    if (buf) {
+        char err[256] = "";
+        sjk_wr_u32le(buf + 16, claim);
+        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
+        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
+        CHECKF(strstr(err, what), "%s", err);
+    }
+    free(buf);
+}
+
 /* A cache with the real-data trellis body on its float tables (sj:B/Btrf, `tr` before
  * record format 4) saves record format 3 and restores to the same rows; the same bytes
  * claiming format 2 are refused as corrupt. */
@@ -348,16 +364,7 @@ TEST(test_real_trellis_body_writes_record_format_3)
     CHECK(sjk_cache_config_parse("sj:3/2trf:tail=128", 1, &lc, NULL, 0) == SJK_OK);
     sjk_cache *c = NULL, *c2 = NULL;
     if (!two_caches(&lc, 1, &c, &c2)) return;
-    size_t n = 0;
-    uint8_t *buf = save_restore_same_rows(c, c2, 3, &n);
-    if (buf) {
-        char err[256] = "";
-        sjk_wr_u32le(buf + 16, 2);
-        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
-        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
-        CHECKF(strstr(err, "real-data trellis"), "%s", err);
-    }
-    free(buf);
+    check_claimed_format_refused(c, c2, 3, 2, "real-data trellis");
     sjk_cache_free(c);
     sjk_cache_free(c2);
 }
@@ -372,16 +379,7 @@ TEST(test_s128_trellis_body_writes_record_format_5)
     CHECK(lc[0].body == SJK_BODY_TRELLIS_S128 && lc[1].body == SJK_BODY_TRELLIS_S128);
     sjk_cache *c = NULL, *c2 = NULL;
     if (!two_caches(lc, 2, &c, &c2)) return;
-    size_t n = 0;
-    uint8_t *buf = save_restore_same_rows(c, c2, 5, &n);
-    if (buf) {
-        char err[256] = "";
-        sjk_wr_u32le(buf + 16, 4);
-        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
-        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
-        CHECKF(strstr(err, "128-entry"), "%s", err);
-    }
-    free(buf);
+    check_claimed_format_refused(c, c2, 5, 4, "128-entry");
     sjk_cache_free(c);
     sjk_cache_free(c2);
 }
@@ -399,16 +397,7 @@ TEST(test_grid_trellis_bodies_write_record_format_4)
     sjk_cache *c = NULL, *c2 = NULL;
     if (!two_caches(lc, 2, &c, &c2)) return;
     static float k[HD], v[HD];
-    size_t n = 0;
-    uint8_t *buf = save_restore_same_rows(c, c2, 4, &n);
-    if (buf) {
-        char err[256] = "";
-        sjk_wr_u32le(buf + 16, 3);
-        sjk_wr_u32le(buf + 124, sjk_crc32c(0, buf, 124));
-        CHECK(sjk_cache_restore_memory(c2, buf, n, NULL, err, sizeof err) == SJK_ERR_CORRUPT);
-        CHECKF(strstr(err, "int8-grid"), "%s", err);
-    }
-    free(buf);
+    check_claimed_format_refused(c, c2, 4, 3, "int8-grid");
     sjk_cache_free(c);
     sjk_cache_free(c2);
     /* a float-table file (record format 1) into a grid cache: refused by the body, the cache intact */
@@ -429,9 +418,9 @@ TEST(test_grid_trellis_bodies_write_record_format_4)
         fill_input(0, pos, k, v);
         CHECK(sjk_cache_append(cf, 0, 0, k, v, 1) == SJK_OK);
     }
-    n = 0;
+    size_t n = 0;
     CHECK(sjk_cache_save_memory(cf, NULL, NULL, 0, &n) == SJK_OK);
-    buf = malloc(n);
+    uint8_t *buf = malloc(n);
     if (buf && sjk_cache_save_memory(cf, NULL, buf, n, &n) == SJK_OK) {
         sjk_cache_file_info info;
         char err[256] = "";
