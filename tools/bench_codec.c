@@ -186,7 +186,8 @@ static int bench_bodies(const opts *o, const char *data, const float *k, const f
         {SJK_BODY_SCALAR, "scalar", ""},
         {SJK_BODY_TRELLIS_I8, "trellis", "t"}, /* the `t` body since record format 4: int8-grid tables */
         {SJK_BODY_TRELLIS_CHANNEL, "trellis_channel", "tc"},
-        {SJK_BODY_TRELLIS_REAL_I8, "trellis_real", "tr"}};
+        {SJK_BODY_TRELLIS_REAL_I8, "trellis_real", "tr"},
+        {SJK_BODY_TRELLIS_S128, "trellis_s128", "ts"}}; /* record format 5: the 128-entry tables */
     const size_t n_bodies = sizeof bodies / sizeof bodies[0];
 
     float *rk = malloc(nval * sizeof *rk), *rv = malloc(nval * sizeof *rv);
