@@ -1783,8 +1783,7 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
     if (!nall) return;
     (void)n;
     qblk_scales(dkf, K, nall * nb, kbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
-    if (v16) qblk_scales_t(dvf, V, nall, nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow); /* [b][t] */
-    else qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+    int dv_ready = 0;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
         const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
@@ -1802,6 +1801,15 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
         const size_t pkn = r0 == 0 ? pf_nbytes : 0;
         if (kbits == 8) qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 8, NR, pv, vrow, pk, pkn);
         else qblk_scores(p, K, ntm, D, dkf, w16, bs, sc, 4, NR, pv, vrow, pk, pkn);
+        /* the V block scales once, after the first scores, whose loop brought the chunk's V
+         * rows into L1 (pv), as chunk_qblk_avx2_nr does: gathered before it, every gather
+         * waited on memory (q8_0 read 0.85-1.03x f16 at 32K on the Zen 4 EPYC, 1.21-1.44x
+         * after; docs/notes/benchmarks.md) */
+        if (!dv_ready) {
+            dv_ready = 1;
+            if (v16) qblk_scales_t(dvf, V, nall, nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow); /* [b][t] */
+            else qblk_scales(dvf, V, nall * nb, vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES);
+        }
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         if (v16) qblk_values_q16(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, vx, w16v, iav);
