@@ -465,6 +465,56 @@ out:
     free(rows_k); free(rows_v); free(rk); free(rv); free(ok); free(ov); free(reg);
 }
 
+/* A seal of fewer records than threads seals each record's K and V on two threads
+ * (cache.c, seal_layers; sjk_record_seal_part): one KV head with a 1,024-position tail,
+ * which seals one group at a time, reads back the same rows (the same records) with two
+ * threads as with one, for the scalar body and two trellis bodies, with appends of one
+ * row and of many. */
+TEST(test_seal_in_parts_on_two_threads_equals_one_thread)
+{
+    const char *cfgs[] = {"sj:4/4:tail=256:stage=q8_0", "sj:4/3ts:tail=256:stage=q8_0", "sj:3/2t:tail=256"};
+    const uint32_t D = 64, N = 900;
+    float *rows_k = malloc(sizeof(float) * N * D), *rows_v = malloc(sizeof(float) * N * D);
+    float *rk[2], *rv[2];
+    for (int i = 0; i < 2; i++) rk[i] = malloc(sizeof(float) * N * D), rv[i] = malloc(sizeof(float) * N * D);
+    CHECK(rows_k && rows_v && rk[0] && rk[1] && rv[0] && rv[1]);
+    if (!rows_k || !rows_v || !rk[0] || !rk[1] || !rv[0] || !rv[1]) goto out;
+    for (size_t i = 0; i < SJK_ARRAY_LEN(cfgs); i++) {
+        if (strstr(cfgs[i], "t:") && !trellis_ok()) {
+            SKIP_PART("trellis bodies not in this build: %s", cfgs[i]);
+            continue;
+        }
+        gen g;
+        gen_init(&g, 71 + i, D);
+        gen_rows(&g, rows_k, N);
+        gen_rows(&g, rows_v, N);
+        for (uint32_t thr = 1; thr <= 2; thr++) {
+            sjk_layer_config layers[1];
+            sjk_cache_params p = small_params(cfgs[i], 1, 1, 4, D, 1024, 1, layers);
+            p.n_threads = thr;
+            sjk_cache *c = NULL;
+            CHECK(sjk_cache_create(&p, &c) == SJK_OK);
+            if (!c) continue;
+            /* one row at a time to position 500 (a seal every 128 rows), then 400 at once */
+            for (uint32_t t = 0; t < 500; t++)
+                CHECK(sjk_cache_append(c, 0, 0, rows_k + (size_t)t * D, rows_v + (size_t)t * D, 1) == SJK_OK);
+            CHECK(sjk_cache_append(c, 0, 0, rows_k + 500 * D, rows_v + 500 * D, N - 500) == SJK_OK);
+            CHECKF(sjk_cache_state(c, 0, 0)->b >= c->layers[0].sink + 4 * SJK_GROUP, "%s: body end %u", cfgs[i],
+                   sjk_cache_state(c, 0, 0)->b);
+            size_t scr_n = sjk_cache_read_scratch_nbytes(c);
+            float *scr = malloc(scr_n);
+            CHECK(scr && sjk_cache_read_rows(c, 0, 0, 0, 0, N, rk[thr - 1], rv[thr - 1], NULL, scr, scr_n) == SJK_OK);
+            free(scr);
+            sjk_cache_free(c);
+        }
+        CHECKF(!memcmp(rk[0], rk[1], sizeof(float) * N * D) && !memcmp(rv[0], rv[1], sizeof(float) * N * D),
+               "%s: two threads read back other rows than one", cfgs[i]);
+    }
+out:
+    free(rows_k); free(rows_v);
+    for (int i = 0; i < 2; i++) free(rk[i]), free(rv[i]);
+}
+
 TEST(test_memory_bits_per_value)
 {
     /* One layer, D = 256, sj 4/4 with the default tail, 32K positions: after 32K appends
@@ -781,6 +831,7 @@ int main(void)
     RUN(test_attend_head_dims_and_gqa);
     RUN(test_estimate_equals_allocation);
     RUN(test_read_rows_match_the_oracle);
+    RUN(test_seal_in_parts_on_two_threads_equals_one_thread);
     RUN(test_memory_bits_per_value);
     RUN(test_record_slots_exactly_cover_seals);
     RUN(test_sequences_are_independent);

@@ -314,14 +314,15 @@ TEST(test_trellis_bp_tiles_equal_old)
 
 /* The cache's seal (input gathered into the scratch, the trellis scratch over it once
  * the tiles are loaded) writes the bytes of sjk_record_encode, for every body, split and
- * head dim, on clean and on non-finite input; its scratch is smaller for a trellis body
- * and the same for the scalar one. */
+ * head dim, on clean and on non-finite input, whole or as its K and V parts sealed apart
+ * (sjk_record_seal_part); its scratch is smaller for a trellis body and the same for the
+ * scalar one. */
 TEST(test_record_seal_in_scratch_equals_encode)
 {
     const size_t Ds[] = {64, 128, 256}, G = SJK_GROUP;
     const unsigned splits[][2] = {{8, 3}, {4, 4}, {4, 2}, {3, 3}, {2, 4}, {4, 8}}; /* an 8-bit tile is scalar in any body */
     const int bodies[] = {SJK_BODY_SCALAR, SJK_BODY_TRELLIS, SJK_BODY_TRELLIS_CHANNEL, SJK_BODY_TRELLIS_REAL,
-                          SJK_BODY_TRELLIS_I8, SJK_BODY_TRELLIS_REAL_I8};
+                          SJK_BODY_TRELLIS_S128};
     const size_t n_split = test_light() ? 2 : 6;
     float *k = xalloc(256 * G * sizeof(float)), *v = xalloc(256 * G * sizeof(float));
     uint8_t *r_enc = xalloc(1 << 18), *r_seal = xalloc(1 << 18);
@@ -329,7 +330,7 @@ TEST(test_record_seal_in_scratch_equals_encode)
     for (size_t di = 0; di < (test_light() ? 2u : 3u); di++) {
         const size_t D = Ds[di];
         for (size_t si = 0; si < n_split; si++)
-            for (int b = 0; b < 4; b++) {
+            for (size_t b = 0; b < SJK_ARRAY_LEN(bodies); b++) {
                 sjk_record_params p = {(uint32_t)D, (uint8_t)splits[si][0], (uint8_t)splits[si][1], (uint8_t)bodies[b],
                                        SJK_BALANCE_SJ};
                 const size_t rn = sjk_record_nbytes(&p), en = sjk_record_scratch_nbytes(&p);
@@ -351,8 +352,26 @@ TEST(test_record_seal_in_scratch_equals_encode)
                     CHECK(sjk_record_seal_in_scratch(&p, r_seal, rn, s_scr, sn) == SJK_OK);
                     CHECKF(!memcmp(r_enc, r_seal, rn), "D=%zu %u/%u body %d nonfinite=%d: records differ", D,
                            splits[si][0], splits[si][1], bodies[b], nonfinite);
+                    /* the two parts sealed apart, in either order, each from a scratch whose
+                     * other part is garbage, into a record of garbage: the same bytes (the
+                     * later part would overwrite any byte of the earlier one's it wrote) */
+                    for (int v_first = 0; v_first < 2; v_first++) {
+                        memset(r_seal, 0xA5, rn);
+                        for (int i = 0; i < 2; i++) {
+                            const int part_v = i == !v_first;
+                            memset(s_scr, 0x7F, sn); /* 0x7F7F7F7F: a large finite float */
+                            memcpy((float *)s_scr + (part_v ? G * D : 0), part_v ? v : k, G * D * sizeof(float));
+                            CHECK(sjk_record_seal_part(&p, r_seal, rn, s_scr, sn,
+                                                       part_v ? SJK_RECORD_PART_V : SJK_RECORD_PART_K) == SJK_OK);
+                        }
+                        CHECKF(!memcmp(r_enc, r_seal, rn),
+                               "D=%zu %u/%u body %d nonfinite=%d v_first=%d: parts sealed apart differ", D,
+                               splits[si][0], splits[si][1], bodies[b], nonfinite, v_first);
+                    }
                     n++;
                 }
+                CHECK(sjk_record_seal_part(&p, r_seal, rn, s_scr, sn, 0) == SJK_ERR_PARAM);
+                CHECK(sjk_record_seal_part(&p, r_seal, rn, s_scr, sn, 4) == SJK_ERR_PARAM);
                 CHECK(sjk_record_seal_in_scratch(&p, r_seal, rn, s_scr, sn - 1) == SJK_ERR_BUFFER);
                 free(e_scr);
                 free(s_scr);

@@ -433,6 +433,7 @@ typedef struct seal_job {
     uint32_t layer_lo, layer_hi;       /* layers [lo, hi) */
     uint32_t g0[64], g1[64];           /* per layer (relative to lo): groups [g0, g1) */
     uint32_t tiles_before[65];         /* prefix sum of tiles per layer */
+    uint32_t split;                    /* 2: a tile's K and V are two items (seal_layers) */
     atomic_int status;
 } seal_job;
 
@@ -440,6 +441,8 @@ static void seal_tile(void *arg, uint32_t item, uint32_t worker)
 {
     seal_job *j = arg;
     sjk_cache *c = j->c;
+    const unsigned parts = j->split == 2 ? (item % 2 ? SJK_RECORD_PART_V : SJK_RECORD_PART_K) : SJK_RECORD_PARTS;
+    item /= j->split;
     uint32_t li = 0;
     while (item >= j->tiles_before[li + 1]) li++;
     uint32_t rel = item - j->tiles_before[li];
@@ -452,19 +455,19 @@ static void seal_tile(void *arg, uint32_t item, uint32_t worker)
     uint8_t *hb = sjk_cache_head(c, L, j->seq, head);
     uint32_t p0 = L->sink + g * SJK_GROUP;
     for (uint32_t t = 0; t < SJK_GROUP; t++) {
-        decode_row(L->k_fmt, k + (size_t)t * D, ring_row(L, hb, 0, p0 + t), D);
-        decode_row(L->v_fmt, v + (size_t)t * D, ring_row(L, hb, 1, p0 + t), D);
+        if (parts & SJK_RECORD_PART_K) decode_row(L->k_fmt, k + (size_t)t * D, ring_row(L, hb, 0, p0 + t), D);
+        if (parts & SJK_RECORD_PART_V) decode_row(L->v_fmt, v + (size_t)t * D, ring_row(L, hb, 1, p0 + t), D);
     }
     if (L->cfg.center) { /* the rows as attention saw them: ring row + mu */
         const float *mu = sjk_cache_mu(L, hb);
         for (uint32_t t = 0; t < SJK_GROUP; t++)
             for (size_t d = 0; d < D; d++) {
-                k[(size_t)t * D + d] += mu[d];
-                v[(size_t)t * D + d] += mu[D + d];
+                if (parts & SJK_RECORD_PART_K) k[(size_t)t * D + d] += mu[d];
+                if (parts & SJK_RECORD_PART_V) v[(size_t)t * D + d] += mu[D + d];
             }
     }
     uint8_t *rec = hb + L->off_body + (size_t)g * L->rec_nbytes;
-    sjk_status st = sjk_record_seal_in_scratch(&L->rp, rec, L->rec_nbytes, scr, c->rec_scratch_nbytes);
+    sjk_status st = sjk_record_seal_part(&L->rp, rec, L->rec_nbytes, scr, c->rec_scratch_nbytes, parts);
     if (st != SJK_OK) {
         int expect = SJK_OK;
         atomic_compare_exchange_strong(&j->status, &expect, (int)st);
@@ -512,7 +515,13 @@ static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t 
         }
         uint32_t n_tiles = j.tiles_before[b1 - b0];
         if (!n_tiles) continue;
-        sjk_pool_run_limited(&c->pool, seal_tile, &j, n_tiles, c->active_threads);
+        /* Fewer records than threads (a 1,024-position tail seals one group at a time, and
+         * Gemma 3 has one KV head): each record's K and V go to two threads, the same bytes
+         * (sjk_record_seal_part). A prefill with one record per seal took 1.08-1.11x the
+         * f16 prefill's time on two threads, and 1.00-1.01x when two records were sealed
+         * at once (docs/notes/benchmarks.md). An observer sees whole records. */
+        j.split = n_tiles < c->active_threads && !sjk_record_tile_observer_set() ? 2 : 1;
+        sjk_pool_run_limited(&c->pool, seal_tile, &j, n_tiles * j.split, c->active_threads);
         sjk_status st = (sjk_status)atomic_load(&j.status);
         if (st != SJK_OK) return st;
         for (uint32_t l = b0; l < b1; l++) {

@@ -126,8 +126,8 @@ static inline float sanitize(float x)
 static void load_tiles_ref(float *kt, float *vt, const float *k, const float *v, size_t D)
 {
     const size_t G = SJK_GROUP;
-    for (size_t i = 0; i < G * D; i++) vt[i] = sanitize(v[i]);
-    for (size_t t0 = 0; t0 < G; t0 += 16)
+    for (size_t i = 0; v && i < G * D; i++) vt[i] = sanitize(v[i]);
+    for (size_t t0 = 0; k && t0 < G; t0 += 16)
         for (size_t d0 = 0; d0 < D; d0 += 16)
             for (size_t t = t0; t < t0 + 16; t++)
                 for (size_t d = d0; d < d0 + 16; d++) kt[d * G + t] = sanitize(k[t * D + d]);

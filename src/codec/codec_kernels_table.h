@@ -38,7 +38,8 @@ typedef struct sjk_codec_kernels {
                           float log_lo, float log_hi, int skip);
     /* Loads one group into the two tiles, sanitized (NaN/Inf/zero/denormal -> +0, |x| >
      * 65504 -> +-65504): kt[d][t] = san(k[t][d]) (K transposed to channel-major),
-     * vt[t][d] = san(v[t][d]). k, v: [128][D], D a multiple of 16. */
+     * vt[t][d] = san(v[t][d]). k, v: [128][D], D a multiple of 16; k NULL: no K tile
+     * (kt untouched), v NULL: no V tile (a seal of one part, sjk_record_seal_part). */
     void (*load_tiles)(float *kt, float *vt, const float *k, const float *v, size_t D);
     /* b[j] = (m[j] * ic[j]) * ir: one balanced row. */
     void (*scale_row)(const float *m, size_t n, float ir, const float *ic, float *b);

@@ -380,8 +380,8 @@ static void rtn_row(const float *m, size_t n, float ir, const float *ic, unsigne
 static void load_tiles(float *kt, float *vt, const float *k, const float *v, size_t D)
 {
     const size_t G = SJK_GROUP;
-    for (size_t i = 0; i < G * D; i += W) VF(storeu_ps)(vt + i, sanitize(VF(loadu_ps)(v + i)));
-    for (size_t t0 = 0; t0 < G; t0 += W)
+    for (size_t i = 0; v && i < G * D; i += W) VF(storeu_ps)(vt + i, sanitize(VF(loadu_ps)(v + i)));
+    for (size_t t0 = 0; k && t0 < G; t0 += W)
         for (size_t d0 = 0; d0 < D; d0 += W) {
             vf r[W];
             for (int t = 0; t < W; t++) r[t] = sanitize(VF(loadu_ps)(k + (t0 + (size_t)t) * D + d0));

@@ -102,13 +102,18 @@ void sjk_record_set_tile_observer(sjk_record_tile_observer fn, void *ctx)
     g_tile_observer_ctx = ctx;
 }
 
-sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t dst_cap,
-                                  const float *k, const float *v, void *scratch,
-                                  size_t scratch_nbytes, sjk_tile_quantizer quantize, void *ctx,
-                                  const sjk_codec_kernels *kern)
+/* sjk_record_encode_body for the parts named (SJK_RECORD_PART_K, _V or both): a part
+ * writes only its own bytes of the record (its payload and its row and column fields),
+ * and K and V never read each other, so two calls, one per part, write the bytes of one
+ * call with both (sjk_record_seal_part). */
+static sjk_status encode_parts(const sjk_record_params *p, void *dst, size_t dst_cap, const float *k, const float *v,
+                               void *scratch, size_t scratch_nbytes, sjk_tile_quantizer quantize, void *ctx,
+                               const sjk_codec_kernels *kern, unsigned parts)
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
-    if (!dst || !k || !v || !scratch) return SJK_ERR_PARAM;
+    if (!parts || (parts & ~(unsigned)SJK_RECORD_PARTS)) return SJK_ERR_PARAM;
+    const int do_k = (parts & SJK_RECORD_PART_K) != 0, do_v = (parts & SJK_RECORD_PART_V) != 0;
+    if (!dst || (do_k && !k) || (do_v && !v) || !scratch) return SJK_ERR_PARAM;
     sjk_record_layout L;
     sjk_record_layout_init(&L, p->head_dim, p->bits_k, p->bits_v);
     if (dst_cap < L.nbytes || scratch_nbytes < own_nbytes(p->head_dim)) return SJK_ERR_BUFFER;
@@ -133,27 +138,37 @@ sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t 
 
     /* 1. sanitize; K is transposed to channel-major in 16 x 16 blocks. Nothing below
      * reads k or v again (sjk_record_seal_in_scratch reuses their memory). */
-    kern->load_tiles(kt, vt, k, v, D);
-    if (g_tile_observer) g_tile_observer(g_tile_observer_ctx, kt, vt, D, G);
+    kern->load_tiles(kt, vt, do_k ? k : NULL, do_v ? v : NULL, D);
+    if (g_tile_observer && do_k && do_v) g_tile_observer(g_tile_observer_ctx, kt, vt, D, G);
 
-    /* 2. balance */
-    sjk_balance_run(kt, D, G, &rule, kern, ks_row, ks_col, ki_row, ki_col, bal, NULL);
-    sjk_balance_run(vt, G, D, &rule, kern, vs_row, vs_col, vi_row, vi_col, bal, NULL);
-
-    /* 3. the body's codes, then the absorbed fp16 fields */
-    sjk_tile_view tk = {kt, D, G, ki_row, ki_col, p->bits_k, 0, kern, codes, brow};
-    sjk_status st = quantize(&tk, rec + L.off_k, L.k_row_nbytes, step, lo, ctx);
-    if (st != SJK_OK) return st;
-    store_row_fields(rec, L.off_kscale, L.off_kzero, D, ks_row, step, lo);
-    sjk_tile_view tv = {vt, G, D, vi_row, vi_col, p->bits_v, 1, kern, codes, brow};
-    st = quantize(&tv, rec + L.off_v, L.v_row_nbytes, step, lo, ctx);
-    if (st != SJK_OK) return st;
-    store_row_fields(rec, L.off_vscale, L.off_vzero, G, vs_row, step, lo);
-    /* column scales stored as fp16(1 / inv_col): the value every body divides by */
+    /* 2. balance, 3. the body's codes, then the absorbed fp16 fields; column scales stored
+     * as fp16(1 / inv_col): the value every body divides by */
     (void)ks_col, (void)vs_col;
-    for (size_t t = 0; t < G; t++) sjk_wr_u16le(rec + L.off_ktok + 2 * t, sjk_record_f16(1.0f / ki_col[t]));
-    for (size_t d = 0; d < D; d++) sjk_wr_u16le(rec + L.off_vch + 2 * d, sjk_record_f16(1.0f / vi_col[d]));
+    if (do_k) {
+        sjk_balance_run(kt, D, G, &rule, kern, ks_row, ks_col, ki_row, ki_col, bal, NULL);
+        sjk_tile_view tk = {kt, D, G, ki_row, ki_col, p->bits_k, 0, kern, codes, brow};
+        sjk_status st = quantize(&tk, rec + L.off_k, L.k_row_nbytes, step, lo, ctx);
+        if (st != SJK_OK) return st;
+        store_row_fields(rec, L.off_kscale, L.off_kzero, D, ks_row, step, lo);
+        for (size_t t = 0; t < G; t++) sjk_wr_u16le(rec + L.off_ktok + 2 * t, sjk_record_f16(1.0f / ki_col[t]));
+    }
+    if (do_v) {
+        sjk_balance_run(vt, G, D, &rule, kern, vs_row, vs_col, vi_row, vi_col, bal, NULL);
+        sjk_tile_view tv = {vt, G, D, vi_row, vi_col, p->bits_v, 1, kern, codes, brow};
+        sjk_status st = quantize(&tv, rec + L.off_v, L.v_row_nbytes, step, lo, ctx);
+        if (st != SJK_OK) return st;
+        store_row_fields(rec, L.off_vscale, L.off_vzero, G, vs_row, step, lo);
+        for (size_t d = 0; d < D; d++) sjk_wr_u16le(rec + L.off_vch + 2 * d, sjk_record_f16(1.0f / vi_col[d]));
+    }
     return SJK_OK;
+}
+
+sjk_status sjk_record_encode_body(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                  const float *k, const float *v, void *scratch,
+                                  size_t scratch_nbytes, sjk_tile_quantizer quantize, void *ctx,
+                                  const sjk_codec_kernels *kern)
+{
+    return encode_parts(p, dst, dst_cap, k, v, scratch, scratch_nbytes, quantize, ctx, kern, SJK_RECORD_PARTS);
 }
 
 /* A trellis record's quantizer: the trellis for tiles of 2..4 bits, the scalar body for
@@ -181,8 +196,8 @@ sjk_status sjk_record_encode_on(const sjk_record_params *p, void *dst, size_t ds
                                   quantize_trellis_or_scalar, &ts, kern);
 }
 
-sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
-                                      void *scratch, size_t scratch_nbytes)
+sjk_status sjk_record_seal_part(const sjk_record_params *p, void *dst, size_t dst_cap, void *scratch,
+                                size_t scratch_nbytes, unsigned parts)
 {
     if (sjk_record_params_validate(p, NULL) != SJK_OK) return SJK_ERR_PARAM;
     if (!dst || !scratch || (uintptr_t)scratch % sizeof(float)) return SJK_ERR_PARAM;
@@ -191,11 +206,19 @@ sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, siz
     const float *k = scratch, *v = k + (size_t)SJK_GROUP * p->head_dim;
     uint8_t *rest = (uint8_t *)scratch + head;
     if (p->body == SJK_BODY_SCALAR)
-        return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, NULL, NULL, NULL);
+        return encode_parts(p, dst, dst_cap, k, v, rest, own, NULL, NULL, NULL, parts);
     /* the body's scratch over k and v, which the seal has loaded before the body runs */
     sjk_trellis_scratch ts = {scratch, head, p->body};
-    return sjk_record_encode_body(p, dst, dst_cap, k, v, rest, own, quantize_trellis_or_scalar, &ts, NULL);
+    return encode_parts(p, dst, dst_cap, k, v, rest, own, quantize_trellis_or_scalar, &ts, NULL, parts);
 }
+
+sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
+                                      void *scratch, size_t scratch_nbytes)
+{
+    return sjk_record_seal_part(p, dst, dst_cap, scratch, scratch_nbytes, SJK_RECORD_PARTS);
+}
+
+int sjk_record_tile_observer_set(void) { return g_tile_observer != NULL; }
 
 sjk_status sjk_record_encode(const sjk_record_params *p, void *dst, size_t dst_cap,
                              const float *k, const float *v, void *scratch, size_t scratch_nbytes)

@@ -43,7 +43,20 @@ size_t sjk_record_seal_scratch_nbytes(const sjk_record_params *p);
 sjk_status sjk_record_seal_in_scratch(const sjk_record_params *p, void *dst, size_t dst_cap,
                                       void *scratch, size_t scratch_nbytes);
 
+/* The seal of one part of a record: K (its payload, row fields and token scales, from k
+ * in the scratch), V (its payload, row fields and channel scales, from v), or both
+ * (= sjk_record_seal_in_scratch). A part reads and writes nothing of the other's, so the
+ * two parts can be sealed at once by two threads, each in its own scratch holding its
+ * part's rows at their place, and the record is the same bytes (the cache does this
+ * when a seal has fewer records than threads, cache.c). */
+enum { SJK_RECORD_PART_K = 1, SJK_RECORD_PART_V = 2, SJK_RECORD_PARTS = 3 };
+sjk_status sjk_record_seal_part(const sjk_record_params *p, void *dst, size_t dst_cap, void *scratch,
+                                size_t scratch_nbytes, unsigned parts);
+
 /* ---- measuring the balancing on real tiles (`sjkvarn capture-tiles --stage rotated`) */
+
+/* Whether an observer is set (the cache then seals whole records, which it sees). */
+int sjk_record_tile_observer_set(void);
 
 /* An observer sees the two tiles of every record sealed (any body), as the balancing gets
  * them: kt [D][G] channel-major (rows = channels), vt [G][D] token-major, rotated and
