@@ -517,9 +517,9 @@ static sjk_status seal_layers(sjk_cache *c, uint32_t seq, uint32_t lo, uint32_t 
         if (!n_tiles) continue;
         /* Fewer records than threads (a 1,024-position tail seals one group at a time, and
          * Gemma 3 has one KV head): each record's K and V go to two threads, the same bytes
-         * (sjk_record_seal_part). A prefill with one record per seal took 1.08-1.11x the
-         * f16 prefill's time on two threads, and 1.00-1.01x when two records were sealed
-         * at once (docs/notes/benchmarks.md). An observer sees whole records. */
+         * (sjk_record_seal_part). An 8K prefill of Gemma 3 with one record per seal took
+         * 1.11x the f16 prefill's time on two threads before, 1.05x after (median of five
+         * rounds, docs/notes/benchmarks.md "Zen 4 again"). An observer sees whole records. */
         j.split = n_tiles < c->active_threads && !sjk_record_tile_observer_set() ? 2 : 1;
         sjk_pool_run_limited(&c->pool, seal_tile, &j, n_tiles * j.split, c->active_threads);
         sjk_status st = (sjk_status)atomic_load(&j.status);
