@@ -102,13 +102,14 @@ void sjk_record_set_tile_observer(sjk_record_tile_observer fn, void *ctx)
     g_tile_observer_ctx = ctx;
 }
 
-/* One tile of a record, K ([D][G], rows = channels) or V ([G][D], rows = tokens), and
- * where its bytes go. */
+/* One tile of a record, K ([D][G], rows = channels) or V ([G][D], rows = tokens), its
+ * balancing's scales (scratch) and where its bytes go. */
 typedef struct tile_part {
     float *m;
     size_t rows, cols;
     int is_v;
     unsigned bits;
+    float *s_row, *s_col, *i_row, *i_col; /* [rows] [cols] [rows] [cols] */
     size_t off_payload, row_nbytes, off_scale, off_zero, off_col;
 } tile_part;
 
@@ -116,17 +117,15 @@ typedef struct tile_part {
  * and zeros, and the column scales stored as fp16(1 / inv_col), the value every body
  * divides by. */
 static sjk_status encode_tile(const tile_part *t, uint8_t *rec, const sjk_balance_rule *rule,
-                              const sjk_codec_kernels *kern, float *s_row, float *s_col, float *i_row, float *i_col,
-                              float *bal, uint8_t *codes, float *brow, float *step, float *lo,
-                              sjk_tile_quantizer quantize, void *ctx)
+                              const sjk_codec_kernels *kern, float *bal, uint8_t *codes, float *brow, float *step,
+                              float *lo, sjk_tile_quantizer quantize, void *ctx)
 {
-    sjk_balance_run(t->m, t->rows, t->cols, rule, kern, s_row, s_col, i_row, i_col, bal, NULL);
-    (void)s_col;
-    sjk_tile_view tv = {t->m, t->rows, t->cols, i_row, i_col, t->bits, t->is_v, kern, codes, brow};
+    sjk_balance_run(t->m, t->rows, t->cols, rule, kern, t->s_row, t->s_col, t->i_row, t->i_col, bal, NULL);
+    sjk_tile_view tv = {t->m, t->rows, t->cols, t->i_row, t->i_col, t->bits, t->is_v, kern, codes, brow};
     sjk_status st = quantize(&tv, rec + t->off_payload, t->row_nbytes, step, lo, ctx);
     if (st != SJK_OK) return st;
-    store_row_fields(rec, t->off_scale, t->off_zero, t->rows, s_row, step, lo);
-    for (size_t c = 0; c < t->cols; c++) sjk_wr_u16le(rec + t->off_col + 2 * c, sjk_record_f16(1.0f / i_col[c]));
+    store_row_fields(rec, t->off_scale, t->off_zero, t->rows, t->s_row, step, lo);
+    for (size_t c = 0; c < t->cols; c++) sjk_wr_u16le(rec + t->off_col + 2 * c, sjk_record_f16(1.0f / t->i_col[c]));
     return SJK_OK;
 }
 
@@ -171,15 +170,15 @@ static sjk_status encode_parts(const sjk_record_params *p, void *dst, size_t dst
 
     /* 2. balance, 3. the body's codes, then the absorbed fp16 fields (encode_tile) */
     if (do_k) {
-        const tile_part pk = {kt, D, G, 0, p->bits_k, L.off_k, L.k_row_nbytes, L.off_kscale, L.off_kzero, L.off_ktok};
-        sjk_status st = encode_tile(&pk, rec, &rule, kern, ks_row, ks_col, ki_row, ki_col, bal, codes, brow, step, lo,
-                                    quantize, ctx);
+        const tile_part pk = {kt, D, G, 0, p->bits_k, ks_row, ks_col, ki_row, ki_col,
+                              L.off_k, L.k_row_nbytes, L.off_kscale, L.off_kzero, L.off_ktok};
+        sjk_status st = encode_tile(&pk, rec, &rule, kern, bal, codes, brow, step, lo, quantize, ctx);
         if (st != SJK_OK) return st;
     }
     if (do_v) {
-        const tile_part pv = {vt, G, D, 1, p->bits_v, L.off_v, L.v_row_nbytes, L.off_vscale, L.off_vzero, L.off_vch};
-        sjk_status st = encode_tile(&pv, rec, &rule, kern, vs_row, vs_col, vi_row, vi_col, bal, codes, brow, step, lo,
-                                    quantize, ctx);
+        const tile_part pv = {vt, G, D, 1, p->bits_v, vs_row, vs_col, vi_row, vi_col,
+                              L.off_v, L.v_row_nbytes, L.off_vscale, L.off_vzero, L.off_vch};
+        sjk_status st = encode_tile(&pv, rec, &rule, kern, bal, codes, brow, step, lo, quantize, ctx);
         if (st != SJK_OK) return st;
     }
     return SJK_OK;
