@@ -1074,6 +1074,12 @@ static inline __attribute__((always_inline)) __m512i trq_start(const uint8_t *g,
     return w;
 }
 
+/* acc += u · s by byte quads (u unsigned, s signed; vpdpbusd), the accumulator named in
+ * place. GCC 12 compiles the intrinsic with a copy of the accumulator into a scratch
+ * register and back (two vmovdqa64 per dot product in trq8_scores' group steps); the
+ * assembly form keeps the accumulator where it is. */
+#define TRQ_DPBUSD(acc, u, s) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s))
+
 /* Scores of the NR rows for all G tokens: p[r][t] = Ktok[t] * (fk[r] * Σ_d q16[r][d] *
  * c16[w(d, t)] + cz[r]). Tokens go by steps (t, t+1, t+64, t+65), t = 0, 2, .., 62. */
 static inline __attribute__((always_inline)) void trq_scores(float *p, __m512i *wst, const int16_t *q16, const float *fk,
@@ -1370,8 +1376,8 @@ static inline __attribute__((always_inline)) void trq8_scores(float *p, __m512i 
             for (size_t r = 0; r < NR; r++) {
                 const __m512i qhb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(qh + r * D + 16 * j)));
                 const __m512i qlb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ql + r * D + 16 * j)));
-                sh[r] = _mm512_dpbusd_epi32(sh[r], u, qhb);
-                sl[r] = _mm512_dpbusd_epi32(sl[r], u, qlb);
+                TRQ_DPBUSD(sh[r], u, qhb);
+                TRQ_DPBUSD(sl[r], u, qlb);
             }
         }
         /* 128-bit lane 0 token t, 1 t+64, 2 t+1, 3 t+65 (4 channel-quad partials each) */
@@ -1414,8 +1420,8 @@ static inline __attribute__((always_inline)) void trq8_values(__m512i a[RBX], co
             int32_t bh, bl;
             memcpy(&bh, p4h + r * G + 2 * t, 4);
             memcpy(&bl, p4l + r * G + 2 * t, 4);
-            ah[r] = _mm512_dpbusd_epi32(ah[r], u, _mm512_set1_epi32(bh));
-            al[r] = _mm512_dpbusd_epi32(al[r], u, _mm512_set1_epi32(bl));
+            TRQ_DPBUSD(ah[r], u, _mm512_set1_epi32(bh));
+            TRQ_DPBUSD(al[r], u, _mm512_set1_epi32(bl));
         }
     }
     _Pragma("GCC unroll 8")
