@@ -1839,11 +1839,49 @@ static void chunk_qblk_q16_avx512(const sjk_attn_qint *qi, size_t R, size_t D, c
     ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, vbits == 8));
 }
 
-/* Unpacking is byte shuffling; the AVX2 version is as fast as it gets at these sizes. */
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
 
+/* Rows of 5..7-bit codes (record format v2, record_layout.h sjk_payload_get: n/2 bytes of
+ * low nibbles in the 4-bit layout, then the high bits: 1 bit per value for 5, the 2-bit
+ * layout for 6, the 2-bit layout and then 1 bit per value for 7) unpacked 64 values at a
+ * time in registers. In both layouts value 16 L + j of a 64-value run sits in 128-bit
+ * lane L of a vector whose lanes are copies of one 16-byte group, shifted by a per-lane
+ * count; a 1-bit field of 64 values is a 64-bit mask (vpmovm2b). The AVX2 version made
+ * three passes through memory for these widths (nibbles, high field, merge); at 6 bits
+ * it was half of a 32K decode call with 6-bit values (docs/notes/benchmarks.md). Other
+ * widths (and n not a multiple of 64) take the AVX2 version. */
+static void unpack_row_avx512(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
+{
+    if (bits < 5 || bits > 7 || n % 64) {
+        sjk_attn_unpack_row_avx2(codes, row, n, bits);
+        return;
+    }
+    /* 16-bit shift counts per 128-bit lane: nibbles (0, 4, 0, 4), 2-bit fields (0, 2, 4, 6) */
+    const __m512i sh4 = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                          0x0004000400040004);
+    const __m512i sh2 = _mm512_setr_epi64(0, 0, 0x0002000200020002, 0x0002000200020002, 0x0004000400040004,
+                                          0x0004000400040004, 0x0006000600060006, 0x0006000600060006);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    const uint8_t *hi = row + n / 2;
+    for (size_t i = 0; i < n; i += 64) {
+        const __m512i y = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(row + i / 2)));
+        __m512i c = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_i64x2(y, y, _MM_SHUFFLE(1, 1, 0, 0)), sh4), m4);
+        if (bits >= 6) { /* the 2-bit field: 16 bytes per 64 values */
+            const __m512i h = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(hi + i / 4)));
+            c = _mm512_or_si512(c, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(h, sh2), m2), 4));
+        }
+        if (bits != 6) { /* the 1-bit field (5: the high bit 4; 7: bit 6, after the 2-bit field) */
+            uint64_t w;
+            memcpy(&w, hi + (bits == 7 ? n / 4 : 0) + i / 8, 8);
+            c = _mm512_or_si512(c, _mm512_and_si512(_mm512_movm_epi8((__mmask64)w),
+                                                    _mm512_set1_epi8(bits == 7 ? 0x40 : 0x10)));
+        }
+        _mm512_storeu_si512((void *)(codes + i), c);
+    }
+}
+
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
-    "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, sjk_attn_unpack_row_avx2,
+    "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, unpack_row_avx512,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
     NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
     chunk_trellis_q8_avx512,
