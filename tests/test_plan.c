@@ -467,6 +467,8 @@ TEST(test_plan_estimate_equals_allocation)
 #define T44Q "sj:4/4t:tail=1024:stage=q8_0"
 #define S44Q "sj:4/4:tail=1024:stage=q8_0"
 #define T43Q "sj:4/3t:tail=1024:stage=q8_0"
+/* the 6-bit values' rung, between q8_0/q8_0 and q8_0/q4_0 */
+#define S66 "sj:6/6:tail_min=256:tail_max=512:stage=q8_0"
 /* the twins on the 128-entry tables */
 #define T44QS "sj:4/4ts:tail=1024:stage=q8_0"
 #define T43QS "sj:4/3ts:tail=1024:stage=q8_0"
@@ -503,16 +505,18 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
     size_t n_all;
     const char *const *all = sjkh_plan_ladder(&n_all);
-    CHECK(n_all == 17 && !strcmp(all[0], "f16") && !strcmp(all[15], T32) && !strcmp(all[16], T32R));
-    CHECK(!strcmp(all[5], T44QS) && !strcmp(all[6], T44Q) && !strcmp(all[7], S44Q) && !strcmp(all[10], T43QS) &&
-          !strcmp(all[11], T43Q) && !strcmp(all[14], T32S));
+    CHECK(n_all == 18 && !strcmp(all[0], "f16") && !strcmp(all[2], S66) && !strcmp(all[16], T32) &&
+          !strcmp(all[17], T32R));
+    CHECK(!strcmp(all[6], T44QS) && !strcmp(all[7], T44Q) && !strcmp(all[8], S44Q) && !strcmp(all[11], T43QS) &&
+          !strcmp(all[12], T43Q) && !strcmp(all[15], T32S));
     /* the rungs of distinct sizes: a `tr` or `ts` twin has its `t` rung's bytes and,
      * unmeasured in this table, is never taken (test_auto_tier_takes_the_better_twin and
-     * test_auto_tier_ts_twin_within_the_margin cover them) */
+     * test_auto_tier_ts_twin_within_the_margin cover them); sj:6/6, unmeasured here too,
+     * is smaller than q8_0/q4_0 at 1M (its ring is a sliver there) and larger at 8K */
     const char *ladder[11];
     size_t n = 0;
     for (size_t i = 0; i < n_all; i++)
-        if (!strstr(all[i], "tr:") && !strstr(all[i], "ts:")) ladder[n++] = all[i];
+        if (!strstr(all[i], "tr:") && !strstr(all[i], "ts:") && strcmp(all[i], S66)) ladder[n++] = all[i];
     CHECK(n == 11 && !strcmp(ladder[10], T32));
     size_t need[11];
     for (size_t i = 0; i < n; i++) {
@@ -685,14 +689,14 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv " T43), "%s",
            c.reason);
-    CHECK(c.n_rungs == 17 && !strcmp(c.rungs[12].kv, T43) && !strcmp(c.rungs[15].kv, T32));
-    CHECK(c.rungs[12].verdict == SJKH_RUNG_UNMEASURED && c.rungs[15].verdict == SJKH_RUNG_BELOW_FLOOR);
-    CHECK(c.rungs[4].verdict == SJKH_RUNG_TOO_BIG && c.rungs[4].mean_kl == 0.011); /* "*" row */
-    CHECK(c.rungs[5].verdict == SJKH_RUNG_UNMEASURED); /* the ts twin: no row */
-    CHECK(c.rungs[6].verdict == SJKH_RUNG_TOO_BIG && c.rungs[6].mean_kl == 0.0113);
-    CHECK(c.rungs[7].verdict == SJKH_RUNG_TOO_BIG && c.rungs[7].mean_kl == 0.0115);
-    CHECK(c.rungs[8].verdict == SJKH_RUNG_TOO_BIG && c.rungs[8].mean_kl == 0.012);
-    CHECK(c.rungs[11].verdict == SJKH_RUNG_TOO_BIG && c.rungs[11].mean_kl == 0.014);
+    CHECK(c.n_rungs == 18 && !strcmp(c.rungs[13].kv, T43) && !strcmp(c.rungs[16].kv, T32));
+    CHECK(c.rungs[13].verdict == SJKH_RUNG_UNMEASURED && c.rungs[16].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.011); /* "*" row */
+    CHECK(c.rungs[6].verdict == SJKH_RUNG_UNMEASURED); /* the ts twin: no row */
+    CHECK(c.rungs[7].verdict == SJKH_RUNG_TOO_BIG && c.rungs[7].mean_kl == 0.0113);
+    CHECK(c.rungs[8].verdict == SJKH_RUNG_TOO_BIG && c.rungs[8].mean_kl == 0.0115);
+    CHECK(c.rungs[9].verdict == SJKH_RUNG_TOO_BIG && c.rungs[9].mean_kl == 0.012);
+    CHECK(c.rungs[12].verdict == SJKH_RUNG_TOO_BIG && c.rungs[12].mean_kl == 0.014);
     /* lifting the floor allows them */
     r.max_kl = -1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, T43));
@@ -736,6 +740,7 @@ TEST(test_auto_tier_skips_dominated_rungs)
     CHECK(qwen14b_1m(&m) == SJK_OK);
     static const char csv[] = "model,config,mean_kl,source\n"
                               "*,q8_0/q8_0,0.002,study.csv: sjkvarn eval -m X --kv ...\n"
+                              "*," S66 ",0.005,study.csv: sjkvarn eval -m X --kv ...\n"
                               "*,q8_0/q4_0,0.009,study.csv: sjkvarn eval -m X --kv ...\n"
                               "*,sj:6/4:tail_min=256:tail_max=512:stage=q8_0,0.004,study.csv: sjkvarn eval\n"
                               "*,sj:4/4,0.011,study.csv: sjkvarn eval -m X --kv sj:4/4\n";
@@ -750,23 +755,28 @@ TEST(test_auto_tier_skips_dominated_rungs)
     CHECK(s64.total_nbytes < s84.total_nbytes && s84.total_nbytes < s88.total_nbytes);
     sjkh_tier_request r = {"auto", s84.total_nbytes, f, "qwen14b", 0.02};
     sjkh_tier_choice c;
-    /* q8_0/q4_0 fits, but sj:6/4 is smaller and better: it is taken */
+    /* q8_0/q4_0 fits, but sj:6/4 is smaller and better: it is taken (sj:6/6, smaller than
+     * q8_0/q4_0 at 1M and worse than sj:6/4 in this table, falls with it) */
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
     CHECKF(!strcmp(c.kv, "sj:6/4:tail_min=256:tail_max=512:stage=q8_0"), "%s", c.reason);
-    CHECK(c.rungs[2].verdict == SJKH_RUNG_DOMINATED && c.rungs[3].verdict == SJKH_RUNG_FITS);
+    CHECK(c.rungs[2].verdict == SJKH_RUNG_DOMINATED);
+    CHECK(c.rungs[3].verdict == SJKH_RUNG_DOMINATED && c.rungs[4].verdict == SJKH_RUNG_FITS);
     CHECKF(strstr(c.reason, "q8_0/q4_0") && strstr(c.reason, "dominated by sj:6/4"), "%s", c.reason);
     /* q8_0/q8_0 (0.002) is better than sj:6/4 (0.004): not dominated, taken when it fits */
     r.budget_nbytes = s88.total_nbytes;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q8_0"));
-    CHECK(c.rungs[2].verdict == SJKH_RUNG_FITS); /* the walk stopped before it */
+    CHECK(c.rungs[3].verdict == SJKH_RUNG_FITS); /* the walk stopped before it */
     /* the floor off: measured rows still decide domination */
     r.budget_nbytes = s84.total_nbytes;
     r.max_kl = -1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
     CHECKF(!strcmp(c.kv, "sj:6/4:tail_min=256:tail_max=512:stage=q8_0"), "%s", c.reason);
-    /* without measurements nothing is dominated: the ladder's order */
+    /* without measurements nothing is dominated: the ladder's order (sj:6/6 comes before
+     * q8_0/q4_0 and at 1M is the smaller of the two) */
+    sjkh_plan_size s66;
+    CHECK(sjkh_plan_estimate(&m, S66, &p, &s66, NULL, 0) == SJK_OK && s66.total_nbytes < s84.total_nbytes);
     r.floor = NULL;
-    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, S66));
     sjkh_quality_floor_free(f);
     /* a rung whose better neighbour does not fit is not dominated, nor one whose better
      * neighbour was measured in another study (other documents: means not comparable) */
@@ -779,7 +789,7 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.max_kl = 0.02;
     r.budget_nbytes = s84.total_nbytes; /* q8_0/q8_0 is better but too big */
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, "q8_0/q4_0"));
-    CHECK(c.rungs[3].verdict == SJKH_RUNG_FITS && c.rungs[3].mean_kl == 0.004);
+    CHECK(c.rungs[4].verdict == SJKH_RUNG_FITS && c.rungs[4].mean_kl == 0.004);
     sjkh_quality_floor_free(f);
 
     /* The 4-bit rungs as the studies measured them. Gemma 3 at 16K (the tail study): the
@@ -805,7 +815,7 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.budget_nbytes = s44.total_nbytes;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
     CHECKF(!strcmp(c.kv, T44Q), "%s", c.reason);
-    CHECK(c.rungs[4].verdict == SJKH_RUNG_DOMINATED);
+    CHECK(c.rungs[5].verdict == SJKH_RUNG_DOMINATED);
     CHECKF(strstr(c.reason, "sj:4/4 ") && strstr(c.reason, "dominated by " T44Q), "%s", c.reason);
     sjkh_quality_floor_free(f);
     CHECK(sjkh_quality_floor_parse(qwen, strlen(qwen), &f, NULL, 0) == SJK_OK);
@@ -815,7 +825,7 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.budget_nbytes = st.total_nbytes;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
     CHECKF(!strcmp(c.kv, S44Q), "%s", c.reason);
-    CHECK(c.rungs[6].verdict == SJKH_RUNG_DOMINATED);
+    CHECK(c.rungs[7].verdict == SJKH_RUNG_DOMINATED);
     sjkh_quality_floor_free(f);
 }
 

@@ -175,10 +175,11 @@ const sjkh_floor_row *sjkh_quality_floor_find(const sjkh_quality_floor *f, const
  * Automatic tier
  * ---------------------------------------------------------------------------------- */
 
-/* The ladder, least compression first: "f16", "q8_0/q8_0", "q8_0/q4_0",
- * "sj:6/4:tail_min=256:tail_max=512:stage=q8_0", "sj:4/4",
- * "sj:4/4t:tail_min=256:tail_max=512", "sj:4/3t:tail_min=256:tail_max=512",
- * "sj:3/2t:tail_min=128:tail_max=256". *n receives its length. */
+/* The ladder, least compression first: "f16", "q8_0/q8_0",
+ * "sj:6/6:tail_min=256:tail_max=512:stage=q8_0", "q8_0/q4_0",
+ * "sj:6/4:tail_min=256:tail_max=512:stage=q8_0", "sj:4/4", then the 4-bit rungs with a
+ * q8_0 tail, "sj:4/4t:tail_min=256:tail_max=512", "sj:4/3t:...", "sj:3/2t:..." and their
+ * twins (plan_tier.c has the whole list). *n receives its length. */
 const char *const *sjkh_plan_ladder(size_t *n);
 
 typedef struct sjkh_tier_request {

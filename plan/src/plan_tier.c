@@ -26,6 +26,10 @@
 #define FAIL(st, ...) plan_fail((st), err, err_cap, __VA_ARGS__)
 
 /* The rungs are the measured frontier at 16K on Gemma 3 (docs/studies/gemma3-16k.md):
+ *   - sj:6/6 with a short q8_0 ring, between q8_0/q8_0 and q8_0/q4_0 in size: on
+ *     Qwen2.5-Coder-1.5B at 8K 0.13x q8_0/q8_0's KL at 0.81x its bytes, every document
+ *     (docs/studies/qwen2.5-coder-1.5b.md, batch 10); measured on that model only, so
+ *     on the others it is not allowed (no floor row);
  *   - sj:6/4 with a short q8_0 ring: record format v2's 6-bit keys (K carries most of
  *     the KL) beside 4-bit values, between q8_0/q4_0 and sj:4/4 ("Wide keys at 16K");
  *   - below sj:4/4, the trellis bodies with short rings ("The low end at 16K"): 4-bit
@@ -64,6 +68,7 @@
  *     `ts` twin is not allowed. */
 static const char *const g_ladder[] = {"f16",
                                        "q8_0/q8_0",
+                                       "sj:6/6:tail_min=256:tail_max=512:stage=q8_0",
                                        "q8_0/q4_0",
                                        "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
                                        "sj:4/4",
@@ -395,11 +400,14 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
      * compared: a nine-document mean is not a three-document one. */
     int dom_by[PLAN_ARRAY_LEN(out->rungs)]; /* the rung that dominated rung i, or -1 */
     for (size_t i = 0; i < PLAN_ARRAY_LEN(out->rungs); i++) dom_by[i] = -1;
+    int said_unsupported = 0; /* the first unsupported rung says why; the rest name themselves */
     for (size_t i = 0; i < out->n_rungs && chosen < 0; i++) {
         const char *kv = ladder[i];
         sjkh_rung_verdict v = out->rungs[i].verdict;
         if (v == SJKH_RUNG_UNSUPPORTED) {
-            append(why, sizeof why, "%s%s (unsupported: %s)", *why ? ", " : "", kv, uerrs[i]);
+            if (said_unsupported) append(why, sizeof why, "%s%s (unsupported)", *why ? ", " : "", kv);
+            else append(why, sizeof why, "%s%s (unsupported: %s)", *why ? ", " : "", kv, uerrs[i]);
+            said_unsupported = 1;
             continue;
         }
         sjkh_format_size(out->rungs[i].nbytes, b1, sizeof b1);
