@@ -17,7 +17,7 @@
  *
  *  2. The automatic tier. Given a context, a budget and a quality-floor table (mean KL
  *     per model and configuration, measured by `sjkvarn eval`), walk the ladder
- *     f16 -> q8_0/q8_0 -> q8_0/q4_0 -> sj:6/4 -> sj:4/4 -> sj:4/4 (q8_0 tail) -> sj:4/4t
+ *     f16 -> q8_0/q8_0 -> sj:6/6 -> q8_0/q4_0 -> sj:6/4 -> sj:4/4 -> sj:4/4 (q8_0 tail) -> sj:4/4t
  *     -> sj:4/3t (q8_0 tail) -> sj:4/3t -> sj:3/2t (the sj rungs after sj:4/4 with short
  *     rings or tails, and real-data twins: sjkh_plan_ladder) and take the first
  *     rung that keeps the whole cache resident and is allowed by the floor. The format
