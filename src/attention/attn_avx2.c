@@ -582,7 +582,7 @@ static ALWAYS_INLINE void trel8_values(__m256 a[RBX], const float *p, size_t ntm
                                        const float *cb, const uint64_t *P, const unsigned k, const int pairs,
                                        const size_t NR)
 {
-    if (NR <= RB) {
+    if (NR <= 6) {
         trel8_values_part(a, p, ntm2, g, h, cb, P, k, pairs, NR, 2);
         return;
     }
@@ -660,7 +660,8 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
 static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
                                float *m, float *l, float *acc, float *work)
 {
-    if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
+    if (R == 5 || R == 6) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, 6);
+    else if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
     else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
 }
 
