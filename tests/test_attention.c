@@ -86,6 +86,7 @@ TEST(test_simd_kernels_match_reference)
     static float K[G * MAXD], V[G * MAXD], q[16 * MAXD];
     static uint16_t K16[G * MAXD], V16[G * MAXD];
     static uint8_t kc[G * MAXD], vc[G * MAXD], row[MAXD], u1[MAXD], u2[MAXD];
+    static uint8_t rows3[3 * (MAXD + 5)], u3[3 * MAXD], u4[3 * MAXD];
     static float sc[3 * MAXD + 3 * G];
     for (int pi = 0; pi < 2; pi++) {
         const sjk_attn_kernels *k = paths[pi];
@@ -160,6 +161,17 @@ TEST(test_simd_kernels_match_reference)
                 k->unpack_row(u2, row, n, bits);
                 CHECKF(!memcmp(u1, u2, n), "%s unpack bits=%u n=%zu", k->name, bits, n);
             }
+        /* unpack_rows: the same bytes as unpack_row row by row (three rows with a gap
+         * between them, the codes of each row after the last's) */
+        if (k->unpack_rows)
+            for (unsigned bits = 2; bits <= 8; bits++)
+                for (size_t n = 64; n <= MAXD; n *= 2) {
+                    const size_t rb = n * bits / 8, stride = rb + 5;
+                    for (size_t i = 0; i < 3 * stride; i++) rows3[i] = (uint8_t)sjk_rng_u64(&r);
+                    for (size_t j = 0; j < 3; j++) ref->unpack_row(u3 + j * n, rows3 + j * stride, n, bits);
+                    k->unpack_rows(u4, rows3, stride, 3, n, bits);
+                    CHECKF(!memcmp(u3, u4, 3 * n), "%s unpack_rows bits=%u n=%zu", k->name, bits, n);
+                }
     }
     if (!tested) SKIP_HW("no SIMD attention kernels on this CPU");
 }

@@ -273,8 +273,10 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 } else if (RL->bits_k == 8 && RL->k_row_nbytes == G) {
                     rec.kc = rp + RL->off_k; /* 8-bit rows are the codes [D][G] as unpacked */
                 } else {
-                    for (size_t d = 0; d < D; d++)
-                        k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
+                    if (k->unpack_rows) k->unpack_rows(kc, rp + RL->off_k, RL->k_row_nbytes, D, G, RL->bits_k);
+                    else
+                        for (size_t d = 0; d < D; d++)
+                            k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
                     rec.kc = kc;
                 }
                 if (RL->bits_v == 4) {
@@ -282,8 +284,10 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 } else if (RL->bits_v == 8 && RL->v_row_nbytes == D) {
                     rec.vc = rp + RL->off_v; /* the codes [G][D] as unpacked */
                 } else {
-                    for (size_t t = 0; t < G; t++)
-                        k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
+                    if (k->unpack_rows) k->unpack_rows(vc, rp + RL->off_v, RL->v_row_nbytes, G, D, RL->bits_v);
+                    else
+                        for (size_t t = 0; t < G; t++)
+                            k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
                     rec.vc = vc;
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);

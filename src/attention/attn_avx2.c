@@ -681,7 +681,8 @@ static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *n
  * 2s, 2s+1 are codes 16s..16s+15: the 32 codes of half j of a unit are the fields
  * s = 2j, 2j+1, the bytes shifted by 4j and 4j + 2 in the two lanes. A 1-bit field of 32
  * codes is 4 bytes: byte k / 8 spread to byte k, its bit k % 8 tested. */
-static void unpack_row_hi_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
+static void unpack_row_hi_avx2(uint8_t *codes, const uint8_t *rows, size_t row_nbytes, size_t nrows, size_t n,
+                               unsigned bits)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
     const __m256i sh4 = _mm256_setr_epi64x(0, 0, 4, 4);
@@ -690,24 +691,41 @@ static void unpack_row_hi_avx2(uint8_t *codes, const uint8_t *row, size_t n, uns
                                             3, 3, 3, 3, 3, 3, 3);
     const __m256i bitsel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i top = _mm256_set1_epi8(bits == 7 ? 0x40 : 0x10);
-    const uint8_t *hi = row + n / 2;              /* the 2-bit field (6, 7) or the 1-bit one (5) */
-    const uint8_t *b1 = bits == 7 ? hi + n / 4 : hi; /* the 1-bit field (5, 7) */
-    for (size_t i = 0; i < n; i += 32) {
-        const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + i / 2)));
-        __m256i c = _mm256_and_si256(_mm256_srlv_epi64(x, sh4), m4);
-        if (bits >= 6) {
-            const __m256i h = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(hi + i / 64 * 16)));
-            c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi64(h, sh2[(i / 32) & 1]), m2), 4));
+    for (size_t j = 0; j < nrows; j++, codes += n) {
+        const uint8_t *row = rows + j * row_nbytes;
+        const uint8_t *hi = row + n / 2;                 /* the 2-bit field (6, 7) or the 1-bit one (5) */
+        const uint8_t *b1 = bits == 7 ? hi + n / 4 : hi; /* the 1-bit field (5, 7) */
+        for (size_t i = 0; i < n; i += 32) {
+            const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(row + i / 2)));
+            __m256i c = _mm256_and_si256(_mm256_srlv_epi64(x, sh4), m4);
+            if (bits >= 6) {
+                const __m256i h =
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(hi + i / 64 * 16)));
+                c = _mm256_or_si256(c, _mm256_slli_epi16(_mm256_and_si256(_mm256_srlv_epi64(h, sh2[(i / 32) & 1]), m2), 4));
+            }
+            if (bits != 6) {
+                uint32_t w;
+                memcpy(&w, b1 + i / 8, 4);
+                const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), spread);
+                const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(b, bitsel), bitsel);
+                c = _mm256_or_si256(c, _mm256_and_si256(on, top));
+            }
+            _mm256_storeu_si256((__m256i *)(void *)(codes + i), c);
         }
-        if (bits != 6) {
-            uint32_t w;
-            memcpy(&w, b1 + i / 8, 4);
-            const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), spread);
-            const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(b, bitsel), bitsel);
-            c = _mm256_or_si256(c, _mm256_and_si256(on, top));
-        }
-        _mm256_storeu_si256((__m256i *)(void *)(codes + i), c);
     }
+}
+
+void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+
+/* unpack_rows (attn_kernels.h): 5..7-bit rows in one loop, other widths row by row. */
+static void unpack_rows_avx2(uint8_t *codes, const uint8_t *rows, size_t row_nbytes, size_t nrows, size_t n,
+                             unsigned bits)
+{
+    if (bits > 4 && bits < 8 && n % 64 == 0) {
+        unpack_row_hi_avx2(codes, rows, row_nbytes, nrows, n, bits);
+        return;
+    }
+    for (size_t j = 0; j < nrows; j++) sjk_attn_unpack_row_avx2(codes + j * n, rows + j * row_nbytes, n, bits);
 }
 
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
@@ -718,8 +736,8 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
         memcpy(codes, row, n);
         return;
     }
-    if (bits > 4 && bits < 8 && n % 64 == 0) { /* record format v2 in registers (below) */
-        unpack_row_hi_avx2(codes, row, n, bits);
+    if (bits > 4 && bits < 8 && n % 64 == 0) { /* record format v2 in registers (unpack_row_hi_avx2) */
+        unpack_row_hi_avx2(codes, row, 0, 1, n, bits);
         return;
     }
     if (bits > 4) { /* record format v2: a 4-bit row of low nibbles, then the high bits */
@@ -777,5 +795,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     NULL /* tq6_0 rows by integer dot products: decoded by the caller */, qint_prep_avx2,
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,
-    NULL /* int8-grid trellis records: chunk_rec (pair tables, fp32) */,
+    NULL /* int8-grid trellis records: chunk_rec (pair tables, fp32) */, unpack_rows_avx2,
 };

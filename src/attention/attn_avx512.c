@@ -1884,5 +1884,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, unpack_row_avx512,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
     NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
-    chunk_trellis_q8_avx512,
+    chunk_trellis_q8_avx512, NULL /* unpack_rows: unpack_row_avx512 row by row */,
 };

@@ -203,6 +203,12 @@ typedef struct sjk_attn_kernels {
      * chunk_trellis_q16. */
     void (*chunk_trellis_q8)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
+    /* unpack_row over nrows payload rows (row r at rows + r · row_nbytes, its codes to
+     * codes + r · n), the same bytes as nrows calls of unpack_row: one call per record
+     * half instead of one per row (a row of 128 codes is a few vector steps, less than
+     * the call). NULL: the caller calls unpack_row per row. */
+    void (*unpack_rows)(uint8_t *codes, const uint8_t *rows, size_t row_nbytes, size_t nrows, size_t n,
+                        unsigned bits);
 } sjk_attn_kernels;
 
 /* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)

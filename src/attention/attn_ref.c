@@ -690,6 +690,7 @@ const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
     sjk_attn_qint_prep, chunk_trellis_q16_ref, chunk_qblk_q16_ref, chunk_trellis_q8_ref,
+    NULL /* unpack_rows: unpack_row row by row */,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
