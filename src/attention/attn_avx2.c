@@ -610,9 +610,10 @@ static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t n
     else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);
 }
 
-/* Rows go NR at a time: RB (4), or RBX (8) when the call has more than 4 (the 6 GQA rows
- * of a Qwen2.5 head), so that a record's codes are walked once per call instead of once
- * per 4 rows; the padding rows are zero queries. */
+/* Rows go NR at a time: RB (4); 6 for 5 or 6 rows (the 6 GQA rows of a Qwen2.5 head: 12
+ * value accumulators, one walk of each half's states, no zero rows); RBX (8) for more,
+ * so that a record's codes are walked once per call instead of once per 4 rows; the
+ * padding rows are zero queries. */
 static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                             const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work,
                                             const size_t NR)
@@ -728,7 +729,6 @@ static void unpack_rows_avx2(uint8_t *codes, const uint8_t *rows, size_t row_nby
     for (size_t j = 0; j < nrows; j++) sjk_attn_unpack_row_avx2(codes + j * n, rows + j * row_nbytes, n, bits);
 }
 
-void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
 void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
 {
     const __m128i m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x03);
