@@ -131,6 +131,18 @@ static unsigned qblk_bits(uint8_t fmt)
     return fmt == SJK_FMT_Q8_0 ? 8u : fmt == SJK_FMT_Q4_0 ? 4u : 0u;
 }
 
+/* nrows payload rows of n codes of a record half (row r at rows + r · row_nbytes) to bytes
+ * at codes + r · n: the table's unpack_rows where it has one, else row by row. */
+static void unpack_half(const sjk_attn_kernels *k, uint8_t *codes, const uint8_t *rows, size_t row_nbytes,
+                        size_t nrows, size_t n, unsigned bits)
+{
+    if (k->unpack_rows) {
+        k->unpack_rows(codes, rows, row_nbytes, nrows, n, bits);
+        return;
+    }
+    for (size_t r = 0; r < nrows; r++) k->unpack_row(codes + r * n, rows + r * row_nbytes, n, bits);
+}
+
 /* len rows of the layer's row formats (ring, uniform layer) to fp32 K and V. */
 static void rows_to_f32(const sjk_cache_layer *L, float *kf, float *vf, const uint8_t *kr, const uint8_t *vr, size_t n)
 {
@@ -273,10 +285,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 } else if (RL->bits_k == 8 && RL->k_row_nbytes == G) {
                     rec.kc = rp + RL->off_k; /* 8-bit rows are the codes [D][G] as unpacked */
                 } else {
-                    if (k->unpack_rows) k->unpack_rows(kc, rp + RL->off_k, RL->k_row_nbytes, D, G, RL->bits_k);
-                    else
-                        for (size_t d = 0; d < D; d++)
-                            k->unpack_row(kc + d * G, rp + RL->off_k + d * RL->k_row_nbytes, G, RL->bits_k);
+                    unpack_half(k, kc, rp + RL->off_k, RL->k_row_nbytes, D, G, RL->bits_k);
                     rec.kc = kc;
                 }
                 if (RL->bits_v == 4) {
@@ -284,10 +293,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 } else if (RL->bits_v == 8 && RL->v_row_nbytes == D) {
                     rec.vc = rp + RL->off_v; /* the codes [G][D] as unpacked */
                 } else {
-                    if (k->unpack_rows) k->unpack_rows(vc, rp + RL->off_v, RL->v_row_nbytes, G, D, RL->bits_v);
-                    else
-                        for (size_t t = 0; t < G; t++)
-                            k->unpack_row(vc + t * D, rp + RL->off_v + t * RL->v_row_nbytes, D, RL->bits_v);
+                    unpack_half(k, vc, rp + RL->off_v, RL->v_row_nbytes, G, D, RL->bits_v);
                     rec.vc = vc;
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
