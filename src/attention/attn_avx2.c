@@ -1,10 +1,11 @@
 /* attn_avx2.c — the AVX2/FMA/F16C attention kernels (attn_kernels.h): the kernels both
  * instruction sets share, from attn_x86.h at 8 lanes, token-axis trellis records read in
- * place and ggml block rows (q8_0, q4_0) read in place with integer key scores (both
- * below), and the payload unpacking (which attn_avx512.c reuses). The families that need
- * AVX-512 (the tq6_0 ring read in place, int16 record scores) are NULL here: attend.c
- * decodes those chunks and uses chunk_f32, or chunk_rec for 4-bit records. Tested
- * against attn_ref.c (tests/test_attention.c).
+ * place (records on the 128-entry tables with integer sums where that pays), ggml block
+ * rows (q8_0, q4_0) read in place with integer key scores (all below), and the payload
+ * unpacking (which attn_avx512.c reuses). The families that need AVX-512 (the tq6_0
+ * ring read in place, int16 record scores) are NULL here: attend.c decodes those chunks
+ * and uses chunk_f32, or chunk_rec for 4-bit records. Tested against attn_ref.c
+ * (tests/test_attention.c).
  */
 #include "codec/trellis.h" /* before attn_x86.h, whose short macros (G, W) it would see */
 
@@ -610,38 +611,300 @@ static ALWAYS_INLINE void trel8_values_k(__m256 a[RBX], const float *p, size_t n
     else trel8_values(a, p, ntm2, g, hh % 2, rc->vcb, NULL, k, 0, NR);
 }
 
+/* ---- trellis records on the 128-entry tables by integer dot products: chunk_trellis_q8
+ * A body on the 128-entry tables (SJK_BODY_TRELLIS_S128, record format 5) codes against
+ * C[w] = step · A_k[(w + o_k (w >> 7)) mod 128] (codec/trellis.h), 128 int8 entries: on
+ * AVX2 eight vpshufb over 16-byte pieces of A_k and seven byte blends on bits 4, 5, 6
+ * of the entry index look 32 windows up in registers, where the 64 << k-entry tables take
+ * a load per token pair and channel (the pair tables above). The values stay the exact
+ * int8 entries; the queries and the weights are sjk_attn_q8_pieces' integers
+ * y = 128 hi + lo (|y| <= 16256) as int16 words, so vpmaddwd sums y · c8 exactly in int32
+ * and the results are those of the reference chunk_trellis_q8 (attn_ref.c) up to the
+ * fp32 operations around the sums.
+ *
+ *   windows  one group of 16 channels in 16 word lanes, one step at a time (the recurrence
+ *            w(t) = s(t) << 6 | w(t-1) >> k): the step's 2k bytes broadcast, a vpshufb
+ *            puts the two bytes holding channel c's symbol in word c, a vpmullw by
+ *            2^(8 - ck % 8) and a shift bring it to bits 6..6+k-1;
+ *   index    (w + ((w >> k) & (7 << (7 - k)))) & 127 per word, two steps (t, t+1) packed
+ *            into bytes: 128-bit lane 0 holds channels 0..7 of t then of t+1, lane 1
+ *            channels 8..15;
+ *   keys     the 32 values widened to words, per row two vpmaddwd against the group's
+ *            query words (channels 0..7 twice, 8..15 twice) into 8 int32 lanes: lanes
+ *            0..3 token t, 4..7 token t+1, summed over the groups;
+ *   values   the bytes of t and t+1 interleaved per channel, widened, per row two vpmaddwd
+ *            against the pair of weights (y[t], y[t+1]) broadcast: 16 channels' sums.
+ * Per 32 values that is about 40 vector operations shared by the rows and 4 per row;
+ * the pair tables spend about as many (20 vector and scalar operations and 8 loads per
+ * 16 values) and 4 FMAs per row, so the two cost the same where the pair table stays in
+ * L1 (k = 2: 8 KiB, k = 3: 32 KiB) and the registers win where it does not (k = 4:
+ * 128 KiB, from L2). So 4-bit halves go by integers (bench_attn_ab --drop
+ * chunk_trellis_q8, Zen 3: sj:4/4ts 1.13-1.54x, sj:4/3ts 1.03-1.25x), the keys of 2- and
+ * 3-bit records too (0.96-1.04x: the scores, and with them the running maxima, stay the
+ * integer reference's), their values by the pair tables (chunk_trellis8_nr). The
+ * 64 << k-entry grid tables (bodies sj:B/Bt, B/Btr) have no register lookup here and go
+ * to chunk_rec (the pair tables, fp32). */
+typedef struct trs8 {
+    __m256i tab[8];    /* A_k's bytes 16 i .. 16 i + 15 in both 128-bit lanes */
+    __m256i ctl, mul;  /* word c <- bytes ck / 8, ck / 8 + 1 of the step; times 2^(8 - ck % 8) */
+    __m256i msym, mo, m127;
+} trs8;
+
+static ALWAYS_INLINE trs8 trs8_init(const unsigned k)
+{
+    trs8 c;
+    const int8_t *a = sjk_trellis_s128_table(k, NULL);
+    for (int i = 0; i < 8; i++) c.tab[i] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(a + 16 * i)));
+    uint8_t ctl[32];
+    int16_t mul[16];
+    for (unsigned ch = 0; ch < 16; ch++) {
+        const unsigned b = ch * k / 8, lane = ch / 8, wi = ch % 8;
+        ctl[16 * lane + 2 * wi] = (uint8_t)b;
+        ctl[16 * lane + 2 * wi + 1] = (uint8_t)(b + 1);
+        mul[ch] = (int16_t)(1 << (8 - ch * k % 8));
+    }
+    c.ctl = _mm256_loadu_si256((const __m256i *)(const void *)ctl);
+    c.mul = _mm256_loadu_si256((const __m256i *)(const void *)mul);
+    c.msym = _mm256_set1_epi16((short)(((1u << k) - 1) << 6));
+    c.mo = _mm256_set1_epi16((short)(7u << (7 - k)));
+    c.m127 = _mm256_set1_epi16(127);
+    return c;
+}
+
+/* The windows of one group after step st (its 2k bytes; exact: the payload's last step,
+ * so that only its bytes are read) from the windows before it. */
+static ALWAYS_INLINE __m256i trs8_step(__m256i w, const uint8_t *st, const unsigned k, const int exact, const trs8 *c)
+{
+    long long x = 0;
+    memcpy(&x, st, exact ? 2 * k : 8);
+    const __m256i b = _mm256_set1_epi64x(x);
+    const __m256i s = _mm256_mullo_epi16(_mm256_shuffle_epi8(b, c->ctl), c->mul);
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(s, 2), c->msym), _mm256_srli_epi16(w, (int)k));
+}
+
+/* The window before token 0 (tail-biting: the group's last steps walked from zero). */
+static ALWAYS_INLINE __m256i trs8_start(const uint8_t *g, const unsigned k, const int lastg, const trs8 *c)
+{
+    const size_t lead = (SJK_TRELLIS_STATE_BITS + k - 1) / k;
+    __m256i w = _mm256_setzero_si256();
+    for (size_t t = G - lead; t < G; t++) w = trs8_step(w, g + t * 2 * k, k, lastg && t == G - 1, c);
+    return w;
+}
+
+/* The entry indices of windows wa (step t) and wb (t+1) as bytes (lane 0: channels 0..7
+ * of t, then of t+1; lane 1: 8..15), then A_k of them: eight vpshufb (the index's low
+ * nibble; bit 7 is clear) and a tree of blends on bits 4, 5, 6 (shifted to bit 7 of each
+ * byte: a word shift moves no other byte's bit into bit 7). */
+static ALWAYS_INLINE __m256i trs8_lookup(__m256i wa, __m256i wb, const unsigned k, const trs8 *c)
+{
+    const __m256i ia = _mm256_and_si256(_mm256_add_epi16(wa, _mm256_and_si256(_mm256_srli_epi16(wa, (int)k), c->mo)), c->m127);
+    const __m256i ib = _mm256_and_si256(_mm256_add_epi16(wb, _mm256_and_si256(_mm256_srli_epi16(wb, (int)k), c->mo)), c->m127);
+    const __m256i i = _mm256_packus_epi16(ia, ib);
+    const __m256i m4 = _mm256_slli_epi16(i, 3), m5 = _mm256_slli_epi16(i, 2), m6 = _mm256_slli_epi16(i, 1);
+#define TRS8_PAIR(a) _mm256_blendv_epi8(_mm256_shuffle_epi8(c->tab[a], i), _mm256_shuffle_epi8(c->tab[(a) + 1], i), m4)
+    const __m256i x0 = TRS8_PAIR(0), x1 = TRS8_PAIR(2), x2 = TRS8_PAIR(4), x3 = TRS8_PAIR(6);
+#undef TRS8_PAIR
+    return _mm256_blendv_epi8(_mm256_blendv_epi8(x0, x1, m5), _mm256_blendv_epi8(x2, x3, m5), m6);
+}
+
+/* sjk_attn_q8_pieces (attn_ref.c) as the integers y = 128 hi + lo, to the same values
+ * (the same IEEE operations; vroundps is nearbyintf's round to nearest even), n a multiple
+ * of 16: y16[i] = clamp(rne(x[i] / s), ±16256), s = max|x| / 16256 (NaN and y = 0 for a
+ * row with an infinity or a NaN). */
+static void trs8_pieces(int16_t *y16, float *scale, const float *x, size_t n)
+{
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
+    __m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* an infinity or a NaN */
+        mx = _mm256_max_ps(mx, a);
+    }
+    const int finite = _mm256_movemask_ps(bad) == 0;
+    const float amax = finite ? vhmax(mx) : NAN;
+    const float s = finite ? amax / 16256.0f : NAN;
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m256 vinv = _mm256_set1_ps(finite ? inv : 0.0f), lim = _mm256_set1_ps(16256.0f), nlim = _mm256_set1_ps(-16256.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        __m256 y0 = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 y1 = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y0 = _mm256_max_ps(_mm256_min_ps(y0, lim), nlim);
+        y1 = _mm256_max_ps(_mm256_min_ps(y1, lim), nlim);
+        const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(y0), _mm256_cvtps_epi32(y1));
+        _mm256_storeu_si256((__m256i *)(void *)(y16 + i), _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+}
+
+/* Sums of the 8 int32 lanes of four rows' accumulators: lanes 0..3 (token t) and 4..7
+ * (t+1) of each, as [row 0..3 of t | row 0..3 of t+1] in fp32. */
+static ALWAYS_INLINE __m256 trs8_hsum4(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    return _mm256_cvtepi32_ps(_mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d)));
+}
+
+/* Scores of the NR rows for tokens t < ntm2 (even): dt[t / 2][8] the dot products of the
+ * rows (blocks of 4: [rows 4i..4i+3 of t | of t+1], i = 0, 1) from the query words qw
+ * [D/16][NR][2][16] (trs8_words). */
+static ALWAYS_INLINE void trs8_scores(float *dt, __m256i *wst, const int16_t *qw, const uint8_t *payload, size_t D,
+                                      size_t ntm2, const uint8_t *pf, size_t pfn, const unsigned k, const size_t NR)
+{
+    const trs8 c = trs8_init(k);
+    const size_t ng = D / 16, gbytes = G * 2 * k;
+    for (size_t j = 0; j < ng; j++) wst[j] = trs8_start(payload + j * gbytes, k, j == ng - 1, &c);
+    for (size_t t = 0; t < ntm2; t += 2) {
+        __m256i S[8];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < 8; r++) S[r] = _mm256_setzero_si256();
+        for (size_t j = 0; j < ng; j++) {
+            const uint8_t *g = payload + j * gbytes;
+            const size_t o = (t / 2 * ng + j) * 64; /* the next record (rc->pf), a line per group step */
+            if (o < pfn) _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+            const __m256i wa = trs8_step(wst[j], g + t * 2 * k, k, 0, &c);
+            const __m256i wb = trs8_step(wa, g + (t + 1) * 2 * k, k, j == ng - 1 && t + 1 == G - 1, &c);
+            wst[j] = wb;
+            const __m256i u = trs8_lookup(wa, wb, k, &c);
+            const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(u));
+            const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(u, 1));
+            const int16_t *qj = qw + j * NR * 32;
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                const __m256i a = _mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)(qj + 32 * r)));
+                const __m256i b = _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(const void *)(qj + 32 * r + 16)));
+                S[r] = _mm256_add_epi32(S[r], _mm256_add_epi32(a, b));
+            }
+        }
+        _mm256_storeu_ps(dt + t / 2 * 16, trs8_hsum4(S[0], S[1], S[2], S[3]));
+        if (NR > 4) _mm256_storeu_ps(dt + t / 2 * 16 + 8, trs8_hsum4(S[4 % NR], S[5 % NR], S[6 % NR], S[7 % NR]));
+    }
+}
+
+/* a0[r], a1[r] (channels 0..7, 8..15 of group g, int32) = Σ_{t < ntm2} y[r][t] · c8[w(t)],
+ * y the weights' integers p16 [NR][G] (zero past each row's keys). */
+static ALWAYS_INLINE void trs8_values(__m256i a0[8], __m256i a1[8], const int16_t *p16, size_t ntm2, const uint8_t *g,
+                                      const int lastg, const unsigned k, const size_t NR)
+{
+    const trs8 c = trs8_init(k);
+    __m256i w = trs8_start(g, k, lastg, &c);
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) a0[r] = a1[r] = _mm256_setzero_si256();
+    for (size_t t = 0; t < ntm2; t += 2) {
+        const __m256i wa = trs8_step(w, g + t * 2 * k, k, 0, &c);
+        const __m256i wb = trs8_step(wa, g + (t + 1) * 2 * k, k, lastg && t + 1 == G - 1, &c);
+        w = wb;
+        const __m256i u = trs8_lookup(wa, wb, k, &c);
+        const __m256i x = _mm256_unpacklo_epi8(u, _mm256_srli_si256(u, 8)); /* (t, t+1) of each channel */
+        const __m256i vlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
+        const __m256i vhi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) {
+            int32_t pw;
+            memcpy(&pw, p16 + r * G + t, 4);
+            const __m256i pp = _mm256_set1_epi32(pw);
+            a0[r] = _mm256_add_epi32(a0[r], _mm256_madd_epi16(vlo, pp));
+            a1[r] = _mm256_add_epi32(a1[r], _mm256_madd_epi16(vhi, pp));
+        }
+    }
+}
+
+/* The query words of rows y16 [NR][D]: qw[j][r] = channels 16 j .. 16 j + 7 twice, then
+ * 16 j + 8 .. 16 j + 15 twice (the order of a group's looked-up words in trs8_scores). */
+static void trs8_words(int16_t *qw, const int16_t *y16, size_t NR, size_t D)
+{
+    for (size_t j = 0; j < D / 16; j++)
+        for (size_t r = 0; r < NR; r++) {
+            const int16_t *y = y16 + r * D + 16 * j;
+            int16_t *o = qw + (j * NR + r) * 32;
+            _mm256_storeu_si256((__m256i *)(void *)o, _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)y)));
+            _mm256_storeu_si256((__m256i *)(void *)(o + 16),
+                                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(y + 8))));
+        }
+}
+
 /* Rows go NR at a time: RB (4); 6 for 5 or 6 rows (the 6 GQA rows of a Qwen2.5 head: 12
  * value accumulators, one walk of each half's states, no zero rows); RBX (8) for more,
  * so that a record's codes are walked once per call instead of once per 4 rows; the
- * padding rows are zero queries. */
+ * padding rows are zero queries. s128: the record is on the 128-entry tables, whose
+ * 4-bit halves go by integer dot products over register lookups (trs8_scores,
+ * trs8_values; the 2- and 3-bit halves keep the pair tables, which fit L1 and cost as
+ * much). */
 static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                             const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work,
-                                            const size_t NR)
+                                            const size_t NR, const int s128)
 {
     float *p = work;            /* [RBX][G] scores, then probabilities */
     float *qs = work + RBX * G; /* [RBX][D] folded queries */
     __m256i *wst = (__m256i *)(void *)(((uintptr_t)(work + RBX * (2 * D + 4 * G + 8)) + 31) & ~(uintptr_t)31); /* [D/8] */
     float *qd = (float *)(void *)(wst + D / 8); /* [D/8][NR][16] queries in the pair layout */
+    /* the integer halves' arrays, over the pair layout's (a phase uses one or the other) */
+    float *dt = (float *)(void *)(wst + D / 16);         /* [G/2][16] dot products */
+    int16_t *y16 = (int16_t *)(void *)(dt + G / 2 * 16); /* [RBX][D] query integers */
+    int16_t *qw = y16 + RBX * D;                         /* [D/16][NR][32] query words */
+    int16_t *p16 = qw + RBX * 2 * D;                     /* [RBX][G] weight integers */
     const __m256i dlo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dhi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     const unsigned kb = rc->kbits, vb = rc->vbits;
+    const int kint = s128, vint = s128 && vb == 4;
+    float ck = 0.0f, cv = 0.0f;
+    if (kint) sjk_trellis_s128_table(kb, &ck);
+    if (vint) sjk_trellis_s128_table(vb, &cv);
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
         const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
         if (!ntm) continue;
-        float cz[RBX], zz[RBX], fct[RBX];
+        float cz[RBX], zz[RBX], fct[RBX], fk[RBX], fv[RBX];
         rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
-        for (size_t hh = 0; hh < D / 8; hh++)
-            for (size_t r = 0; r < NR; r++) {
-                const __m256 x = _mm256_loadu_ps(qs + r * D + 8 * hh);
-                _mm256_storeu_ps(qd + (hh * NR + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
-                _mm256_storeu_ps(qd + (hh * NR + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
-            }
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens; the extra score is unused */
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn, NR);
-        else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn, NR);
-        else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn, NR);
+        if (kint) {
+            for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
+                float sq;
+                trs8_pieces(y16 + r * D, &sq, qs + r * D, D);
+                fk[r] = sq * ck;
+            }
+            trs8_words(qw, y16, NR, D);
+            if (kb == 2) trs8_scores(dt, wst, qw, rc->kt, D, ntm2, rc->pf, pfn, 2, NR);
+            else if (kb == 3) trs8_scores(dt, wst, qw, rc->kt, D, ntm2, rc->pf, pfn, 3, NR);
+            else trs8_scores(dt, wst, qw, rc->kt, D, ntm2, rc->pf, pfn, 4, NR);
+            for (size_t r = 0; r < NR; r++) /* dt: [rows 0..3 of t | of t+1], then rows 4..7 */
+                for (size_t t = 0; t < ntm2; t += 2) {
+                    const float *d = dt + t / 2 * 16 + (r / 4) * 8 + r % 4;
+                    p[r * G + t] = rc->ktok[t] * (fk[r] * d[0] + cz[r]);
+                    p[r * G + t + 1] = rc->ktok[t + 1] * (fk[r] * d[4] + cz[r]);
+                }
+        } else {
+            for (size_t hh = 0; hh < D / 8; hh++)
+                for (size_t r = 0; r < NR; r++) {
+                    const __m256 x = _mm256_loadu_ps(qs + r * D + 8 * hh);
+                    _mm256_storeu_ps(qd + (hh * NR + r) * 16, _mm256_permutevar8x32_ps(x, dlo));
+                    _mm256_storeu_ps(qd + (hh * NR + r) * 16 + 8, _mm256_permutevar8x32_ps(x, dhi));
+                }
+            if (kb == 2) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 2, pfn, NR);
+            else if (kb == 3) trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 3, pfn, NR);
+            else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn, NR);
+        }
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+        if (vint) {
+            for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
+                float sp;
+                trs8_pieces(p16 + r * G, &sp, p + r * G, G);
+                fv[r] = sp * cv;
+            }
+            for (size_t j = 0; j < D / 16; j++) {
+                __m256i a0[RBX], a1[RBX];
+                trs8_values(a0, a1, p16, ntm2, rc->vt + j * (G * 2 * 4), j == D / 16 - 1, 4, NR);
+                const __m256 vc0 = _mm256_loadu_ps(rc->vch + 16 * j), vc1 = _mm256_loadu_ps(rc->vch + 16 * j + 8);
+                for (size_t r = 0; r < rb; r++) {
+                    if (!nvis[r0 + r]) continue;
+                    float *ad = acc + (r0 + r) * D + 16 * j;
+                    const __m256 f = _mm256_set1_ps(fct[r]), z = _mm256_set1_ps(zz[r]), sc = _mm256_set1_ps(fv[r]);
+                    const __m256 x0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[r]), sc, z);
+                    const __m256 x1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[r]), sc, z);
+                    _mm256_storeu_ps(ad, _mm256_fmadd_ps(_mm256_loadu_ps(ad), f, _mm256_mul_ps(vc0, x0)));
+                    _mm256_storeu_ps(ad + 8, _mm256_fmadd_ps(_mm256_loadu_ps(ad + 8), f, _mm256_mul_ps(vc1, x1)));
+                }
+            }
+            continue;
+        }
         for (size_t hh = 0; hh < D / 8; hh++) {
             __m256 a[RBX];
             if (vb == 2) trel8_values_k(a, p, ntm2, rc, hh, 2, NR);
@@ -659,19 +922,31 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
 }
 
 static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
-                               float *m, float *l, float *acc, float *work)
+                               float *m, float *l, float *acc, float *work, const int s128)
 {
-    if (R == 5 || R == 6) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, 6);
-    else if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX);
-    else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB);
+    if (R == 5 || R == 6) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, 6, s128);
+    else if (R > RB) chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RBX, s128);
+    else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB, s128);
 }
 
 /* Records: trellis read in place (chunk_trellis_avx2), scalar ones by chunk_rec_scalar. */
 static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
                            float *m, float *l, float *acc, float *work)
 {
-    if (rc->kt) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work);
+    if (rc->kt) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work, 0);
     else chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
+}
+
+/* chunk_trellis_q8: a record on the 128-entry tables by chunk_trellis8_nr's integer
+ * halves where they are 4-bit; every other record as chunk_rec (the pair tables, fp32,
+ * within the contract's tolerance of the integer reference). */
+static void chunk_trellis_q8_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                                  float *m, float *l, float *acc, float *work)
+{
+    const int s128 = rc->kt && sjk_trellis_codebook_set(rc->kcb, rc->kbits) == SJK_TRELLIS_CB_SET_S128 &&
+                     sjk_trellis_codebook_set(rc->vcb, rc->vbits) == SJK_TRELLIS_CB_SET_S128;
+    if (s128) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work, 1);
+    else chunk_rec_avx2(q, R, D, nvis, rc, m, l, acc, work);
 }
 
 /* Rows of 5..7 bits (record format v2: the low nibbles as a 4-bit row, then the high
@@ -795,5 +1070,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     NULL /* tq6_0 rows by integer dot products: decoded by the caller */, qint_prep_avx2,
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,
-    NULL /* int8-grid trellis records: chunk_rec (pair tables, fp32) */, unpack_rows_avx2,
+    chunk_trellis_q8_avx2 /* 128-entry tables; other grids: chunk_rec */, unpack_rows_avx2,
 };

@@ -199,8 +199,12 @@ typedef struct sjk_attn_kernels {
      *   acc[d] = acc[d]·f + Vch[d] · (scale_p · step_V · (float)Σ_t y_p[t] · c8[wV(d, t)] + Σ_t p·Vzero)
      * with both sums exact in int32 (|Σ| <= 512 · 16256 · 127 < 2^31). The codebook values
      * are exact, so the only rounding is the pieces' (half a step of max|x| / 16256). A
-     * record with other tables takes chunk_trellis_q16. NULL: the caller uses
-     * chunk_trellis_q16. */
+     * record with other tables takes chunk_trellis_q16. A table may read a record's
+     * values in fp32 where its integer reader is no faster (AVX2: values of 2 and 3 bits,
+     * by the pair tables; the keys, which set the running maxima, always by integers),
+     * and a table without chunk_trellis_q16 reads records on the 64 << k-entry grids as
+     * its chunk_rec (AVX2: no register lookup of tables that large). NULL: the caller
+     * uses chunk_trellis_q16. */
     void (*chunk_trellis_q8)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
     /* unpack_row over nrows payload rows (row r at rows + r · row_nbytes, its codes to
