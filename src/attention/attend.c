@@ -74,7 +74,13 @@ typedef struct attn_job {
  * 4-bit loads of 937a305), 8/4 records 8.9 / 5.1 / 12.4, the tq6_0 ring decoded before
  * use 20.5 / 26.1 / 24.2: weights 9 for those records (level with fp16) and 20 for that
  * ring (16 kept its old ratio, unmeasured). The 8/4 records with chunk_rec_q16 (AVX-512:
- * K in fp32, V 4-bit in place) keep 13, unmeasured. */
+ * K in fp32, V 4-bit in place) keep 13, unmeasured.
+ * The AVX2 table measured whole (bench_split_weights 256 4 1 with the configurations
+ * named, twice, on the idle Zen 3 EPYC at the tree of the AVX2 chunk_tq6_q16): fp16 8.2-8.4,
+ * the tq6_0 ring by chunk_tq6_q16 14.3-14.6, a q8_0 ring 9.2, 4/4 records 8.6-8.7, 6/4 9.7,
+ * 8/8 7.7, trellis records read in place 20.3-25.0 (sj:4/4ts the least, sj:4/4t the
+ * most), 8/3 (its trellis half decoded) 44.2-44.8 us a chunk: weights 9, 16, 10, 9, 10,
+ * 10, 23, 48 — the trellis records cost 2.5x fp16 there, not 1.4x. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;
@@ -84,11 +90,17 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     j->c_sink = SJK_MIN(j->n_chunks, L->sink / G);
     j->c_body = SJK_MIN(j->n_chunks, SJK_MAX(j->c_sink, sl->b / G));
     j->w_sink = 9;
+    const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
+    if (!j->k->chunk_rec_q16) { /* the AVX2 table's own measurements (above) */
+        if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 9 : 10;
+        else j->w_body = j->k->trellis_inplace && !mixed ? 23 : 48;
+        if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 16 : 20;
+        else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 10;
+        return;
+    }
     /* scalar records of 5..8 bits take the unpacked path of the other widths (13, not
      * measured separately); a trellis tile beside a wider scalar one is decoded (16) */
-    const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
-    if (L->rp.body == SJK_BODY_SCALAR && !j->k->chunk_rec_q16) j->w_body = 9; /* every record in fp32 */
-    else if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 6 : 13;
+    if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 6 : 13;
     else j->w_body = j->k->trellis_inplace && !mixed ? 13 : 16;
     if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 8 : j->k->chunk_tq6 ? 12 : 20;
     else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 12;

@@ -1,11 +1,10 @@
 /* attn_avx2.c — the AVX2/FMA/F16C attention kernels (attn_kernels.h): the kernels both
  * instruction sets share, from attn_x86.h at 8 lanes, token-axis trellis records read in
  * place (records on the 128-entry tables with integer sums where that pays), ggml block
- * rows (q8_0, q4_0) read in place with integer key scores (all below), and the payload
- * unpacking (which attn_avx512.c reuses). The families that need AVX-512 (the tq6_0
- * ring read in place, int16 record scores) are NULL here: attend.c decodes those chunks
- * and uses chunk_f32, or chunk_rec for 4-bit records. Tested against attn_ref.c
- * (tests/test_attention.c).
+ * rows (q8_0, q4_0) read in place with integer key scores, the tq6_0 ring read in place
+ * by int16 dot products (all below), and the payload unpacking (which attn_avx512.c
+ * reuses). The ring's fp32 reader and the int16 record scores are NULL here (the ring
+ * goes to chunk_tq6_q16; 4-bit records to chunk_rec, in fp32). Tested against attn_ref.c (tests/test_attention.c).
  */
 #include "codec/trellis.h" /* before attn_x86.h, whose short macros (G, W) it would see */
 
@@ -291,6 +290,294 @@ static void chunk_qblk_avx2(const sjk_attn_qint *qi, size_t R, size_t D, const u
     if (nr == 3) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 3);
     else if (nr == 6) chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 6);
     else chunk_qblk_avx2_nr(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, pf, pf_nbytes, 4);
+}
+
+/* ---- tq6_0 ring rows by integer dot products: chunk_tq6_q16 ---------------------------
+ * The staging ring's rows (tq6_0_stage: per 128 values an fp16 norm, 64 bytes of low
+ * nibbles, 32 of high bit pairs) read in place, keys and values by vpmaddwd against the
+ * centroids as int16 (sjk_attn_tq6_c16: c16 = round(c · 8191 / max|c|)), the contract of
+ * attn_kernels.h (reference: attn_ref.c's chunk_tq6_q16_ref). The fp32 way (the caller
+ * decodes the rows with the format's decode, then chunk_f32) stores and reloads 8 bytes
+ * of fp32 per value; here the codes become int16 centroids in registers:
+ *
+ *   words   32 values of a block (elements 32 g ..) per step: the 16 qs bytes in both
+ *           128-bit lanes, shifted by 0 and 4 and masked (lane 0 the even elements' low
+ *           nibbles, lane 1 the odd ones'); the qh bytes spread by a vpshufb and tested
+ *           for the code's bits 4 and 5; each centroid byte plane (low, high) looked up by
+ *           four vpshufb (one per high-bit pair) and three blends; two byte unpacks make
+ *           the words: w0 = elements 0, 2, .., 14 | 1, 3, .., 15 and w1 the same from 16
+ *           (25 operations per 32 values, against about 45 and two fp32 stores and
+ *           reloads for the decode);
+ *   keys    per row two vpmaddwd against the query words in that order (tq6w_qwords),
+ *           two groups summed in int32 (at most 8 products a lane: 8 · 32767 · 8191 <
+ *           2^31), converted and scaled by the block norm into fp32;
+ *   values  per block the weights p · Vnorm as int16 under the sum bound (q16_prep_l1),
+ *           keys in pairs: the words of keys t and t+1 interleaved (one element's pair per
+ *           int32 lane) into a buffer of TB keys, then per 8 elements and row one
+ *           vpmaddwd and one add per pair against the pair's weights broadcast.
+ * Against the decode and chunk_f32 (bench_attn_ab --drop chunk_tq6_q16 sj:4/4, Zen 3, 7
+ * rounds): 1.18-1.21x at 4K on Gemma's geometry, where the default ring holds the whole
+ * context, 1.07-1.08x on Qwen's; from 16K, where the ring is a quarter of the keys or
+ * less, 0.97-1.07x. The lookups keep it below fp16 (0.58-0.67x at 4K): a centroid
+ * costs about six times the operations of an fp16 conversion. */
+typedef struct tq6w {
+    __m256i lo[4], hi[4]; /* c16's low and high bytes, entries 16 h .. 16 h + 15 in both lanes */
+    __m256i sh, m4, qctl, b0, b1;
+} tq6w;
+
+static void tq6w_init(tq6w *c, float *cs)
+{
+    int16_t c16[64];
+    *cs = sjk_attn_tq6_c16(c16);
+    for (int h = 0; h < 4; h++) {
+        uint8_t lo[16], hi[16];
+        for (int j = 0; j < 16; j++) {
+            lo[j] = (uint8_t)((uint16_t)c16[16 * h + j] & 0xFF);
+            hi[j] = (uint8_t)((uint16_t)c16[16 * h + j] >> 8);
+        }
+        c->lo[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)lo));
+        c->hi[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)hi));
+    }
+    uint8_t ctl[32], b0[32], b1[32];
+    for (int lane = 0; lane < 2; lane++)
+        for (int b = 0; b < 16; b++) {
+            /* lane 0 byte b: element 2 b, lane 1: 2 b + 1; its bit pair at 2 (e % 4) of qh byte e / 4 */
+            const int e = 2 * b + lane, bit = 2 * (e % 4);
+            ctl[16 * lane + b] = (uint8_t)(e / 4);
+            b0[16 * lane + b] = (uint8_t)(1u << bit);
+            b1[16 * lane + b] = (uint8_t)(2u << bit);
+        }
+    c->qctl = _mm256_loadu_si256((const __m256i *)(const void *)ctl);
+    c->b0 = _mm256_loadu_si256((const __m256i *)(const void *)b0);
+    c->b1 = _mm256_loadu_si256((const __m256i *)(const void *)b1);
+    c->sh = _mm256_setr_epi64x(0, 0, 4, 4);
+    c->m4 = _mm256_set1_epi8(0x0F);
+}
+
+/* The int16 centroids of elements 32 g .. 32 g + 31 of the block at blk, in the word
+ * order above. */
+static ALWAYS_INLINE void tq6w_words(__m256i *w0, __m256i *w1, const uint8_t *blk, size_t g, const tq6w *c)
+{
+    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + 16 * g)));
+    const __m256i nib = _mm256_and_si256(_mm256_srlv_epi64(x, c->sh), c->m4);
+    const __m256i q = _mm256_shuffle_epi8(_mm256_broadcastq_epi64(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 66 + 8 * g))),
+                                          c->qctl);
+    const __m256i m0 = _mm256_cmpeq_epi8(_mm256_and_si256(q, c->b0), c->b0); /* code bit 4 */
+    const __m256i m1 = _mm256_cmpeq_epi8(_mm256_and_si256(q, c->b1), c->b1); /* code bit 5 */
+#define TQ6W_PLANE(T)                                                                                     \
+    _mm256_blendv_epi8(_mm256_blendv_epi8(_mm256_shuffle_epi8(T[0], nib), _mm256_shuffle_epi8(T[1], nib), m0), \
+                       _mm256_blendv_epi8(_mm256_shuffle_epi8(T[2], nib), _mm256_shuffle_epi8(T[3], nib), m0), m1)
+    const __m256i lo = TQ6W_PLANE(c->lo), hi = TQ6W_PLANE(c->hi);
+#undef TQ6W_PLANE
+    *w0 = _mm256_unpacklo_epi8(lo, hi);
+    *w1 = _mm256_unpackhi_epi8(lo, hi);
+}
+
+/* sjk_attn_q16_prep_l1 (attn_ref.c) 8 lanes at a time (n a multiple of 8; sum_max 0:
+ * sjk_attn_q16_prep): the same rounding of each value; the sum of |x| in another order. */
+static void q16_prep_avx2(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
+{
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
+    __m256 mx = _mm256_setzero_ps(), sa = mx, bad = mx;
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* an infinity or a NaN */
+        mx = _mm256_max_ps(mx, a);
+        sa = _mm256_add_ps(sa, a);
+    }
+    const int finite = _mm256_movemask_ps(bad) == 0;
+    float s = finite ? vhmax(mx) / 32767.0f : NAN;
+    if (sum_max) {
+        const float sl = vhsum(sa) / (float)(sum_max - sum_max / 64);
+        if (finite && sl > s) s = sl;
+    }
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    *scale = s;
+    const __m256 vinv = _mm256_set1_ps(finite ? inv : 0.0f), lim = _mm256_set1_ps(32767.0f), nlim = _mm256_set1_ps(-32767.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256 y = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm256_max_ps(_mm256_min_ps(y, lim), nlim);
+        const __m256i v = _mm256_cvtps_epi32(y);
+        _mm_storeu_si128((__m128i *)(void *)(q16 + i),
+                         _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+    }
+}
+
+/* The query words of a row q16 [D] (element order) in tq6w_words' order: per group of 32,
+ * [0, 2, .., 14 | 1, 3, .., 15] then the same from 16. */
+static void tq6w_qwords(int16_t *qw, const int16_t *q16, size_t D)
+{
+    /* in-lane: the even words then the odd ones; then the middle qwords swapped */
+    const __m256i ev = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    for (size_t i = 0; i < D; i += 16) {
+        const __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(q16 + i)), ev);
+        _mm256_storeu_si256((__m256i *)(void *)(qw + i), _mm256_permute4x64_epi64(x, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+}
+
+#define TQ6W_TB 32 /* keys per value block: their interleaved words, 8 KiB, stay in L1 */
+
+static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint8_t *K,
+                                        const uint8_t *V, size_t n, float *m, float *l, float *acc, float *work,
+                                        const size_t NR)
+{
+    const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
+    float *p = work;                              /* [RBX][G] scores, then probabilities */
+    float *kn = p + RBX * G;                      /* [G][nb] K block norms (+ 8) */
+    float *vn = kn + G * nb + 8;                  /* [nb][G] V block norms, zero past n */
+    float *x = vn + G * nb;                       /* [G] one row's weights p · Vnorm */
+    float *va = x + G;                            /* [NR][128] a block's value sums, pair order */
+    int32_t *vbuf = (int32_t *)(void *)(va + RBX * SJK_TQ_BLOCK); /* [TB/2][128] interleaved words */
+    int16_t *q16 = (int16_t *)(void *)(vbuf + TQ6W_TB / 2 * SJK_TQ_BLOCK); /* [D] */
+    int16_t *qw = q16 + D;                        /* [NR][D] query words */
+    int16_t *p16 = qw + RBX * D;                  /* [NR][G] int16 weights */
+    tq6w c;
+    float cs;
+    tq6w_init(&c, &cs);
+    size_t nall = 0;
+    for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
+    if (!nall) return;
+    qblk_scales_avx2(kn, K, nall * nb, SJK_TQ6_0_NBYTES);
+    qblk_vscales_avx2(vn, V, nall, nb, SJK_TQ6_0_NBYTES);
+    for (size_t b = 0; b < nb; b++)
+        for (size_t t = (nall + 7) & ~(size_t)7; t < G; t++) vn[b * G + t] = 0.0f;
+    const __m256i unpair = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    (void)n;
+    for (size_t r0 = 0; r0 < R; r0 += NR) {
+        size_t ntm;
+        const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
+        if (!ntm) continue;
+        float sc[8] = {0};
+        for (size_t r = 0; r < NR; r++) {
+            if (r < rb) {
+                q16_prep_avx2(q16, &sc[r], q + (r0 + r) * D, D, 0);
+                sc[r] *= cs;
+                tq6w_qwords(qw + r * D, q16, D);
+            } else {
+                memset(qw + r * D, 0, D * sizeof(int16_t));
+            }
+        }
+        /* keys */
+        for (size_t t = 0; t < ntm; t++) {
+            const uint8_t *row = K + t * row_nbytes;
+            if (r0 == 0)
+                for (size_t o = (t * row_nbytes) & ~(size_t)63; o < (t + 1) * row_nbytes; o += 64)
+                    _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+            __m256 S[QNR];
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) S[r] = _mm256_setzero_ps();
+            for (size_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * SJK_TQ6_0_NBYTES;
+                const __m256 nv = _mm256_broadcast_ss(kn + t * nb + b);
+                _Pragma("GCC unroll 2")
+                for (size_t hg = 0; hg < 4; hg += 2) { /* two groups: 8 products a lane */
+                    __m256i X[QNR];
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) X[r] = _mm256_setzero_si256();
+                    _Pragma("GCC unroll 2")
+                    for (size_t g = hg; g < hg + 2; g++) {
+                        __m256i w0, w1;
+                        tq6w_words(&w0, &w1, blk, g, &c);
+                        const int16_t *qg = qw + b * SJK_TQ_BLOCK + 32 * g;
+                        _Pragma("GCC unroll 8")
+                        for (size_t r = 0; r < NR; r++) {
+                            const __m256i a0 = _mm256_madd_epi16(w0, _mm256_loadu_si256((const __m256i *)(const void *)(qg + r * D)));
+                            const __m256i a1 = _mm256_madd_epi16(w1, _mm256_loadu_si256((const __m256i *)(const void *)(qg + r * D + 16)));
+                            X[r] = _mm256_add_epi32(X[r], _mm256_add_epi32(a0, a1));
+                        }
+                    }
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) S[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(X[r]), nv, S[r]);
+                }
+            }
+            float sv[8];
+            const __m256 z = _mm256_setzero_ps();
+            if (NR == 3) {
+                _mm_storeu_ps(sv, hsum4x8(S[0], S[1], S[2], z));
+            } else {
+                _mm_storeu_ps(sv, hsum4x8(S[0], S[1], S[2], S[3]));
+                if (NR == 6) _mm_storeu_ps(sv + 4, hsum4x8(S[4 % NR], S[5 % NR], z, z));
+            }
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r] * sc[r];
+        }
+        float fct[RBX];
+        softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
+        for (size_t r = 0; r < rb; r++) {
+            if (!nvis[r0 + r]) continue;
+            float *a = acc + (r0 + r) * D;
+            const __m256 f = _mm256_set1_ps(fct[r]);
+            for (size_t d = 0; d < D; d += 8) _mm256_storeu_ps(a + d, _mm256_mul_ps(_mm256_loadu_ps(a + d), f));
+        }
+        /* values, block by block */
+        const size_t ntm8 = (ntm + 7) & ~(size_t)7, ntm2 = (ntm + 1) & ~(size_t)1;
+        for (size_t b = 0; b < nb; b++) {
+            float ps[QNR];
+            for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys, vn past n */
+                for (size_t t = 0; t < ntm8; t += 8)
+                    _mm256_storeu_ps(x + t, _mm256_mul_ps(_mm256_loadu_ps(p + r * G + t), _mm256_loadu_ps(vn + b * G + t)));
+                q16_prep_avx2(p16 + r * G, &ps[r], x, ntm8, SJK_ATTN_TQ6_SUM_MAX);
+                ps[r] *= cs;
+            }
+            memset(va, 0, NR * SJK_TQ_BLOCK * sizeof(float));
+            for (size_t tb = 0; tb < ntm2; tb += TQ6W_TB) {
+                const size_t te = tb + TQ6W_TB < ntm2 ? tb + TQ6W_TB : ntm2;
+                for (size_t t = tb; t < te; t += 2) {
+                    const uint8_t *b0 = V + t * row_nbytes + b * SJK_TQ6_0_NBYTES;
+                    const uint8_t *b1 = t + 1 < ntm ? b0 + row_nbytes : b0; /* its weight is zero */
+                    int32_t *o = vbuf + (t - tb) / 2 * SJK_TQ_BLOCK;
+                    _Pragma("GCC unroll 4")
+                    for (size_t g = 0; g < 4; g++) {
+                        __m256i x0, x1, y0, y1;
+                        tq6w_words(&x0, &x1, b0, g, &c);
+                        tq6w_words(&y0, &y1, b1, g, &c);
+                        _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g), _mm256_unpacklo_epi16(x0, y0));
+                        _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g + 8), _mm256_unpackhi_epi16(x0, y0));
+                        _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g + 16), _mm256_unpacklo_epi16(x1, y1));
+                        _mm256_storeu_si256((__m256i *)(void *)(o + 32 * g + 24), _mm256_unpackhi_epi16(x1, y1));
+                    }
+                }
+                for (size_t e = 0; e < SJK_TQ_BLOCK; e += 8) {
+                    __m256i A[QNR];
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++) A[r] = _mm256_setzero_si256();
+                    for (size_t t = tb; t < te; t += 2) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(vbuf + (t - tb) / 2 * SJK_TQ_BLOCK + e));
+                        _Pragma("GCC unroll 8")
+                        for (size_t r = 0; r < NR; r++) {
+                            int32_t pw;
+                            memcpy(&pw, p16 + r * G + t, 4);
+                            A[r] = _mm256_add_epi32(A[r], _mm256_madd_epi16(v, _mm256_set1_epi32(pw)));
+                        }
+                    }
+                    _Pragma("GCC unroll 8")
+                    for (size_t r = 0; r < NR; r++)
+                        _mm256_storeu_ps(va + r * SJK_TQ_BLOCK + e,
+                                         _mm256_add_ps(_mm256_loadu_ps(va + r * SJK_TQ_BLOCK + e), _mm256_cvtepi32_ps(A[r])));
+                }
+            }
+            /* va in the pair order: per 8 elements 8 m + [0, 2, 4, 6, 1, 3, 5, 7] */
+            for (size_t r = 0; r < rb; r++) {
+                if (!nvis[r0 + r]) continue;
+                float *ad = acc + (r0 + r) * D + b * SJK_TQ_BLOCK;
+                const __m256 s = _mm256_set1_ps(ps[r]);
+                for (size_t e = 0; e < SJK_TQ_BLOCK; e += 8) {
+                    const __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(va + r * SJK_TQ_BLOCK + e), unpair);
+                    _mm256_storeu_ps(ad + e, _mm256_fmadd_ps(v, s, _mm256_loadu_ps(ad + e)));
+                }
+            }
+        }
+    }
+}
+
+static void chunk_tq6_q16_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint8_t *K,
+                               const uint8_t *V, size_t n, float *m, float *l, float *acc, float *work)
+{
+    const size_t nr = qblk_nr(R);
+    if (nr == 3) chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, 3);
+    else if (nr == 6) chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, 6);
+    else chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, 4);
 }
 
 /* sjk_attn_qint_prep (attn_ref.c) 8 lanes at a time, to the same bits: the same IEEE
@@ -1063,11 +1350,11 @@ void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsi
 }
 
 const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
-    "avx2", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, NULL /* tq6_0 rows: decoded by the caller */, chunk_rec_avx2,
+    "avx2", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, NULL /* tq6_0 rows in fp32: chunk_tq6_q16 reads them */, chunk_rec_avx2,
     sjk_attn_unpack_row_avx2, f16_to_f32_x, 1 /* token-axis trellis records read in place */,
     chunk_qblk_avx2,
     NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
-    NULL /* tq6_0 rows by integer dot products: decoded by the caller */, qint_prep_avx2,
+    chunk_tq6_q16_avx2, qint_prep_avx2,
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,
     chunk_trellis_q8_avx2 /* 128-entry tables; other grids: chunk_rec */, unpack_rows_avx2,
