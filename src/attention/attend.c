@@ -76,11 +76,12 @@ typedef struct attn_job {
  * ring (16 kept its old ratio, unmeasured). The 8/4 records with chunk_rec_q16 (AVX-512:
  * K in fp32, V 4-bit in place) keep 13, unmeasured.
  * The AVX2 table measured whole (bench_split_weights 256 4 1 with the configurations
- * named, twice, on the idle Zen 3 EPYC at the tree of the AVX2 chunk_tq6_q16): fp16 8.2-8.4,
- * the tq6_0 ring by chunk_tq6_q16 14.3-14.6, a q8_0 ring 9.2, 4/4 records 8.6-8.7, 6/4 9.7,
- * 8/8 7.7, trellis records read in place 20.3-25.0 (sj:4/4ts the least, sj:4/4t the
- * most), 8/3 (its trellis half decoded) 44.2-44.8 us a chunk: weights 9, 16, 10, 9, 10,
- * 10, 23, 48 — the trellis records cost 2.5x fp16 there, not 1.4x. */
+ * named, two or three runs, on the idle Zen 3 EPYC with the AVX2 chunk_tq6_q16; the
+ * table in docs/notes/benchmarks.md, stop 42): fp16 8.2-8.4, the tq6_0 ring 14.2-14.6, a
+ * q8_0 ring 9.2-9.3, 4/4 records 8.6-8.8, 6/4 9.7-9.8, 6/6 10.5-10.6, 8/8 7.7, trellis
+ * records read in place 20.2-25.0, 8/3 (its trellis half decoded) 44.2-44.8 us a chunk:
+ * weights 9, 16, 10, 9, 10 (every other scalar record), 23, 48 — the trellis records
+ * cost 2.5x fp16 there, not 1.4x. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;

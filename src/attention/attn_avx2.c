@@ -11,6 +11,45 @@
 #define SJK_ATTN_W 8
 #include "attention/attn_x86.h"
 
+/* ---- int16 forms of fp32 rows ---------------------------------------------------------
+ * y[i] = clamp(rne(x[i] / s), ±lim), s = max|x| / lim, 8 lanes at a time (n a multiple of
+ * 8), to the values of the references (attn_ref.c; vroundps is nearbyintf's round to
+ * nearest even, the same IEEE operations per value): lim 32767 and sum_max 0 is
+ * sjk_attn_q16_prep; lim 32767 with sum_max, sjk_attn_q16_prep_l1 (s raised to
+ * Σ|x| / (sum_max − sum_max / 64) when that is larger; the sum here in another order);
+ * lim 16256, the integers y = 128 hi + lo of sjk_attn_q8_pieces. A row with an infinity
+ * or a NaN: s NaN, y = 0. */
+static void int16_prep_avx2(int16_t *y16, float *scale, const float *x, size_t n, float lim, uint32_t sum_max)
+{
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
+    __m256 mx = _mm256_setzero_ps(), sa = mx, bad = mx;
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* an infinity or a NaN */
+        mx = _mm256_max_ps(mx, a);
+        sa = _mm256_add_ps(sa, a);
+    }
+    const int finite = _mm256_movemask_ps(bad) == 0;
+    float s = finite ? vhmax(mx) / lim : NAN;
+    if (sum_max) {
+        const float sl = vhsum(sa) / (float)(sum_max - sum_max / 64);
+        if (finite && sl > s) s = sl;
+    }
+    *scale = s;
+    if (!finite) { /* (x · 0 would be NaN for an infinite x) */
+        memset(y16, 0, n * sizeof *y16);
+        return;
+    }
+    const float inv = s > 0 ? 1.0f / s : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv), hi = _mm256_set1_ps(lim), lo = _mm256_set1_ps(-lim);
+    for (size_t i = 0; i < n; i += 8) {
+        __m256 y = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        y = _mm256_max_ps(_mm256_min_ps(y, hi), lo);
+        const __m256i v = _mm256_cvtps_epi32(y);
+        _mm_storeu_si128((__m128i *)(void *)(y16 + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+    }
+}
+
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
  * Without VNNI and with 16 registers, the keys are scored by vpmaddwd (16 int16 products
  * summed in pairs into 8 int32 lanes) against the query rows as int16 words
@@ -311,7 +350,7 @@ static void chunk_qblk_avx2(const sjk_attn_qint *qi, size_t R, size_t D, const u
  *   keys    per row two vpmaddwd against the query words in that order (tq6w_qwords),
  *           two groups summed in int32 (at most 8 products a lane: 8 · 32767 · 8191 <
  *           2^31), converted and scaled by the block norm into fp32;
- *   values  per block the weights p · Vnorm as int16 under the sum bound (q16_prep_l1),
+ *   values  per block the weights p · Vnorm as int16 under the sum bound (int16_prep_avx2),
  *           keys in pairs: the words of keys t and t+1 interleaved (one element's pair per
  *           int32 lane) into a buffer of TB keys, then per 8 elements and row one
  *           vpmaddwd and one add per pair against the pair's weights broadcast.
@@ -373,36 +412,6 @@ static ALWAYS_INLINE void tq6w_words(__m256i *w0, __m256i *w1, const uint8_t *bl
     *w1 = _mm256_unpackhi_epi8(lo, hi);
 }
 
-/* sjk_attn_q16_prep_l1 (attn_ref.c) 8 lanes at a time (n a multiple of 8; sum_max 0:
- * sjk_attn_q16_prep): the same rounding of each value; the sum of |x| in another order. */
-static void q16_prep_avx2(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
-{
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
-    __m256 mx = _mm256_setzero_ps(), sa = mx, bad = mx;
-    for (size_t i = 0; i < n; i += 8) {
-        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* an infinity or a NaN */
-        mx = _mm256_max_ps(mx, a);
-        sa = _mm256_add_ps(sa, a);
-    }
-    const int finite = _mm256_movemask_ps(bad) == 0;
-    float s = finite ? vhmax(mx) / 32767.0f : NAN;
-    if (sum_max) {
-        const float sl = vhsum(sa) / (float)(sum_max - sum_max / 64);
-        if (finite && sl > s) s = sl;
-    }
-    const float inv = s > 0 ? 1.0f / s : 0.0f;
-    *scale = s;
-    const __m256 vinv = _mm256_set1_ps(finite ? inv : 0.0f), lim = _mm256_set1_ps(32767.0f), nlim = _mm256_set1_ps(-32767.0f);
-    for (size_t i = 0; i < n; i += 8) {
-        __m256 y = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        y = _mm256_max_ps(_mm256_min_ps(y, lim), nlim);
-        const __m256i v = _mm256_cvtps_epi32(y);
-        _mm_storeu_si128((__m128i *)(void *)(q16 + i),
-                         _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-    }
-}
-
 /* The query words of a row q16 [D] (element order) in tq6w_words' order: per group of 32,
  * [0, 2, .., 14 | 1, 3, .., 15] then the same from 16. */
 static void tq6w_qwords(int16_t *qw, const int16_t *q16, size_t D)
@@ -451,7 +460,7 @@ static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, cons
         float sc[8] = {0};
         for (size_t r = 0; r < NR; r++) {
             if (r < rb) {
-                q16_prep_avx2(q16, &sc[r], q + (r0 + r) * D, D, 0);
+                int16_prep_avx2(q16, &sc[r], q + (r0 + r) * D, D, 32767.0f, 0);
                 sc[r] *= cs;
                 tq6w_qwords(qw + r * D, q16, D);
             } else {
@@ -517,7 +526,7 @@ static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, cons
             for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys, vn past n */
                 for (size_t t = 0; t < ntm8; t += 8)
                     _mm256_storeu_ps(x + t, _mm256_mul_ps(_mm256_loadu_ps(p + r * G + t), _mm256_loadu_ps(vn + b * G + t)));
-                q16_prep_avx2(p16 + r * G, &ps[r], x, ntm8, SJK_ATTN_TQ6_SUM_MAX);
+                int16_prep_avx2(p16 + r * G, &ps[r], x, ntm8, 32767.0f, SJK_ATTN_TQ6_SUM_MAX);
                 ps[r] *= cs;
             }
             memset(va, 0, NR * SJK_TQ_BLOCK * sizeof(float));
@@ -994,35 +1003,6 @@ static ALWAYS_INLINE __m256i trs8_lookup(__m256i wa, __m256i wb, const unsigned 
     return _mm256_blendv_epi8(_mm256_blendv_epi8(x0, x1, m5), _mm256_blendv_epi8(x2, x3, m5), m6);
 }
 
-/* sjk_attn_q8_pieces (attn_ref.c) as the integers y = 128 hi + lo, to the same values
- * (the same IEEE operations; vroundps is nearbyintf's round to nearest even), n a multiple
- * of 16: y16[i] = clamp(rne(x[i] / s), ±16256), s = max|x| / 16256 (NaN and y = 0 for a
- * row with an infinity or a NaN). */
-static void trs8_pieces(int16_t *y16, float *scale, const float *x, size_t n)
-{
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
-    __m256 mx = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-    for (size_t i = 0; i < n; i += 8) {
-        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
-        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, inf, _CMP_NLT_UQ)); /* an infinity or a NaN */
-        mx = _mm256_max_ps(mx, a);
-    }
-    const int finite = _mm256_movemask_ps(bad) == 0;
-    const float amax = finite ? vhmax(mx) : NAN;
-    const float s = finite ? amax / 16256.0f : NAN;
-    const float inv = s > 0 ? 1.0f / s : 0.0f;
-    *scale = s;
-    const __m256 vinv = _mm256_set1_ps(finite ? inv : 0.0f), lim = _mm256_set1_ps(16256.0f), nlim = _mm256_set1_ps(-16256.0f);
-    for (size_t i = 0; i < n; i += 16) {
-        __m256 y0 = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 y1 = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        y0 = _mm256_max_ps(_mm256_min_ps(y0, lim), nlim);
-        y1 = _mm256_max_ps(_mm256_min_ps(y1, lim), nlim);
-        const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(y0), _mm256_cvtps_epi32(y1));
-        _mm256_storeu_si256((__m256i *)(void *)(y16 + i), _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0)));
-    }
-}
-
 /* Sums of the 8 int32 lanes of four rows' accumulators: lanes 0..3 (token t) and 4..7
  * (t+1) of each, as [row 0..3 of t | row 0..3 of t+1] in fp32. */
 static ALWAYS_INLINE __m256 trs8_hsum4(__m256i a, __m256i b, __m256i c, __m256i d)
@@ -1145,7 +1125,7 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
         if (kint) {
             for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
                 float sq;
-                trs8_pieces(y16 + r * D, &sq, qs + r * D, D);
+                int16_prep_avx2(y16 + r * D, &sq, qs + r * D, D, 16256.0f, 0);
                 fk[r] = sq * ck;
             }
             trs8_words(qw, y16, NR, D);
@@ -1173,7 +1153,7 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
         if (vint) {
             for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
                 float sp;
-                trs8_pieces(p16 + r * G, &sp, p + r * G, G);
+                int16_prep_avx2(p16 + r * G, &sp, p + r * G, G, 16256.0f, 0);
                 fv[r] = sp * cv;
             }
             for (size_t j = 0; j < D / 16; j++) {
