@@ -357,7 +357,7 @@ static void chunk_qblk_avx2(const sjk_attn_qint *qi, size_t R, size_t D, const u
  * Against the decode and chunk_f32 (bench_attn_ab --drop chunk_tq6_q16 sj:4/4, Zen 3, 7
  * rounds): 1.18-1.21x at 4K on Gemma's geometry, where the default ring holds the whole
  * context, 1.07-1.08x on Qwen's; from 16K, where the ring is a quarter of the keys or
- * less, 0.97-1.07x. The lookups keep it below fp16 (0.58-0.67x at 4K): a centroid
+ * less, 0.97-1.07x. The lookups keep it below fp16 (0.59-0.67x at 4K, Gemma): a centroid
  * costs about six times the operations of an fp16 conversion. */
 typedef struct tq6w {
     __m256i lo[4], hi[4]; /* c16's low and high bytes, entries 16 h .. 16 h + 15 in both lanes */
