@@ -81,7 +81,8 @@ typedef struct attn_job {
  * q8_0 ring 9.2-9.3, 4/4 records 8.6-8.8, 6/4 9.7-9.8, 6/6 10.5-10.6, 8/8 7.7, trellis
  * records read in place 20.2-25.0, 8/3 (its trellis half decoded) 44.2-44.8 us a chunk:
  * weights 9, 16, 10, 9, 10 (every other scalar record), 23, 48 — the trellis records
- * cost 2.5x fp16 there, not 1.4x. */
+ * cost 2.5x fp16 there, not 1.4x; with the AVX2 chunk_rec_q16 the 4/4 records took 7.7
+ * against fp16's 8.3 (weight 8). The table is told apart by its name. */
 static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_layer *sl)
 {
     const uint32_t G = SJK_GROUP;
@@ -92,8 +93,8 @@ static void split_weights(attn_job *j, const sjk_cache_layer *L, const sjk_seq_l
     j->c_body = SJK_MIN(j->n_chunks, SJK_MAX(j->c_sink, sl->b / G));
     j->w_sink = 9;
     const int mixed = L->rl.bits_k > SJK_TRELLIS_MAX_BITS || L->rl.bits_v > SJK_TRELLIS_MAX_BITS;
-    if (!j->k->chunk_rec_q16) { /* the AVX2 table's own measurements (above) */
-        if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 9 : 10;
+    if (!strcmp(j->k->name, "avx2")) { /* the AVX2 table's own measurements (above) */
+        if (L->rp.body == SJK_BODY_SCALAR) j->w_body = L->rl.bits_k == 4 && L->rl.bits_v == 4 ? 8 : 10;
         else j->w_body = j->k->trellis_inplace && !mixed ? 23 : 48;
         if (L->k_fmt == SJK_FMT_TQ6_0_STAGE) j->w_ring = j->k->chunk_tq6_q16 ? 16 : 20;
         else j->w_ring = L->k_fmt == SJK_FMT_F16 ? 9 : 10;

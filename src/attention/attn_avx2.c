@@ -3,8 +3,9 @@
  * place (records on the 128-entry tables with integer sums where that pays), ggml block
  * rows (q8_0, q4_0) read in place with integer key scores, the tq6_0 ring read in place
  * by int16 dot products (all below), and the payload unpacking (which attn_avx512.c
- * reuses). The ring's fp32 reader and the int16 record scores are NULL here (the ring
- * goes to chunk_tq6_q16; 4-bit records to chunk_rec, in fp32). Tested against attn_ref.c (tests/test_attention.c).
+ * reuses), and 4-bit record keys by int16 dot products. The ring's fp32 reader and the
+ * int16 trellis reader are NULL here (the ring goes to chunk_tq6_q16; trellis records to
+ * chunk_trellis_q8 or chunk_rec). Tested against attn_ref.c (tests/test_attention.c).
  */
 #include "codec/trellis.h" /* before attn_x86.h, whose short macros (G, W) it would see */
 
@@ -48,6 +49,76 @@ static void int16_prep_avx2(int16_t *y16, float *scale, const float *x, size_t n
         const __m256i v = _mm256_cvtps_epi32(y);
         _mm_storeu_si128((__m128i *)(void *)(y16 + i), _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
     }
+}
+
+/* ---- 4-bit records, keys by integer dot products: chunk_rec_q16 ----------------------
+ * The contract of attn_kernels.h (reference: attn_ref.c's rec_ref with q16): per row the
+ * folded query becomes int16 (int16_prep_avx2 as sjk_attn_q16_prep) and the scores
+ *   s[t] = Ktok[t] · (scale · (float)Σ_d q16[d] · code[d][t] + cz)
+ * with the sum exact in int32 (|Σ| <= 512 · 32767 · 15 < 2^28). Per 16 tokens of a unit
+ * (its low nibbles, then its high ones) and two channels c, c+1: the two rows' 16 bytes
+ * interleaved (one unpack each way), widened to words (tokens 0..7 and 8..15, each word
+ * pair channel c then c+1 of one token) and masked or shifted to the nibble; per row one
+ * vpmaddwd against the pair (q16[c], q16[c+1]) broadcast and one add into each of the
+ * two accumulators. That is 6 operations shared per 32 values where the fp32 reader
+ * spends 12 (vld2_nib, twice), and the same 4 per row. Values as chunk_rec (fp32). */
+static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs, const float *cz, const sjk_attn_rec *rc,
+                                         size_t D, size_t ntm, size_t rb, size_t pfn, const size_t NR)
+{
+    float q16s[RBX];
+    for (size_t r = 0; r < NR; r++) {
+        if (r < rb) int16_prep_avx2(q16 + r * D, &q16s[r], qs + r * D, D, 32767.0f, 0);
+        else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
+    }
+    const __m256i m4 = _mm256_set1_epi16(0x0F);
+    const size_t ntm16 = (ntm + 15) & ~(size_t)15;
+    for (size_t t0 = 0; t0 < ntm16; t0 += 16) {
+        __m256i A[RBX], B[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) A[r] = B[r] = _mm256_setzero_si256();
+        const size_t pfo = (t0 / 32) * D * 64, ub = (t0 / 32) * 16;
+        const int high = t0 % 32 != 0;
+        for (size_t c = 0; c < D; c += 2) {
+            const uint8_t *u = rc->kp + c * (G / 2) + ub;
+            if (!high && pfo + c * 64 < pfn) {
+                _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
+                _mm_prefetch((const char *)rc->pf + pfo + c * 64 + 64, _MM_HINT_T1);
+            }
+            const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)u);
+            const __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(u + G / 2));
+            __m256i w0 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x0, x1)); /* tokens 0..7: (c, c+1) */
+            __m256i w1 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x0, x1)); /* tokens 8..15 */
+            if (high) {
+                w0 = _mm256_srli_epi16(w0, 4);
+                w1 = _mm256_srli_epi16(w1, 4);
+            } else {
+                w0 = _mm256_and_si256(w0, m4);
+                w1 = _mm256_and_si256(w1, m4);
+            }
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                int32_t wq;
+                memcpy(&wq, q16 + r * D + c, 4);
+                const __m256i qq = _mm256_set1_epi32(wq);
+                A[r] = _mm256_add_epi32(A[r], _mm256_madd_epi16(w0, qq));
+                B[r] = _mm256_add_epi32(B[r], _mm256_madd_epi16(w1, qq));
+            }
+        }
+        const __m256 kt0 = _mm256_loadu_ps(rc->ktok + t0), kt1 = _mm256_loadu_ps(rc->ktok + t0 + 8);
+        for (size_t r = 0; r < NR; r++) {
+            const __m256 sc = _mm256_set1_ps(q16s[r]), cc = _mm256_set1_ps(cz[r]);
+            _mm256_storeu_ps(p + r * G + t0, _mm256_mul_ps(kt0, _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(A[r]), cc)));
+            _mm256_storeu_ps(p + r * G + t0 + 8, _mm256_mul_ps(kt1, _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(B[r]), cc)));
+        }
+    }
+}
+
+/* Rows as chunk_rec_scalar (ROWS_NR). */
+static void chunk_rec_q16_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
+                               float *m, float *l, float *acc, float *work)
+{
+    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1));
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1);
 }
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
@@ -1333,7 +1404,7 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     "avx2", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, NULL /* tq6_0 rows in fp32: chunk_tq6_q16 reads them */, chunk_rec_avx2,
     sjk_attn_unpack_row_avx2, f16_to_f32_x, 1 /* token-axis trellis records read in place */,
     chunk_qblk_avx2,
-    NULL /* 4-bit records by integer dot products: chunk_rec scores them in fp32 */,
+    chunk_rec_q16_avx2,
     chunk_tq6_q16_avx2, qint_prep_avx2,
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,

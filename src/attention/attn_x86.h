@@ -726,13 +726,12 @@ static ALWAYS_INLINE void rec_scores(float *p, const float *qs, const float *cz,
     }
 }
 
-#if SJK_ATTN_W == 16
+/* 4-bit K codes by integer dot products (chunk_rec_q16): defined by each including file. */
 static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs, const float *cz, const sjk_attn_rec *rc, size_t D,
                            size_t ntm, size_t rb, size_t pfn, const size_t NR);
-#endif
 
 /* Record chunk: scores by channel rows of codes (rec_scores; with q16, 4-bit K codes by
- * integer dot products: rec_scores_q16, attn_avx512.c), values by token rows of codes
+ * integer dot products: rec_scores_q16, attn_avx512.c / attn_avx2.c), values by token rows of codes
  * (unpacked bytes, or 4-bit payload rows read in place); scales folded as in
  * attn_kernels.h. */
 static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -748,13 +747,12 @@ static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const
         float cz[RBX], zz[RBX], fct[RBX];
         rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-#if SJK_ATTN_W == 16
         if (q16) {
             int16_t *qi = (int16_t *)(void *)(work + RBX * (2 * D + 4 * G + 8)); /* [RBX][D] */
             rec_scores_q16(p, qi, qs, cz, rc, D, ntm, rb, pfn, NR);
-        } else
-#endif
+        } else {
             rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
+        }
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
         if (rc->vc) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_U8, rc->vc, NULL, 1, rc->vch, zz);
         else v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, NIB_BLK, VL_NIB, rc->vp, NULL, 1, rc->vch, zz);
