@@ -51,6 +51,17 @@ static void int16_prep_avx2(int16_t *y16, float *scale, const float *x, size_t n
     }
 }
 
+/* *a0 += w0 · (y[0], y[1]) and *a1 += w1 · (y[0], y[1]): per int32 lane the two int16
+ * products of a word pair against the pair y broadcast (vpmaddwd), exact. */
+static ALWAYS_INLINE void madd_pair2(__m256i *a0, __m256i *a1, __m256i w0, __m256i w1, const int16_t *y)
+{
+    int32_t v;
+    memcpy(&v, y, 4);
+    const __m256i b = _mm256_set1_epi32(v);
+    *a0 = _mm256_add_epi32(*a0, _mm256_madd_epi16(w0, b));
+    *a1 = _mm256_add_epi32(*a1, _mm256_madd_epi16(w1, b));
+}
+
 /* ---- 4-bit records, keys by integer dot products: chunk_rec_q16 ----------------------
  * The contract of attn_kernels.h (reference: attn_ref.c's rec_ref with q16): per row the
  * folded query becomes int16 (int16_prep_avx2 as sjk_attn_q16_prep) and the scores
@@ -96,13 +107,7 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
                 w1 = _mm256_and_si256(w1, m4);
             }
             _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) {
-                int32_t wq;
-                memcpy(&wq, q16 + r * D + c, 4);
-                const __m256i qq = _mm256_set1_epi32(wq);
-                A[r] = _mm256_add_epi32(A[r], _mm256_madd_epi16(w0, qq));
-                B[r] = _mm256_add_epi32(B[r], _mm256_madd_epi16(w1, qq));
-            }
+            for (size_t r = 0; r < NR; r++) madd_pair2(&A[r], &B[r], w0, w1, q16 + r * D + c);
         }
         const __m256 kt0 = _mm256_loadu_ps(rc->ktok + t0), kt1 = _mm256_loadu_ps(rc->ktok + t0 + 8);
         for (size_t r = 0; r < NR; r++) {
@@ -1135,13 +1140,7 @@ static ALWAYS_INLINE void trs8_values(__m256i a0[8], __m256i a1[8], const int16_
         const __m256i vlo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(x));
         const __m256i vhi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(x, 1));
         _Pragma("GCC unroll 8")
-        for (size_t r = 0; r < NR; r++) {
-            int32_t pw;
-            memcpy(&pw, p16 + r * G + t, 4);
-            const __m256i pp = _mm256_set1_epi32(pw);
-            a0[r] = _mm256_add_epi32(a0[r], _mm256_madd_epi16(vlo, pp));
-            a1[r] = _mm256_add_epi32(a1[r], _mm256_madd_epi16(vhi, pp));
-        }
+        for (size_t r = 0; r < NR; r++) madd_pair2(&a0[r], &a1[r], vlo, vhi, p16 + r * G + t);
     }
 }
 
