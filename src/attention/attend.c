@@ -67,14 +67,7 @@ typedef struct attn_job {
  * fp16's cost with the rows in cache; at long contexts fp16 waits on memory and the two
  * are about level). With many rows (prefill) the per-row work, the same in every region,
  * dominates: equal weights.
- * Tables without chunk_rec_q16 (AVX2) read every scalar record in fp32 (4-bit codes
- * extended in place, 8-bit rows read in place): bench_split_weights 256 4 1 on an
- * AVX2-only EPYC at load 10, three runs (the body is a difference of larger times, so
- * noisy): fp16 8.9 / 11.5 / 9.4, 4/4 records 8.2 / 15.8 / 19.4 (the last before the
- * 4-bit loads of 937a305), 8/4 records 8.9 / 5.1 / 12.4, the tq6_0 ring decoded before
- * use 20.5 / 26.1 / 24.2: weights 9 for those records (level with fp16) and 20 for that
- * ring (16 kept its old ratio, unmeasured). The 8/4 records with chunk_rec_q16 (AVX-512:
- * K in fp32, V 4-bit in place) keep 13, unmeasured.
+ * The 8/4 records on AVX-512 (K in fp32, V 4-bit in place) keep 13, unmeasured.
  * The AVX2 table measured whole (bench_split_weights 256 4 1 with the configurations
  * named, two or three runs, on the idle Zen 3 EPYC with the AVX2 chunk_tq6_q16; the
  * table in docs/notes/benchmarks.md, stop 42): fp16 8.2-8.4, the tq6_0 ring 14.2-14.6, a
