@@ -1125,9 +1125,9 @@ static ALWAYS_INLINE void trs8_scores(float *dt, __m256i *wst, const int16_t *qw
 /* a0[r], a1[r] (channels 0..7, 8..15 of group g, int32) = Σ_{t < ntm2} y[r][t] · c8[w(t)],
  * y the weights' integers p16 [NR][G] (zero past each row's keys). */
 static ALWAYS_INLINE void trs8_values(__m256i a0[8], __m256i a1[8], const int16_t *p16, size_t ntm2, const uint8_t *g,
-                                      const int lastg, const unsigned k, const size_t NR)
+                                      const int lastg, const unsigned k, const trs8 *cp, const size_t NR)
 {
-    const trs8 c = trs8_init(k);
+    const trs8 c = *cp;
     __m256i w = trs8_start(g, k, lastg, &c);
     _Pragma("GCC unroll 8")
     for (size_t r = 0; r < NR; r++) a0[r] = a1[r] = _mm256_setzero_si256();
@@ -1226,9 +1226,10 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
                 int16_prep_avx2(p16 + r * G, &sp, p + r * G, G, 16256.0f, 0);
                 fv[r] = sp * cv;
             }
+            const trs8 c4 = trs8_init(4); /* the tables once per block of rows, not per group */
             for (size_t j = 0; j < D / 16; j++) {
                 __m256i a0[RBX], a1[RBX];
-                trs8_values(a0, a1, p16, ntm2, rc->vt + j * (G * 2 * 4), j == D / 16 - 1, 4, NR);
+                trs8_values(a0, a1, p16, ntm2, rc->vt + j * (G * 2 * 4), j == D / 16 - 1, 4, &c4, NR);
                 const __m256 vc0 = _mm256_loadu_ps(rc->vch + 16 * j), vc1 = _mm256_loadu_ps(rc->vch + 16 * j + 8);
                 for (size_t r = 0; r < rb; r++) {
                     if (!nvis[r0 + r]) continue;
