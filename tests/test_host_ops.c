@@ -66,7 +66,8 @@ static size_t impls(impl *out)
     if (f & SJK_CPU_AVX2)
         out[k++] = (impl){"avx2", sjkh_dot_f16_multi_avx2, sjkh_axpy_f16_multi_avx2, sjkh_scores_f16_multi_avx2,
                           sjkh_wsum_f16_multi_avx2,
-                          sjkh_round_f16_avx2, sjkh_mm_f32_tile_avx2, NULL, NULL, NULL};
+                          sjkh_round_f16_avx2, sjkh_mm_f32_tile_avx2,
+                          sjkh_mm_f32_pack_ref, sjkh_mm_f32_panel_avx2, NULL};
     if (f & SJK_CPU_AVX512)
         out[k++] = (impl){"avx512", sjkh_dot_f16_multi_avx512, sjkh_axpy_f16_multi_avx512,
                           sjkh_scores_f16_multi_avx512, sjkh_wsum_f16_multi_avx512,
@@ -406,7 +407,7 @@ TEST(test_dispatch_follows_cpu_features)
         return;
     }
     if (f & SJK_CPU_AVX2) {
-        CHECK(d->mm_f32_panel == NULL && d->mm_f32_tile == sjkh_mm_f32_tile_avx2);
+        CHECK(d->mm_f32_panel == sjkh_mm_f32_panel_avx2 && d->mm_f32_tile == sjkh_mm_f32_tile_avx2);
         CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx2 && d->gelu_mul == sjkh_gelu_mul_ref);
         CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx2 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx2);
         printf("  AVX2 kernels in use\n");

@@ -156,6 +156,8 @@ static void ops_init(void)
         g_ops.wsum_q8_0_multi = sjkh_wsum_q8_0_multi_avx2;
         g_ops.round_f16 = sjkh_round_f16_avx2;
         g_ops.mm_f32_tile = sjkh_mm_f32_tile_avx2;
+        g_ops.mm_f32_pack = sjkh_mm_f32_pack_ref; /* O(n) per panel of 32 rows */
+        g_ops.mm_f32_panel = sjkh_mm_f32_panel_avx2;
     }
     if (f & SJK_CPU_AVX512) { /* implies AVX2; dot_f16, axpy_f16, to_f16 stay AVX2 */
         g_ops.dot_f16_multi = sjkh_dot_f16_multi_avx512;

@@ -137,3 +137,62 @@ void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt,
         }
     }
 }
+
+/* ---- packed panel (prefill) ---------------------------------------------------------
+ * The layout of ops.h (wp[i*32 + r] = w[r][i]) read as two halves of 16 rows: per half
+ * and block of 6 tokens, each input i costs 2 loads of the half panel row, one broadcast
+ * per token and 2 FMAs per token, in 12 accumulators (2 x 6 of the 16 ymm). That is 12
+ * FMAs per 8 loads and 88 bytes, where the row tile (4 rows x 2 tokens) spends 8 FMAs on
+ * 6 loads and 192 bytes re-read from L2 every 2 tokens. Every output is the plain
+ * sequential FMA sum over i, as in the AVX-512 panel (the same bits). */
+#define MM_NT2 6 /* tokens per register block */
+
+static inline __attribute__((always_inline)) void panel_half(const float *wp, const float *x, size_t n, float *y,
+                                                             size_t ys, int T, __m256i m0, __m256i m1)
+{
+    __m256 a[MM_NT2], b[MM_NT2];
+#pragma GCC unroll 6
+    for (int t = 0; t < T; t++) a[t] = b[t] = _mm256_setzero_ps();
+    const float *xi = x, *wi = wp;
+    for (size_t i = 0; i < n; i++, xi++, wi += SJKH_MM_PANEL) {
+        const __m256 w0 = _mm256_loadu_ps(wi), w1 = _mm256_loadu_ps(wi + 8);
+#pragma GCC unroll 6
+        for (int t = 0; t < T; t++) {
+            const __m256 xv = _mm256_broadcast_ss(xi + (size_t)t * n);
+            a[t] = _mm256_fmadd_ps(w0, xv, a[t]);
+            b[t] = _mm256_fmadd_ps(w1, xv, b[t]);
+        }
+    }
+#pragma GCC unroll 6
+    for (int t = 0; t < T; t++) {
+        _mm256_maskstore_ps(y + (size_t)t * ys, m0, a[t]);
+        _mm256_maskstore_ps(y + (size_t)t * ys + 8, m1, b[t]);
+    }
+}
+
+/* Lanes l < k of a maskstore mask (k clamped to 0..8). */
+static inline __m256i lanes_below(long k)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(k < 0 ? 0 : k > 8 ? 8 : k)), idx);
+}
+
+void sjkh_mm_f32_panel_avx2(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys)
+{
+    for (size_t h = 0; h < SJKH_MM_PANEL && h < nr; h += 16) {
+        const __m256i m0 = lanes_below((long)nr - (long)h), m1 = lanes_below((long)nr - (long)h - 8);
+        const float *wh = wp + h;
+        size_t t = 0;
+        for (; t + MM_NT2 <= nt; t += MM_NT2) panel_half(wh, x + t * n, n, y + t * ys + h, ys, MM_NT2, m0, m1);
+        const float *xt = x + t * n;
+        float *yt = y + t * ys + h;
+        switch (nt - t) {
+        case 0: break;
+        case 1: panel_half(wh, xt, n, yt, ys, 1, m0, m1); break;
+        case 2: panel_half(wh, xt, n, yt, ys, 2, m0, m1); break;
+        case 3: panel_half(wh, xt, n, yt, ys, 3, m0, m1); break;
+        case 4: panel_half(wh, xt, n, yt, ys, 4, m0, m1); break;
+        default: panel_half(wh, xt, n, yt, ys, 5, m0, m1); break;
+        }
+    }
+}

@@ -807,7 +807,7 @@ sjk_status sjkh_session_create(const sjkh_model *m, const sjkh_session_params *p
     s->xq_row_nbytes = max_in * 2; /* >= any dot type's bytes per value (at most 36/32) */
     s->xq = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail);
     s->xp = (uint8_t *)alloc_f(B, s->xq_row_nbytes / sizeof(float) + 1, &fail); /* >= 1.25 bytes per value */
-    /* act_quant 1 takes the f32 panel kernel for prefill chunks where it exists (AVX-512) */
+    /* act_quant 1 takes the f32 panel kernel for prefill chunks where it exists (AVX2, AVX-512) */
     s->exact_min_tok = sjkh_ops_get()->mm_f32_panel ? MM_PREFILL_EXACT_TOK : UINT32_MAX;
     if (!p->act_quant || B >= s->exact_min_tok) {
         s->wdq_per_thread = MM_WDQ_ROWS * max_in; /* also >= sjkh_mm_many_scratch_nbytes(max_in) / 4 */
