@@ -67,7 +67,7 @@ static size_t impls(impl *out)
         out[k++] = (impl){"avx2", sjkh_dot_f16_multi_avx2, sjkh_axpy_f16_multi_avx2, sjkh_scores_f16_multi_avx2,
                           sjkh_wsum_f16_multi_avx2,
                           sjkh_round_f16_avx2, sjkh_mm_f32_tile_avx2,
-                          sjkh_mm_f32_pack_ref, sjkh_mm_f32_panel_avx2, NULL};
+                          sjkh_mm_f32_pack_ref, sjkh_mm_f32_panel_avx2, sjkh_gelu_mul_avx2};
     if (f & SJK_CPU_AVX512)
         out[k++] = (impl){"avx512", sjkh_dot_f16_multi_avx512, sjkh_axpy_f16_multi_avx512,
                           sjkh_scores_f16_multi_avx512, sjkh_wsum_f16_multi_avx512,
@@ -369,11 +369,13 @@ TEST(test_silu_mul_matches_libm_form)
     }
     const float special[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 87.0f, -87.0f, 100.0f, -100.0f, 1e4f, -1e4f};
     memcpy(x + 60000, special, sizeof special);
-    void (*fns[3])(float *, const float *, size_t) = {sjkh_silu_mul_ref, NULL, sjkh_ops_get()->silu_mul};
+    void (*fns[4])(float *, const float *, size_t) = {sjkh_silu_mul_ref, NULL, sjkh_ops_get()->silu_mul, NULL};
+    static const char *const names[4] = {"ref", "avx512", "dispatched", "avx2"};
 #if defined(__x86_64__)
     if (sjk_cpu_features() & SJK_CPU_AVX512) fns[1] = sjkh_silu_mul_avx512;
+    if (sjk_cpu_features() & SJK_CPU_AVX2) fns[3] = sjkh_silu_mul_avx2;
 #endif
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         if (!fns[k]) continue;
         memcpy(h, x, N * sizeof *h);
         fns[k](h, u, N);
@@ -384,7 +386,7 @@ TEST(test_silu_mul_matches_libm_form)
             CHECKF(d <= tol, "silu_mul %d: x %.9g u %g: %.9g vs libm form %.9g", k, x[i], u[i], h[i], ref);
             if (tol > 0) worst = fmax(worst, d / tol);
         }
-        printf("  silu_mul %s: worst error / tolerance %.3f\n", k == 0 ? "ref" : k == 1 ? "avx512" : "dispatched", worst);
+        printf("  silu_mul %s: worst error / tolerance %.3f\n", names[k], worst);
         float hv = NAN, one = 1.0f;
         fns[k](&hv, &one, 1);
         CHECKF(isnan(hv), "silu_mul %d: silu(NaN) = %g", k, hv);
@@ -408,7 +410,8 @@ TEST(test_dispatch_follows_cpu_features)
     }
     if (f & SJK_CPU_AVX2) {
         CHECK(d->mm_f32_panel == sjkh_mm_f32_panel_avx2 && d->mm_f32_tile == sjkh_mm_f32_tile_avx2);
-        CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx2 && d->gelu_mul == sjkh_gelu_mul_ref);
+        CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx2 && d->gelu_mul == sjkh_gelu_mul_avx2);
+        CHECK(d->silu_mul == sjkh_silu_mul_avx2);
         CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx2 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx2);
         printf("  AVX2 kernels in use\n");
         return;

@@ -57,12 +57,12 @@ typedef struct sjkh_ops {
      * t < nt, each sum accumulated in order of i (with FMA in the SIMD versions). */
     void (*mm_f32_pack)(const float *w, size_t nr, size_t n, float *wp);
     void (*mm_f32_panel)(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
-    /* h[i] = gelu(h[i]) * u[i], GELU in its tanh form (sjkh_gelu_ref). The AVX-512
-     * version computes x / (1 + exp(-2 tanh_arg)) with its own exp; it stays within
+    /* h[i] = gelu(h[i]) * u[i], GELU in its tanh form (sjkh_gelu_ref). The SIMD
+     * versions (AVX2, AVX-512) compute x / (1 + exp(-2 tanh_arg)) with its own exp; it stays within
      * 1e-7 |x| + 1e-6 |gelu x| of the libm form (tests/test_host_ops.c). */
     void (*gelu_mul)(float *h, const float *u, size_t n);
     /* h[i] = silu(h[i]) * u[i] = h[i] / (1 + e^-h[i]) * u[i] (the SwiGLU gate of llama and
-     * qwen2). The AVX-512 version uses its own exp (the one of gelu_mul) and stays within
+     * qwen2). The SIMD versions use their own exp (the one of gelu_mul) and stay within
      * 2e-7 |x u| + 1e-6 |silu(x) u| of the libm form (tests/test_host_ops.c); a NaN stays
      * NaN, and an exponent past 88 gives the limit (x, or -0 times u) where libm's e^-x
      * overflows. */
@@ -97,6 +97,8 @@ void sjkh_to_f16_avx2(const float *src, uint16_t *dst, size_t n);
 void sjkh_mm_f32_tile_ref(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_mm_f32_panel_avx2(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
+void sjkh_silu_mul_avx2(float *h, const float *u, size_t n);
+void sjkh_gelu_mul_avx2(float *h, const float *u, size_t n);
 void sjkh_mm_f32_pack_ref(const float *w, size_t nr, size_t n, float *wp);
 void sjkh_mm_f32_panel_ref(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_gelu_mul_ref(float *h, const float *u, size_t n);

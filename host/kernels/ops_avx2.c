@@ -196,3 +196,59 @@ void sjkh_mm_f32_panel_avx2(const float *wp, size_t nr, const float *x, size_t n
         }
     }
 }
+
+/* ---- SiLU and GELU (tanh form) ------------------------------------------------------
+ * e^z for z in [-88, 88] as the AVX-512 exp16: z = k ln2 + r (ln2 in two parts), e^r by
+ * its Taylor series to r^7, then times 2^k in two factors 2^(k>>1) and 2^(k-(k>>1)) built
+ * in the exponent bits (each within the normal range; the product is scalef's exact
+ * 2^k scaling wherever the result is a normal float). */
+static inline __m256 exp8(__m256 z)
+{
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(z, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), z);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i ki = _mm256_cvtps_epi32(k), k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
+    const __m256i b = _mm256_set1_epi32(127);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, b), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, b), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+/* x / (1 + e^-x) * u, the exponent clamped to [-88, 88] as the AVX-512 version; the last
+ * n % 8 values through masked loads and stores. */
+void sjkh_silu_mul_avx2(float *h, const float *u, size_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f), hi = _mm256_set1_ps(88.0f), lo = _mm256_set1_ps(-88.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256i m = lanes_below((long)(n - i));
+        const __m256 x = _mm256_maskload_ps(h + i, m);
+        const __m256 z = _mm256_max_ps(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), x), hi), lo);
+        const __m256 g = _mm256_div_ps(x, _mm256_add_ps(one, exp8(z)));
+        _mm256_maskstore_ps(h + i, m, _mm256_mul_ps(g, _mm256_maskload_ps(u + i, m)));
+    }
+}
+
+/* 0.5 x (1 + tanh a) = x / (1 + e^(-2a)) as the AVX-512 version (past an exponent of 88
+ * the result is x * 0); the last n % 8 values through masked loads and stores. */
+void sjkh_gelu_mul_avx2(float *h, const float *u, size_t n)
+{
+    const __m256 c2 = _mm256_set1_ps(-2.0f * 0.79788456080286535587989211986876f), c3 = _mm256_set1_ps(0.044715f);
+    const __m256 one = _mm256_set1_ps(1.0f), hi = _mm256_set1_ps(88.0f), lo = _mm256_set1_ps(-88.0f);
+    for (size_t i = 0; i < n; i += 8) {
+        const __m256i m = lanes_below((long)(n - i));
+        const __m256 x = _mm256_maskload_ps(h + i, m);
+        const __m256 z = _mm256_mul_ps(_mm256_mul_ps(c2, x), _mm256_fmadd_ps(_mm256_mul_ps(c3, x), x, one)); /* -2a */
+        __m256 g = _mm256_div_ps(x, _mm256_add_ps(one, exp8(_mm256_max_ps(_mm256_min_ps(z, hi), lo))));
+        g = _mm256_blendv_ps(g, _mm256_mul_ps(x, _mm256_setzero_ps()), _mm256_cmp_ps(z, hi, _CMP_GT_OQ));
+        _mm256_maskstore_ps(h + i, m, _mm256_mul_ps(g, _mm256_maskload_ps(u + i, m)));
+    }
+}
