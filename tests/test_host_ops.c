@@ -411,7 +411,7 @@ TEST(test_dispatch_follows_cpu_features)
     if (f & SJK_CPU_AVX2) {
         CHECK(d->mm_f32_panel == sjkh_mm_f32_panel_avx2 && d->mm_f32_tile == sjkh_mm_f32_tile_avx2);
         CHECK(d->wsum_f16_multi == sjkh_wsum_f16_multi_avx2 && d->gelu_mul == sjkh_gelu_mul_avx2);
-        CHECK(d->silu_mul == sjkh_silu_mul_avx2);
+        CHECK(d->silu_mul == sjkh_silu_mul_avx2 && d->gelu_table_mul == sjkh_gelu_table_mul_avx2);
         CHECK(d->scores_q8_0_multi == sjkh_scores_q8_0_multi_avx2 && d->wsum_q8_0_multi == sjkh_wsum_q8_0_multi_avx2);
         printf("  AVX2 kernels in use\n");
         return;
@@ -450,6 +450,14 @@ TEST(test_gelu_table_mul_bit_identical)
         CHECKF(memcmp(a, b, n * sizeof *a) == 0, "dispatched gelu_table_mul differs from the reference (n %zu)", n);
         CHECK(b[n] == 12345.0f);
 #if defined(__x86_64__)
+        if (sjk_cpu_features() & SJK_CPU_AVX2) {
+            memcpy(b, x, n * sizeof *x);
+            sjkh_gelu_table_mul_avx2(b, u, n);
+            for (size_t i = 0; i < n; i++)
+                CHECKF(memcmp(&a[i], &b[i], sizeof *a) == 0, "avx2 gelu_table_mul: x %a: %a vs reference %a", x[i],
+                       b[i], a[i]);
+            CHECK(b[n] == 12345.0f);
+        }
         if (sjk_cpu_features() & SJK_CPU_AVX512) {
             memcpy(b, x, n * sizeof *x);
             sjkh_gelu_table_mul_avx512(b, u, n);

@@ -160,6 +160,7 @@ static void ops_init(void)
         g_ops.mm_f32_panel = sjkh_mm_f32_panel_avx2;
         g_ops.gelu_mul = sjkh_gelu_mul_avx2;
         g_ops.silu_mul = sjkh_silu_mul_avx2;
+        g_ops.gelu_table_mul = sjkh_gelu_table_mul_avx2;
     }
     if (f & SJK_CPU_AVX512) { /* implies AVX2; dot_f16, axpy_f16, to_f16 stay AVX2 */
         g_ops.dot_f16_multi = sjkh_dot_f16_multi_avx512;

@@ -69,7 +69,7 @@ typedef struct sjkh_ops {
     void (*silu_mul)(float *h, const float *u, size_t n);
     /* h[i] = g(h[i]) * u[i] with GELU as ggml's CPU backend computes it: g(x) = 0 for
      * x <= -10, x for x >= 10, else f32(table[f16(x)]) (sjkh_gelu_f16_table; f16 rounding
-     * to nearest even). The AVX-512 version (F16C conversions, a 16-lane gather) is
+     * to nearest even). The SIMD versions (F16C conversions, an 8- or 16-lane gather) are
      * bit-identical to the reference for every non-NaN input (tests/test_host_ops.c). */
     void (*gelu_table_mul)(float *h, const float *u, size_t n);
 } sjkh_ops;
@@ -99,6 +99,7 @@ void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt,
 void sjkh_mm_f32_panel_avx2(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_silu_mul_avx2(float *h, const float *u, size_t n);
 void sjkh_gelu_mul_avx2(float *h, const float *u, size_t n);
+void sjkh_gelu_table_mul_avx2(float *h, const float *u, size_t n);
 void sjkh_mm_f32_pack_ref(const float *w, size_t nr, size_t n, float *wp);
 void sjkh_mm_f32_panel_ref(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_gelu_mul_ref(float *h, const float *u, size_t n);

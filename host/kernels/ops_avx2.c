@@ -252,3 +252,28 @@ void sjkh_gelu_mul_avx2(float *h, const float *u, size_t n)
         _mm256_maskstore_ps(h + i, m, _mm256_mul_ps(g, _mm256_maskload_ps(u + i, m)));
     }
 }
+
+/* ggml's table GELU (ops.h gelu_table_mul), bit-identical to the reference: vcvtps2ph
+ * rounds to nearest even as sjkh_f32_to_f16 does, the 8 f16 patterns index the table
+ * through a 32-bit gather (scale 2; the table's two pad entries keep the last index
+ * inside it), the low halves converted back; x >= 10 keeps x, x <= -10 gives 0. Tail:
+ * the reference. */
+void sjkh_gelu_table_mul_avx2(float *h, const float *u, size_t n)
+{
+    const uint16_t *tab = sjkh_gelu_f16_table();
+    const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+    const __m256i low16 = _mm256_set1_epi32(0xFFFF);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(h + i);
+        const __m256i idx = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)tab, idx, 2), low16);
+        /* the 8 words to the low 128 bits, then to f32 */
+        const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1));
+        __m256 y = _mm256_cvtph_ps(w);
+        y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
+        y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(y, _mm256_loadu_ps(u + i)));
+    }
+    sjkh_gelu_table_mul_ref(h + i, u + i, n - i);
+}
