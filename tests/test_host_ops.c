@@ -450,20 +450,15 @@ TEST(test_gelu_table_mul_bit_identical)
         CHECKF(memcmp(a, b, n * sizeof *a) == 0, "dispatched gelu_table_mul differs from the reference (n %zu)", n);
         CHECK(b[n] == 12345.0f);
 #if defined(__x86_64__)
-        if (sjk_cpu_features() & SJK_CPU_AVX2) {
+        const struct { const char *name; unsigned need; void (*fn)(float *, const float *, size_t); } simd[] = {
+            {"avx2", SJK_CPU_AVX2, sjkh_gelu_table_mul_avx2}, {"avx512", SJK_CPU_AVX512, sjkh_gelu_table_mul_avx512}};
+        for (size_t k = 0; k < SJKH_ARRAY_LEN(simd); k++) {
+            if (!(sjk_cpu_features() & simd[k].need)) continue;
             memcpy(b, x, n * sizeof *x);
-            sjkh_gelu_table_mul_avx2(b, u, n);
+            simd[k].fn(b, u, n);
             for (size_t i = 0; i < n; i++)
-                CHECKF(memcmp(&a[i], &b[i], sizeof *a) == 0, "avx2 gelu_table_mul: x %a: %a vs reference %a", x[i],
-                       b[i], a[i]);
-            CHECK(b[n] == 12345.0f);
-        }
-        if (sjk_cpu_features() & SJK_CPU_AVX512) {
-            memcpy(b, x, n * sizeof *x);
-            sjkh_gelu_table_mul_avx512(b, u, n);
-            for (size_t i = 0; i < n; i++)
-                CHECKF(memcmp(&a[i], &b[i], sizeof *a) == 0, "avx512 gelu_table_mul: x %a: %a vs reference %a", x[i],
-                       b[i], a[i]);
+                CHECKF(memcmp(&a[i], &b[i], sizeof *a) == 0, "%s gelu_table_mul: x %a: %a vs reference %a",
+                       simd[k].name, x[i], b[i], a[i]);
             CHECK(b[n] == 12345.0f);
         }
 #endif
