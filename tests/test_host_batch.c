@@ -1,8 +1,9 @@
 /* test_host_batch.c — sjkh_session_decode_batch on the real models: three sessions at
  * different positions (different prompts, lengths, caches) decode together in one pass;
  * each row's logits are compared with the same session decoding alone (a twin session fed
- * the same tokens one at a time): fewer rows than the prefill threshold (16) take the
- * same integer block dots per row, so the logits are bit-identical. Bad batches
+ * the same tokens one at a time): a decode batch takes the per-row kernels at any row
+ * count, so the logits are bit-identical, also for 17 rows (past both prefill
+ * thresholds). Bad batches
  * (a session twice, a full session, a token outside the vocabulary, a batch larger than
  * n_batch) are refused and change no session. SKIPs without the model files. */
 #include <math.h>
@@ -123,6 +124,84 @@ done:
     sjkh_model_free(m);
 }
 
+/* A batch at and past the prefill thresholds (16 rows with 8-bit activations, 8 with
+ * exact ones): a decode batch keeps the per-row kernels at any count (forward.c
+ * decode_rows), so every row is still bit-identical to its session decoding alone. */
+enum { NW = 17 };
+
+static sjkh_session *mk_aq(const sjkh_model *m, unsigned act_quant)
+{
+    sjkh_session_params p = sjkh_session_params_default();
+    p.n_ctx = 64;
+    p.n_batch = 32;
+    p.n_threads = 2;
+    p.kv = "f16";
+    p.act_quant = act_quant;
+    sjkh_session *s = NULL;
+    char err[256] = "";
+    CHECKF(sjkh_session_create(m, &p, &s, err, sizeof err) == SJK_OK, "%s", err);
+    return s;
+}
+
+static void wide_batch(const char *file, unsigned act_quant, int *ran)
+{
+    const char *path = test_model_path(file);
+    if (access(path, R_OK)) return;
+    (*ran)++;
+    sjkh_model *m = NULL;
+    char err[512];
+    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
+    if (!m) return;
+    const size_t V = sjkh_model_get_info(m)->n_vocab;
+    sjkh_session *bat[NW] = {0}, *one[NW] = {0};
+    float *lb = malloc(NW * V * sizeof(float)), *l1 = malloc(V * sizeof(float));
+    int32_t next[NW];
+    sjk_status rs[NW];
+    int ok = lb && l1, same = 0;
+    for (int i = 0; i < NW && ok; i++) {
+        bat[i] = mk_aq(m, act_quant);
+        one[i] = mk_aq(m, act_quant);
+        ok = bat[i] && one[i];
+    }
+    for (int i = 0; i < NW && ok; i++) {
+        int32_t ids[24];
+        const uint32_t n = 2 + (uint32_t)i;
+        for (uint32_t t = 0; t < n; t++) ids[t] = (int32_t)((t * 7919u + 131u * (unsigned)i) % (V - 300)) + 200;
+        CHECK(sjkh_session_feed(bat[i], ids, n, l1, 0, err, sizeof err) == SJK_OK);
+        CHECK(sjkh_session_feed(one[i], ids, n, l1, 0, err, sizeof err) == SJK_OK);
+        next[i] = argmax(l1, V);
+    }
+    if (ok) {
+        CHECKF(sjkh_session_decode_batch(bat, NW, next, lb, rs, err, sizeof err) == SJK_OK, "%s", err);
+        for (int i = 0; i < NW; i++) {
+            CHECK(rs[i] == SJK_OK);
+            CHECK(sjkh_session_feed(one[i], &next[i], 1, l1, 0, err, sizeof err) == SJK_OK);
+            same += memcmp(lb + i * V, l1, V * sizeof(float)) == 0;
+        }
+        printf("  %s, act_quant %u: a batch of %d rows, %d bit-identical to the session alone\n", file, act_quant, NW,
+               same);
+        CHECK(same == NW);
+    }
+    for (int i = 0; i < NW; i++) {
+        sjkh_session_free(bat[i]);
+        sjkh_session_free(one[i]);
+    }
+    free(lb);
+    free(l1);
+    sjkh_model_free(m);
+}
+
+TEST(test_wide_decode_batch_matches_single)
+{
+    int ran = 0;
+    wide_batch("SmolLM2-135M-Instruct.Q4_1.gguf", 1, &ran);
+    if (!test_light()) { /* (the sanitizer runs: the one case) */
+        wide_batch("SmolLM2-135M-Instruct.Q4_1.gguf", 0, &ran);
+        wide_batch("gemma-3-270m-q4_k_m.gguf", 1, &ran);
+    }
+    if (!ran) SKIP("no model files (scripts/fetch-model all)");
+}
+
 TEST(test_decode_batch_matches_single)
 {
     int ran = 0;
@@ -134,5 +213,6 @@ TEST(test_decode_batch_matches_single)
 int main(void)
 {
     RUN(test_decode_batch_matches_single);
+    RUN(test_wide_decode_batch_matches_single);
     return test_summary();
 }

@@ -214,6 +214,8 @@ typedef struct mmx_job {
     float *wdq;     /* per-thread buffers */
     size_t wdq_per_thread;
     const sjkh_ops *ops;
+    int rows_alone; /* a decode batch: the row tile, whose tokens are summed one by one as
+                       a single token's would be, at any count */
 } mmx_job;
 
 static void mmx_dequant_rows(const mmx_job *j, size_t r0, size_t nr, float *buf)
@@ -256,7 +258,7 @@ static void mmx_task(void *ctx, uint32_t task, uint32_t thread)
     const mmx_job *j = ctx;
     float *buf = j->wdq + (size_t)thread * j->wdq_per_thread;
     size_t r0 = task * j->rows_per_task, r1 = SJKH_MIN(j->n_out, r0 + j->rows_per_task);
-    if (j->ops->mm_f32_panel && j->n_tok >= MM_PANEL_MIN_TOK) {
+    if (j->ops->mm_f32_panel && j->n_tok >= MM_PANEL_MIN_TOK && !j->rows_alone) {
         float *wp = buf + SJKH_MM_PANEL * j->n_in;
         for (size_t rt = r0; rt < r1; rt += SJKH_MM_PANEL) {
             size_t nr = SJKH_MIN(r1 - rt, (size_t)SJKH_MM_PANEL);
@@ -291,7 +293,7 @@ static void matmul_exact(sjkh_session *s, const sjkh_tensor *W, const float *x, 
     rpt = SJKH_MAX((size_t)MM_EXACT_ROWS, SJKH_MIN((size_t)256, rpt));
     rpt = (rpt + SJKH_MM_PANEL - 1) / SJKH_MM_PANEL * SJKH_MM_PANEL;
     mmx_job j = {W->data, W->row_nbytes, W->type, x, xd, y, n_in, n_out, n, rpt, sjkh_qtraits_get(W->type)->dequant,
-                 s->wdq, s->wdq_per_thread, sjkh_ops_get()};
+                 s->wdq, s->wdq_per_thread, sjkh_ops_get(), s->decode_rows};
     sjk_pool_run(s->pool, mmx_task, &j, (n_out + rpt - 1) / rpt);
 }
 
@@ -382,7 +384,8 @@ static void matmul_many(sjkh_session *s, const sjkh_tensor *W, const sjkh_qtrait
  * (decode, short feeds) take the integer block dots (mm_task). A prefill chunk of a type
  * with a many-token integer kernel (quants.h mm_many: Q4_K, Q6_K, Q8_0, Q5_0 with
  * AVX512-VNNI) takes it (matmul_many): the same numbers as the block dots, bit for bit,
- * 2.2-3.4x the f32 panel at 512 tokens (bench/bench_mm_k.c). Other types expand the
+ * 2.2-3.4x the f32 panel at 512 tokens (bench/bench_mm_k.c). Other types (in a prefill
+ * chunk; a decode batch keeps the block dots, so that a row is its session's own) expand the
  * rounded activations back to f32 (d * q, exact for Q8_0/Q8_1) and take the exact path's
  * packed f32 panel kernel: the same products summed in f32 in another order (plus, for
  * Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the weights' mins,
@@ -399,7 +402,7 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
         matmul_many(s, W, qt, x, n, y);
         return;
     }
-    if (n >= s->exact_min_tok) {
+    if (n >= s->exact_min_tok && !s->decode_rows) {
         const float *xd = NULL;
         if (qt->quantize) {
             act_quantize(s, qt, x, n, n_in, 1);
@@ -936,7 +939,9 @@ sjk_status sjkh_session_decode_batch(sjkh_session *const *ss, size_t n, const in
     }
     for (size_t i = 0; i < n; i++) status[i] = SJK_OK;
     fwd_rows fr = {ss, status};
+    s->decode_rows = 1;
     sjk_status st = forward(s, tokens, n, logits, 1, &fr);
+    s->decode_rows = 0;
     if (st) return FAIL(st, "decode batch: %s", sjk_status_str(st));
     for (size_t i = 0; i < n; i++)
         if (status[i]) ss[i]->failed = status[i]; /* its layers may disagree: refused until a reset */

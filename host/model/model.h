@@ -71,6 +71,9 @@ struct sjkh_session {
     uint32_t exact_min_tok;       /* act_quant 1: chunks of >= this many tokens run the f32
                                      panel matmul on rounded activations (forward.c matmul;
                                      UINT32_MAX: never; wdq and xr exist when B >= it) */
+    int decode_rows;              /* the pass is a decode batch (sjkh_session_decode_batch):
+                                     act_quant 1 keeps the integer dots at any row count, so
+                                     each row's logits are those of its session alone */
 };
 
 #endif
