@@ -35,14 +35,22 @@ static int32_t argmax(const float *x, size_t n)
     return (int32_t)b;
 }
 
-static void one_model(const char *file, int *ran)
+/* The model at file, counted in *ran; NULL (nothing counted) when the file is missing. */
+static sjkh_model *load_model(const char *file, int *ran)
 {
     const char *path = test_model_path(file);
-    if (access(path, R_OK)) return;
+    if (access(path, R_OK)) return NULL;
     (*ran)++;
     sjkh_model *m = NULL;
     char err[512];
-    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
+    CHECKF(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK, "%s", err);
+    return m;
+}
+
+static void one_model(const char *file, int *ran)
+{
+    sjkh_model *m = load_model(file, ran);
+    char err[512];
     if (!m) return;
     const size_t V = sjkh_model_get_info(m)->n_vocab;
     const char *kvs[NS] = {"f16", "sj:4/4:sink=0:tail=0", "q8_0/q4_0"};
@@ -145,12 +153,8 @@ static sjkh_session *mk_aq(const sjkh_model *m, unsigned act_quant)
 
 static void wide_batch(const char *file, unsigned act_quant, int *ran)
 {
-    const char *path = test_model_path(file);
-    if (access(path, R_OK)) return;
-    (*ran)++;
-    sjkh_model *m = NULL;
+    sjkh_model *m = load_model(file, ran);
     char err[512];
-    CHECK(sjkh_model_load(path, &m, err, sizeof err) == SJK_OK);
     if (!m) return;
     const size_t V = sjkh_model_get_info(m)->n_vocab;
     sjkh_session *bat[NW] = {0}, *one[NW] = {0};
