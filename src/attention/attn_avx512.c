@@ -251,7 +251,7 @@ static ALWAYS_INLINE void tq6_block(__m512 e[RBX], const uint8_t *blk, size_t b,
 /* Scores p[r][t] of keys [0, ntm): per key, per block the rows' lane partials (tq6_block)
  * scaled by the block norm, summed over the blocks, reduced, times sc[r] (1, or for int16
  * the row's q16 scale times the centroids'); V: the chunk's V rows, prefetched a row per
- * key (ring rows at long contexts come from L3: 1.01-1.04x, docs/notes/benchmarks.md). */
+ * key (ring rows at long contexts come from L3: 1.01-1.05x, docs/notes/benchmarks.md "Attention"). */
 static ALWAYS_INLINE void tq6_scores(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn, const float *qp,
                                      const int16_t *qi, size_t D, const float *sc, const tq6_lut *tt,
                                      const __m512i c16lo, const __m512i c16hi, const size_t NR, const int q16,
