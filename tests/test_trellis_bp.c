@@ -283,7 +283,7 @@ TEST(test_trellis_bp_tiles_equal_old)
                 for (int axis = 0; axis < 2; axis++) {
                     const int rows = (int)((k + (unsigned)src + (unsigned)axis) & 1); /* the refit's two kinds */
                     sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)k, (uint8_t)rows,
-                                           (uint8_t)axis, SJK_TRELLIS_REFIT_LSQ};
+                                           (uint8_t)axis, SJK_TRELLIS_REFIT_LSQ, 0};
                     const size_t T = axis ? D : G;
                     const size_t sn = sjk_trellis_tile_scratch_nbytes(&tt) + old_scratch_nbytes(T);
                     void *scr = xalloc(sn);
@@ -406,7 +406,7 @@ static sjk_status old_quantize_tile(const sjk_tile_view *tile, uint8_t *payload,
     const size_t D = is_v ? tile->n_cols : tile->n_rows, G = is_v ? tile->n_rows : tile->n_cols;
     sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)tile->bits,
                            is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
-                           o->axis ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ};
+                           o->axis ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ, 0};
     (void)row_nbytes;
     const float *M = tile->M;
     if (is_v) {
@@ -442,7 +442,7 @@ TEST(test_trellis_record_in_place_equals_old_copy)
                 sjk_record_params p = {(uint32_t)D, (uint8_t)splits[si][0], (uint8_t)splits[si][1],
                                        (uint8_t)(axis ? SJK_BODY_TRELLIS_CHANNEL : SJK_BODY_TRELLIS), SJK_BALANCE_SJ};
                 const size_t rn = sjk_record_nbytes(&p), sn = sjk_record_scratch_nbytes(&p);
-                sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, 4, 0, (uint8_t)axis, SJK_TRELLIS_REFIT_LSQ};
+                sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, 4, 0, (uint8_t)axis, SJK_TRELLIS_REFIT_LSQ, 0};
                 old_ctx o = {(uint8_t)axis, xalloc(D * G * sizeof(float)), xalloc(512 * sizeof(float)),
                              xalloc(512 * sizeof(float)), xalloc(512 * sizeof(float)), NULL, 0};
                 o.ts_nbytes = sjk_trellis_tile_scratch_nbytes(&tt);

@@ -130,7 +130,7 @@ static void refit(size_t n_tiles)
                 for (int m = 0; m < 3; m++) {
                     sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)k,
                                            is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
-                                           SJK_TRELLIS_AXIS_TOKEN, (uint8_t)m};
+                                           SJK_TRELLIS_AXIS_TOKEN, (uint8_t)m, 0};
                     size_t sn = sjk_trellis_tile_scratch_nbytes(&tt);
                     void *scratch = xalloc(sn);
                     sjk_rng r;

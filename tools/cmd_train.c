@@ -83,7 +83,7 @@ static int tile_sequences(float *u, size_t n_seq, size_t col, const sjk_tile_set
         free(mean);
         return 0;
     }
-    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, 4, 0, SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ};
+    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, 4, 0, SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ, 0};
     for (size_t j = 0; j < want; j++) {
         size_t i = j * s->n / want; /* evenly through the set, whole tiles */
         tt.rows = s->rows[i];
@@ -127,7 +127,7 @@ static int load_sets(const char *P, const char *list, int rows, const char *tens
 static double tile_snr(const sjk_tile_set *s, unsigned k, const float *cb)
 {
     const size_t D = s->D, G = s->G, m = D * G, R = D > G ? D : G;
-    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)k, 0, SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ};
+    sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)k, 0, SJK_TRELLIS_AXIS_TOKEN, SJK_TRELLIS_REFIT_LSQ, 0};
     size_t sn = sjk_trellis_tile_scratch_nbytes(&tt);
     void *scratch = aligned_alloc(64, (sn + 63) & ~(size_t)63);
     uint8_t *payload = malloc(sjk_trellis_tile_payload_nbytes(&tt));

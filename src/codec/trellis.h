@@ -197,6 +197,9 @@ typedef struct sjk_trellis_tile {
     uint8_t rows;       /* sjk_trellis_rows */
     uint8_t axis;       /* sjk_trellis_axis */
     uint8_t refit;      /* sjk_trellis_refit */
+    uint8_t peak_guard; /* 1: the K rows' peak guard (trellis.c; the int8-grid bodies set
+                           it, trellis_record.c); 0, as brace initialisers leave it: the
+                           plain map */
 } sjk_trellis_tile;
 
 /* Payload bytes: D*G*k/8. */
@@ -263,7 +266,8 @@ void sjk_trellis_set_observer(sjk_trellis_tile_observer fn, void *ctx);
 
 /* Steps 1-2 of the tile encode: u receives the tile normalised as the search sees it,
  * step-major [T][n_seq] (T = G on the token axis), mean/istd the rows' provisional map
- * (max(D, G) floats each). SJK_ERR_PARAM for bad shapes. */
+ * (max(D, G) floats each; with tt->peak_guard, the guard of the committed table,
+ * trellis.c). SJK_ERR_PARAM for bad shapes. */
 sjk_status sjk_trellis_tile_normalize(const sjk_trellis_tile *tt, const sjk_trellis_input *in, float *u,
                                       float *mean, float *istd);
 

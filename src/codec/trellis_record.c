@@ -26,6 +26,13 @@
 #include "codec/trellis.h"
 #include "codec/trellis_record.h"
 
+/* The K rows' peak guard (trellis.c) is the int8-grid bodies' writer; the float-table
+ * bodies of record formats 1-3 keep their writer's plain map. */
+static int guarded(unsigned body)
+{
+    return body == SJK_BODY_TRELLIS_I8 || body == SJK_BODY_TRELLIS_REAL_I8 || body == SJK_BODY_TRELLIS_S128;
+}
+
 static void tiles_of(const sjk_record_params *p, sjk_trellis_tile *tk, sjk_trellis_tile *tv)
 {
     tk->D = tv->D = p->head_dim;
@@ -37,6 +44,8 @@ static void tiles_of(const sjk_record_params *p, sjk_trellis_tile *tk, sjk_trell
     tk->axis = tv->axis = p->body == SJK_BODY_TRELLIS_CHANNEL ? SJK_TRELLIS_AXIS_CHANNEL
                                                               : SJK_TRELLIS_AXIS_TOKEN;
     tk->refit = tv->refit = SJK_TRELLIS_REFIT_LSQ;
+    tk->peak_guard = guarded(p->body);
+    tv->peak_guard = 0;
 }
 
 /* The column scale as the record stores it (fp16 of 1/inv_col), inverted: dividing by the
@@ -70,7 +79,7 @@ sjk_status sjk_trellis_quantize_tile(const sjk_tile_view *tile, uint8_t *payload
     sjk_trellis_tile tt = {(uint32_t)D, (uint32_t)G, (uint8_t)tile->bits,
                            is_v ? SJK_TRELLIS_ROWS_TOKENS : SJK_TRELLIS_ROWS_CHANNELS,
                            sc->body == SJK_BODY_TRELLIS_CHANNEL ? SJK_TRELLIS_AXIS_CHANNEL : SJK_TRELLIS_AXIS_TOKEN,
-                           SJK_TRELLIS_REFIT_LSQ};
+                           SJK_TRELLIS_REFIT_LSQ, (uint8_t)(!is_v && guarded(sc->body))};
     if (G != SJK_GROUP || row_nbytes * (is_v ? G : D) != sjk_trellis_tile_payload_nbytes(&tt))
         return SJK_ERR_PARAM;
     uint8_t *base = (uint8_t *)(((uintptr_t)sc->scratch + 63) & ~(uintptr_t)63);
