@@ -592,17 +592,19 @@ void sjk_trellis_set_observer(sjk_trellis_tile_observer fn, void *ctx)
  * the Qwen model's 4/4t KL to 0.64-0.88x on three documents and left Gemma 3's level
  * (0.82-1.22x, 0.96x pooled); at 3 bits (g = 0.9) it raised Gemma's KL on every
  * comparison (1.07-1.20x), so 3-bit tiles keep the plain map (4K and 16K probes,
- * docs/studies/qwen2.5-coder-1.5b.md, "The trellis keys' extremes"). The tile asks for it (peak_guard): the
- * record layer sets it for the int8-grid bodies (t, tr, ts), and the float-table bodies
- * of the older record formats (tf, trf, tc) keep the plain map, so that this build still
- * writes an old writer's bytes for them (tests/test_record_v1_fixture.c). */
+ * docs/studies/qwen2.5-coder-1.5b.md, "The trellis keys' extremes"). The tile asks for
+ * it (peak_guard): the record layer sets it for the int8-grid bodies (t, tr, ts), and
+ * the float-table bodies of the older record formats (tf, trf, tc) keep the plain map, so
+ * that this build still writes an old writer's bytes for them
+ * (tests/test_record_v1_fixture.c). */
 #define SJK_TRELLIS_PEAK_Z 3.0
 static double peak_guard(const float *cb, unsigned k)
 {
     static const double g[5] = {0, 0, 0, 0, 0.80};
+    if (k > 4 || g[k] == 0) return 0;
     double cmax = 0;
     for (size_t w = 0; w < ((size_t)64 << k); w++) cmax = fmax(cmax, fabs((double)cb[w]));
-    return k < 5 ? g[k] * cmax : 0;
+    return g[k] * cmax;
 }
 
 /* Steps 1 and 2 of the tile encode: each row's provisional map (mean and biased standard
