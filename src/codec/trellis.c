@@ -621,17 +621,14 @@ static void tile_normalize(const tile_view *vp, const sjk_trellis_input *in, flo
             double x = v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i);
             s += x;
         }
-        double mu = s / (double)m;
+        double mu = s / (double)m, dev = 0; /* dev: the largest |x - mu| */
         for (size_t i = 0; i < m; i++) {
             double x = (v.rows_are_channels ? in_at(in, i, r) : in_at(in, r, i)) - mu;
             s2 += x * x;
+            dev = fmax(dev, fabs(x));
         }
         double sd = sqrt(s2 / (double)m);
-        if (v.peak > 0 && v.rows_are_channels) {
-            double dev = 0;
-            for (size_t i = 0; i < m; i++) dev = fmax(dev, fabs((double)in_at(in, i, r) - mu));
-            if (dev > SJK_TRELLIS_PEAK_Z * sd) sd = fmax(sd, dev / v.peak);
-        }
+        if (v.peak > 0 && v.rows_are_channels && dev > SJK_TRELLIS_PEAK_Z * sd) sd = fmax(sd, dev / v.peak);
         mean[r] = (float)mu;
         istd[r] = sd > 1e-30 ? (float)(1.0 / sd) : 0.0f;
     }
