@@ -67,7 +67,7 @@ static size_t impls(impl *out)
         out[k++] = (impl){"avx2", sjkh_dot_f16_multi_avx2, sjkh_axpy_f16_multi_avx2, sjkh_scores_f16_multi_avx2,
                           sjkh_wsum_f16_multi_avx2,
                           sjkh_round_f16_avx2, sjkh_mm_f32_tile_avx2,
-                          sjkh_mm_f32_pack_ref, sjkh_mm_f32_panel_avx2, sjkh_gelu_mul_avx2};
+                          sjkh_mm_f32_pack_avx2, sjkh_mm_f32_panel_avx2, sjkh_gelu_mul_avx2};
     if (f & SJK_CPU_AVX512)
         out[k++] = (impl){"avx512", sjkh_dot_f16_multi_avx512, sjkh_axpy_f16_multi_avx512,
                           sjkh_scores_f16_multi_avx512, sjkh_wsum_f16_multi_avx512,

@@ -156,7 +156,7 @@ static void ops_init(void)
         g_ops.wsum_q8_0_multi = sjkh_wsum_q8_0_multi_avx2;
         g_ops.round_f16 = sjkh_round_f16_avx2;
         g_ops.mm_f32_tile = sjkh_mm_f32_tile_avx2;
-        g_ops.mm_f32_pack = sjkh_mm_f32_pack_ref; /* O(n) per panel of 32 rows */
+        g_ops.mm_f32_pack = sjkh_mm_f32_pack_avx2;
         g_ops.mm_f32_panel = sjkh_mm_f32_panel_avx2;
         g_ops.gelu_mul = sjkh_gelu_mul_avx2;
         g_ops.silu_mul = sjkh_silu_mul_avx2;

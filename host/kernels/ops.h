@@ -50,8 +50,8 @@ typedef struct sjkh_ops {
     void (*mm_f32_tile)(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
     /* Packed form of the same product, for many tokens (prefill); NULL where the ISA has
      * no panel kernel (then mm_f32_tile serves; the reference table, whose panel is for
-     * tests). The AVX2 table packs with the reference (the pack is O(n) per panel). mm_f32_pack lays nr <= SJKH_MM_PANEL
-     * rows of n (w, contiguous) out column by column, zeros past nr:
+     * tests). mm_f32_pack lays nr <= SJKH_MM_PANEL rows of n (w, contiguous) out column
+     * by column, zeros past nr (bit-identical in every version):
      *   wp [n][SJKH_MM_PANEL]:  wp[i*SJKH_MM_PANEL + r] = w[r*n + i]
      * mm_f32_panel: y[t*ys + r] = sum_i wp[i*SJKH_MM_PANEL + r] * x[t*n + i] for r < nr,
      * t < nt, each sum accumulated in order of i (with FMA in the SIMD versions). */
@@ -96,6 +96,7 @@ void sjkh_axpy_f16_avx2(float s, const uint16_t *x, float *y, size_t n);
 void sjkh_to_f16_avx2(const float *src, uint16_t *dst, size_t n);
 void sjkh_mm_f32_tile_ref(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
+void sjkh_mm_f32_pack_avx2(const float *w, size_t nr, size_t n, float *wp);
 void sjkh_mm_f32_panel_avx2(const float *wp, size_t nr, const float *x, size_t nt, size_t n, float *y, size_t ys);
 void sjkh_silu_mul_avx2(float *h, const float *u, size_t n);
 void sjkh_gelu_mul_avx2(float *h, const float *u, size_t n);

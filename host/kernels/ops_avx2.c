@@ -138,6 +138,58 @@ void sjkh_mm_f32_tile_avx2(const float *w, size_t nr, const float *x, size_t nt,
     }
 }
 
+/* ---- packing a panel (prefill) --------------------------------------------------------
+ * The layout of ops.h (wp[i*32 + r] = w[r][i]), 8 rows by 8 inputs at a time through an
+ * 8 x 8 register transpose (unpacks, shuffles, 128-bit permutes: 24 operations for 64
+ * values). The reference reads one value per row in turn, 32 rows apart in memory; in
+ * the eval's prefill on the Zen 3 (perf of `sjkvarn eval` on the Qwen 1.5B model at 32K)
+ * that pack took 7.8 % of the time beside the panel's 60 %. Rows past nr are zero; a
+ * partial group of 8 rows and the inputs past the last multiple of 8 are copied one by
+ * one. */
+static inline void tr8(__m256 r[8])
+{
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+void sjkh_mm_f32_pack_avx2(const float *w, size_t nr, size_t n, float *wp)
+{
+    const size_t nfull = n - n % 8;
+    for (size_t h = 0; h < SJKH_MM_PANEL; h += 8) {
+        if (h + 8 > nr) { /* a partial group of rows, or none: zeros past nr */
+            for (size_t i = 0; i < n; i++)
+                for (size_t r = h; r < h + 8; r++) wp[i * SJKH_MM_PANEL + r] = r < nr ? w[r * n + i] : 0.0f;
+            continue;
+        }
+        for (size_t i = 0; i < nfull; i += 8) {
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(w + (h + (size_t)j) * n + i);
+            tr8(r);
+            for (int j = 0; j < 8; j++) _mm256_storeu_ps(wp + (i + (size_t)j) * SJKH_MM_PANEL + h, r[j]);
+        }
+        for (size_t i = nfull; i < n; i++)
+            for (size_t r = h; r < h + 8; r++) wp[i * SJKH_MM_PANEL + r] = w[r * n + i];
+    }
+}
+
 /* ---- packed panel (prefill) ---------------------------------------------------------
  * The layout of ops.h (wp[i*32 + r] = w[r][i]) read as two halves of 16 rows: per half
  * and block of 6 tokens, each input i costs 2 loads of the half panel row, one broadcast
