@@ -99,11 +99,40 @@ TEST(test_doc_tables_check_catches_an_edited_number)
     CHECK(sh(cmd) == 1);
 }
 
+/* scripts/kl-positions on the committed positions of qwen1.5b-32k-keys reproduces the
+ * analysis docs/studies/qwen2.5-coder-1.5b.md quotes ("The peak guard at 32K: code-0":
+ * 1.24x by the mean, 0.80 and 0.83 without the 2 and 3 largest positions, 32743 the
+ * largest difference), and refuses a configuration the files do not have. */
+TEST(test_kl_positions_reproduces_the_quoted_analysis)
+{
+    if (!have_python()) SKIP("python3 not found");
+    if (access("scripts/kl-positions", R_OK) != 0) SKIP("not run from the repository root");
+    const char *csvs = "docs/results/kl-raw/qwen1.5b-32k-keys/code-0-b1-positions.csv "
+                       "docs/results/kl-raw/qwen1.5b-32k-keys/code-0-b2-positions.csv";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 scripts/kl-positions %s --pair kvarn:4/4:tail=1024 "
+             "sj:4/4t:tail=1024:stage=q8_0 --top 1", csvs);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    if (!p) return;
+    static char out[8192];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    CHECK(pclose(p) == 0);
+    CHECKF(strstr(out, "B / A: 1.242; B below A at 134 of 256 positions") != NULL, "output:\n%s", out);
+    CHECKF(strstr(out, "without the 2 position(s) of largest max(A, B): 0.7972") != NULL, "output:\n%s", out);
+    CHECKF(strstr(out, "without the 3 position(s) of largest max(A, B): 0.8334") != NULL, "output:\n%s", out);
+    CHECKF(strstr(out, "code-0            32743") != NULL, "output:\n%s", out);
+    snprintf(cmd, sizeof cmd, "python3 scripts/kl-positions %s --pair kvarn:4/4:tail=1024 sj:9/9 >/dev/null 2>&1", csvs);
+    CHECK(sh(cmd) == 1);
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/sjk_doc_tables_%d", (int)getpid());
     RUN(test_doc_tables_match_their_csv);
     RUN(test_doc_tables_check_catches_an_edited_number);
+    RUN(test_kl_positions_reproduces_the_quoted_analysis);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (sh(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
