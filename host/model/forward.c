@@ -383,9 +383,11 @@ static void matmul_many(sjkh_session *s, const sjkh_tensor *W, const sjkh_qtrait
  * size, but multiplies in three ways. Chunks of fewer than s->exact_min_tok tokens
  * (decode, short feeds) take the integer block dots (mm_task). A prefill chunk of a type
  * with a many-token integer kernel (quants.h mm_many: Q4_K, Q6_K, Q8_0, Q5_0 with
- * AVX512-VNNI) takes it (matmul_many): the same numbers as the block dots, bit for bit,
- * 2.2-3.4x the f32 panel at 512 tokens (bench/bench_mm_k.c). Other types (in a prefill
- * chunk; a decode batch keeps the block dots, so that a row is its session's own) expand the
+ * AVX512-VNNI) takes it (matmul_many): the numbers of the block dots' reference
+ * (vec_dot_ref) bit for bit, 2.2-3.4x the f32 panel at 512 tokens (bench/bench_mm_k.c).
+ * A decode batch of any size keeps the block dots (s->decode_rows), whose SIMD versions
+ * agree with the reference only to their tolerance, so that a row is its session's own
+ * (test_host_batch: 17 rows). Other types (in a prefill chunk) expand the
  * rounded activations back to f32 (d * q, exact for Q8_0/Q8_1) and take the exact path's
  * packed f32 panel kernel: the same products summed in f32 in another order (plus, for
  * Q4_1/Q5_1, llama.cpp's fp16 rounding of the block sums that meet the weights' mins,
@@ -398,7 +400,7 @@ static void matmul(sjkh_session *s, const sjkh_tensor *W, const float *x, size_t
         matmul_exact(s, W, x, NULL, n, y);
         return;
     }
-    if (n >= s->exact_min_tok && qt->mm_many) {
+    if (n >= s->exact_min_tok && qt->mm_many && !s->decode_rows) {
         matmul_many(s, W, qt, x, n, y);
         return;
     }
