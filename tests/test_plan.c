@@ -473,6 +473,8 @@ TEST(test_plan_estimate_equals_allocation)
 #define T44QS "sj:4/4ts:tail=1024:stage=q8_0"
 #define T43QS "sj:4/3ts:tail=1024:stage=q8_0"
 #define T32S "sj:3/2ts:tail_min=128:tail_max=256"
+/* 5-bit scalar keys beside 3-bit trellis values, the 4-bit trellis rung's bytes */
+#define K53Q "sj:5/3t:tail=1024:stage=q8_0"
 
 static const char g_floor_csv[] =
     "# test table\n"
@@ -505,10 +507,10 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     p.n_ctx = 1u << 20; /* 1M: f16 alone needs 192 GiB */
     size_t n_all;
     const char *const *all = sjkh_plan_ladder(&n_all);
-    CHECK(n_all == 18 && !strcmp(all[0], "f16") && !strcmp(all[2], S66) && !strcmp(all[16], T32) &&
-          !strcmp(all[17], T32R));
-    CHECK(!strcmp(all[6], T44QS) && !strcmp(all[7], T44Q) && !strcmp(all[8], S44Q) && !strcmp(all[11], T43QS) &&
-          !strcmp(all[12], T43Q) && !strcmp(all[15], T32S));
+    CHECK(n_all == 19 && !strcmp(all[0], "f16") && !strcmp(all[2], S66) && !strcmp(all[17], T32) &&
+          !strcmp(all[18], T32R));
+    CHECK(!strcmp(all[6], K53Q) && !strcmp(all[7], T44QS) && !strcmp(all[8], T44Q) && !strcmp(all[9], S44Q) &&
+          !strcmp(all[12], T43QS) && !strcmp(all[13], T43Q) && !strcmp(all[16], T32S));
     /* the rungs of distinct sizes: a `tr` or `ts` twin has its `t` rung's bytes and,
      * unmeasured in this table, is never taken (test_auto_tier_takes_the_better_twin and
      * test_auto_tier_ts_twin_within_the_margin cover them); sj:6/6, unmeasured here too,
@@ -516,7 +518,8 @@ TEST(test_auto_tier_walks_the_ladder_as_budget_tightens)
     const char *ladder[11];
     size_t n = 0;
     for (size_t i = 0; i < n_all; i++)
-        if (!strstr(all[i], "tr:") && !strstr(all[i], "ts:") && strcmp(all[i], S66)) ladder[n++] = all[i];
+        if (!strstr(all[i], "tr:") && !strstr(all[i], "ts:") && strcmp(all[i], S66) && strcmp(all[i], K53Q))
+            ladder[n++] = all[i];
     CHECK(n == 11 && !strcmp(ladder[10], T32));
     size_t need[11];
     for (size_t i = 0; i < n; i++) {
@@ -689,14 +692,15 @@ TEST(test_auto_tier_respects_floor_and_overrides)
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_ERR_RANGE);
     CHECKF(strstr(c.reason, "no measured KL") && strstr(c.reason, "sjkvarn eval -m strict-model --kv " T43), "%s",
            c.reason);
-    CHECK(c.n_rungs == 18 && !strcmp(c.rungs[13].kv, T43) && !strcmp(c.rungs[16].kv, T32));
-    CHECK(c.rungs[13].verdict == SJKH_RUNG_UNMEASURED && c.rungs[16].verdict == SJKH_RUNG_BELOW_FLOOR);
+    CHECK(c.n_rungs == 19 && !strcmp(c.rungs[14].kv, T43) && !strcmp(c.rungs[17].kv, T32));
+    CHECK(c.rungs[14].verdict == SJKH_RUNG_UNMEASURED && c.rungs[17].verdict == SJKH_RUNG_BELOW_FLOOR);
     CHECK(c.rungs[5].verdict == SJKH_RUNG_TOO_BIG && c.rungs[5].mean_kl == 0.011); /* "*" row */
-    CHECK(c.rungs[6].verdict == SJKH_RUNG_UNMEASURED); /* the ts twin: no row */
-    CHECK(c.rungs[7].verdict == SJKH_RUNG_TOO_BIG && c.rungs[7].mean_kl == 0.0113);
-    CHECK(c.rungs[8].verdict == SJKH_RUNG_TOO_BIG && c.rungs[8].mean_kl == 0.0115);
-    CHECK(c.rungs[9].verdict == SJKH_RUNG_TOO_BIG && c.rungs[9].mean_kl == 0.012);
-    CHECK(c.rungs[12].verdict == SJKH_RUNG_TOO_BIG && c.rungs[12].mean_kl == 0.014);
+    CHECK(c.rungs[6].verdict == SJKH_RUNG_UNMEASURED); /* the 5/3 rung: no row */
+    CHECK(c.rungs[7].verdict == SJKH_RUNG_UNMEASURED); /* the ts twin: no row */
+    CHECK(c.rungs[8].verdict == SJKH_RUNG_TOO_BIG && c.rungs[8].mean_kl == 0.0113);
+    CHECK(c.rungs[9].verdict == SJKH_RUNG_TOO_BIG && c.rungs[9].mean_kl == 0.0115);
+    CHECK(c.rungs[10].verdict == SJKH_RUNG_TOO_BIG && c.rungs[10].mean_kl == 0.012);
+    CHECK(c.rungs[13].verdict == SJKH_RUNG_TOO_BIG && c.rungs[13].mean_kl == 0.014);
     /* lifting the floor allows them */
     r.max_kl = -1;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, T43));
@@ -825,7 +829,7 @@ TEST(test_auto_tier_skips_dominated_rungs)
     r.budget_nbytes = st.total_nbytes;
     CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
     CHECKF(!strcmp(c.kv, S44Q), "%s", c.reason);
-    CHECK(c.rungs[7].verdict == SJKH_RUNG_DOMINATED);
+    CHECK(c.rungs[8].verdict == SJKH_RUNG_DOMINATED);
     sjkh_quality_floor_free(f);
 }
 
@@ -939,7 +943,7 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
     if (access(cli, X_OK)) SKIP("%s not built", cli);
     FILE *f = fopen("docs/quality-floor.csv", "rb");
     if (!f) SKIP("docs/quality-floor.csv not found (run from the repository root)");
-    static char want[1 << 16], got[1 << 16];
+    static char want[1 << 18], got[1 << 18];
     size_t nw = fread(want, 1, sizeof want - 1, f);
     fclose(f);
     want[nw] = 0;
@@ -988,6 +992,19 @@ TEST(test_quality_floor_is_generated_from_committed_studies)
         CHECKF(r && r->mean_kl > 0 && strstr(r->source, "docs/results/kl-gemma3-16k-s128.csv") == r->source, "%s",
                tails[i]);
     }
+    /* the Qwen model at two contexts: at 32K the 5/3 rung's number is the 32K study's; at
+     * 8K it comes from the edge study, which measured the 4-bit trellis rung beside it
+     * (that rung's second row there, after the low-end study's), so the walk compares them */
+    const sjkh_floor_row *rows[4];
+    CHECK(sjkh_quality_floor_rows(fl, "qwen2.5-1.5b", K53Q, 32768, rows, 4) == 1 && rows[0]->context == 32768 &&
+          rows[0]->mean_kl > 0 && strstr(rows[0]->source, "docs/results/kl-qwen1.5b-32k-attr.csv") == rows[0]->source);
+    CHECK(sjkh_quality_floor_rows(fl, "qwen2.5-1.5b", K53Q, 8192, rows, 4) == 1 && rows[0]->context == 8192 &&
+          strstr(rows[0]->source, "docs/results/kl-qwen1.5b-8k-edge.csv") == rows[0]->source);
+    CHECK(sjkh_quality_floor_rows(fl, "qwen2.5-1.5b", T44Q, 8192, rows, 4) == 2 &&
+          strstr(rows[0]->source, "docs/results/kl-qwen1.5b-8k-low.csv") == rows[0]->source &&
+          strstr(rows[1]->source, "docs/results/kl-qwen1.5b-8k-edge.csv") == rows[1]->source);
+    /* a rung no 32K study measured: its 8K number speaks for a 32K plan */
+    CHECK(sjkh_quality_floor_rows(fl, "qwen2.5-1.5b", S66, 32768, rows, 4) == 1 && rows[0]->context == 8192);
     sjkh_quality_floor_free(fl);
 }
 
@@ -1048,6 +1065,117 @@ TEST(test_parse_size_units)
     char b[32];
     sjkh_format_size(3 * GiB / 2, b, sizeof b);
     CHECK(!strcmp(b, "1.50 GiB"));
+}
+
+/* Version 2 of the table states the context each mean was measured at. A plan takes each
+ * rung's rows of the measured context nearest to its own (by ratio; a tie goes to the
+ * longer), measured rows before unmeasured ones, and rows of no stated context only where
+ * a rung has none that states one. Version 1 (no context column) is still read. */
+TEST(test_quality_floor_rows_by_context)
+{
+    static const char csv[] = "model,context,config,mean_kl,source\n"
+                              "m,8192,q8_0,0.001,a8.csv: x\n"
+                              "m,8192,q8_0,0.0012,b8.csv: x\n"
+                              "m,32768,q8_0,0.003,a32.csv: x\n"
+                              "m,131072,q8_0,unmeasured,measure with: sjkvarn eval -m m --ctx 131072\n"
+                              "m,*,q8_0,0.5,old.csv: x\n"
+                              "m,*,q4_0,0.02,old.csv: x\n"
+                              "*,4096,q4_0,0.01,any.csv: x\n"
+                              "m,16384,q5_0,unmeasured,measure with: sjkvarn eval -m m --kv q5_0\n";
+    sjkh_quality_floor *f = NULL;
+    char err[256] = "";
+    CHECKF(sjkh_quality_floor_parse(csv, strlen(csv), &f, err, sizeof err) == SJK_OK, "%s", err);
+    CHECK(f && f->n_rows == 8 && f->rows[0].context == 8192 && f->rows[4].context == 0);
+    const sjkh_floor_row *rows[4];
+    /* at the context measured: both studies' rows, in table order */
+    CHECK(sjkh_quality_floor_rows(f, "m", "q8_0/q8_0", 8192, rows, 4) == 2);
+    CHECK(rows[0]->mean_kl == 0.001 && rows[1]->mean_kl == 0.0012);
+    CHECK(sjkh_quality_floor_rows(f, "m", "q8_0", 4096, rows, 4) == 2 && rows[0]->context == 8192);
+    CHECK(sjkh_quality_floor_rows(f, "m", "q8_0", 12000, rows, 4) == 2 && rows[0]->context == 8192);
+    /* 16K: 8K and 32K are as near; the longer wins */
+    CHECK(sjkh_quality_floor_rows(f, "m", "q8_0", 16384, rows, 4) == 1 && rows[0]->context == 32768);
+    /* 128K: the unmeasured row there gives way to the nearest measured one */
+    CHECK(sjkh_quality_floor_rows(f, "m", "q8_0", 131072, rows, 4) == 1 && rows[0]->mean_kl == 0.003);
+    /* a rung with rows of no stated context only: those; another model: the "*" rows */
+    CHECK(sjkh_quality_floor_rows(f, "m", "q4_0/q4_0", 8192, rows, 4) == 1 && rows[0]->mean_kl == 0.02);
+    CHECK(sjkh_quality_floor_rows(f, "other", "q4_0", 65536, rows, 4) == 1 && rows[0]->context == 4096);
+    CHECK(sjkh_quality_floor_rows(f, "other", "q8_0", 8192, rows, 4) == 0);
+    /* only unmeasured: the unmeasured row, which allows nothing */
+    CHECK(sjkh_quality_floor_rows(f, "m", "q5_0", 4096, rows, 4) == 1 && rows[0]->mean_kl < 0);
+    /* cap bounds what is written, not the count */
+    CHECK(sjkh_quality_floor_rows(f, "m", "q8_0", 8192, rows, 1) == 2);
+    sjkh_quality_floor_free(f);
+
+    /* version 1: every row of no stated context */
+    CHECK(sjkh_quality_floor_parse(g_floor_csv, strlen(g_floor_csv), &f, err, sizeof err) == SJK_OK);
+    for (size_t i = 0; f && i < f->n_rows; i++) CHECK(f->rows[i].context == 0);
+    CHECK(sjkh_quality_floor_rows(f, "any", "q8_0", 1u << 20, rows, 4) == 1 && rows[0]->mean_kl == 0.002);
+    sjkh_quality_floor_free(f);
+
+    static const char *const bad[] = {
+        "model,context,config,mean_kl,source\nm,0,q8_0,0.01,x\n",
+        "model,context,config,mean_kl,source\nm,-8192,q8_0,0.01,x\n",
+        "model,context,config,mean_kl,source\nm,8k,q8_0,0.01,x\n",
+        "model,context,config,mean_kl,source\nm,99999999999,q8_0,0.01,x\n",
+        "model,context,config,mean_kl,source\nm,,q8_0,0.01,x\n",
+        "model,context,config,mean_kl,source\nm,8192,q8_0,0.01\n",
+        "model,context,config,mean_kl,source\nm,8192\n",
+        "model,config,context,mean_kl,source\nm,q8_0,8192,0.01,x\n",
+    };
+    for (size_t i = 0; i < SJKH_ARRAY_LEN_T(bad); i++) {
+        f = NULL;
+        CHECKF(sjkh_quality_floor_parse(bad[i], strlen(bad[i]), &f, err, sizeof err) == SJK_ERR_FORMAT, "%zu", i);
+        CHECK(f == NULL && strstr(err, "quality floor") != NULL);
+    }
+}
+
+/* The walk at two contexts of one table (the Qwen model's case): at 32K the 5/3 rung's
+ * 32K study speaks for it and it is taken where it fits; at 8K its 8K study also measured
+ * the 4-bit trellis rung of the same bytes lower, so it is passed over there, and the
+ * message quotes that study's two means, not the rungs' own numbers. */
+TEST(test_auto_tier_uses_the_nearest_measured_context)
+{
+    static sjkh_plan_model m;
+    CHECK(qwen14b_1m(&m) == SJK_OK);
+    static const char csv[] = "model,context,config,mean_kl,source\n"
+                              "q,8192," T44QS ",0.0005,low.csv: x\n"
+                              "q,8192," T44Q ",0.0004,low.csv: x\n"
+                              "q,8192," T44Q ",0.0003,edge.csv: x\n"
+                              "q,8192," K53Q ",0.0006,edge.csv: x\n"
+                              "q,32768," K53Q ",0.0008,attr.csv: x\n";
+    sjkh_quality_floor *f = NULL;
+    CHECK(sjkh_quality_floor_parse(csv, strlen(csv), &f, NULL, 0) == SJK_OK);
+    sjkh_plan_params p = sjkh_plan_params_default();
+    sjkh_tier_request r = {"auto", 0, f, "q", 0.02};
+    sjkh_tier_choice c;
+    sjkh_plan_size s53, s44;
+    p.n_ctx = 32768;
+    CHECK(sjkh_plan_estimate(&m, K53Q, &p, &s53, NULL, 0) == SJK_OK);
+    CHECK(sjkh_plan_estimate(&m, T44Q, &p, &s44, NULL, 0) == SJK_OK && s44.total_nbytes == s53.total_nbytes);
+    r.budget_nbytes = s53.total_nbytes;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, K53Q) && c.rungs[6].mean_kl == 0.0008 && c.rungs[6].kl_context == 32768, "%s", c.reason);
+    CHECKF(strstr(c.reason, "(at context 32768)"), "%s", c.reason);
+    /* 8K: dominated by the trellis rung in edge.csv; the ts twin (low.csv, within the
+     * margin of its t twin there) is taken */
+    p.n_ctx = 8192;
+    CHECK(sjkh_plan_estimate(&m, K53Q, &p, &s53, NULL, 0) == SJK_OK);
+    r.budget_nbytes = s53.total_nbytes;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+    CHECKF(!strcmp(c.kv, T44QS) && c.rungs[6].verdict == SJKH_RUNG_DOMINATED, "%s", c.reason);
+    CHECKF(c.rungs[6].mean_kl == 0.0006 && c.rungs[8].mean_kl == 0.0004, "%g %g", c.rungs[6].mean_kl,
+           c.rungs[8].mean_kl);
+    CHECKF(strstr(c.reason, K53Q " ") && strstr(c.reason, "dominated by " T44Q) &&
+           strstr(c.reason, "mean KL 0.0003 <= 0.0006"), "%s", c.reason);
+    /* without the edge study the two were never measured together: the ladder's order */
+    static const char csv2[] = "model,context,config,mean_kl,source\n"
+                               "q,8192," T44Q ",0.0004,low.csv: x\n"
+                               "q,8192," K53Q ",0.0006,edge.csv: x\n";
+    sjkh_quality_floor_free(f);
+    CHECK(sjkh_quality_floor_parse(csv2, strlen(csv2), &f, NULL, 0) == SJK_OK);
+    r.floor = f;
+    CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK && !strcmp(c.kv, K53Q));
+    sjkh_quality_floor_free(f);
 }
 
 TEST(test_quality_floor_table_format)
@@ -1188,6 +1316,8 @@ int main(void)
     RUN(test_quality_floor_is_generated_from_committed_studies);
     RUN(test_metadata_strings_never_reach_the_terminal_raw);
     RUN(test_quality_floor_table_format);
+    RUN(test_quality_floor_rows_by_context);
+    RUN(test_auto_tier_uses_the_nearest_measured_context);
     RUN(test_plan_equals_allocation_gemma3_270m);
     RUN(test_plan_equals_allocation_smollm2_135m);
     RUN(test_plan_equals_allocation_qwen2_5_0_5b);

@@ -20,7 +20,7 @@ int sjk_cmd_run(int argc, char **argv);
 int sjk_cmd_serve(int argc, char **argv);
 int sjk_cmd_train(int argc, char **argv);
 int sjk_cmd_capture(int argc, char **argv);
-/* `plan --make-quality-floor MODEL=STUDY.csv ...` (tools/floor_gen.c); argv holds the pairs. */
+/* `plan --make-quality-floor MODEL@CTX=STUDY.csv ...` (tools/floor_gen.c); argv holds the pairs. */
 int sjk_plan_make_quality_floor(int argc, char **argv);
 
 #endif

@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "      --json         JSON on stdout instead of the table (it adds each configuration's\n"
             "                     allocated K/V bytes and bits per value as `eval` counts them)\n"
             "\n"
-            "       sjkvarn plan --make-quality-floor MODEL=STUDY.csv [MODEL=STUDY.csv ...]\n"
+            "       sjkvarn plan --make-quality-floor MODEL@CTX=STUDY.csv[,STUDY.csv] [MODEL@CTX=...]\n"
             "                     the quality-floor table (docs/quality-floor.csv) from study CSVs\n"
             "                     (docs/results/kl-*.csv), on stdout\n"
             "\n"
@@ -260,6 +260,17 @@ int sjk_cmd_plan(int argc, char **argv)
         json_str(stdout, tc.kv);
         printf(", \"fits\": %s, \"kl_floor\": %g, \"quality_floor\": ", tst == SJK_OK ? "true" : "false", treq.max_kl);
         json_str(stdout, floor ? floor->path : "");
+        /* the chosen rung's measured mean KL and the context it was measured at (null:
+         * f16, unmeasured or nothing chosen) */
+        double kl = -1;
+        uint32_t kl_ctx = 0;
+        for (size_t i = 1; i < tc.n_rungs; i++)
+            if (tc.kv[0] && !strcmp(tc.rungs[i].kv, tc.kv)) {
+                kl = tc.rungs[i].mean_kl;
+                kl_ctx = tc.rungs[i].kl_context;
+            }
+        if (kl >= 0) printf(", \"mean_kl\": %.6g, \"kl_context\": %u", kl, kl_ctx);
+        else printf(", \"mean_kl\": null, \"kl_context\": null");
         printf(", \"reason\": ");
         json_str(stdout, tc.reason);
         printf("}}\n");

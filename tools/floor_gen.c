@@ -1,16 +1,20 @@
-/* floor_gen.c — `sjkvarn plan --make-quality-floor MODEL=STUDY.csv ...`: the quality-floor
- * table of `--kv auto` (docs/quality-floor.csv) generated from committed study CSVs
- * (docs/results/kl-*.csv: what `sjkvarn eval --csv` writes, headed by '#' provenance
- * lines), so the table is never copied by hand.
+/* floor_gen.c — `sjkvarn plan --make-quality-floor MODEL@CTX=STUDY.csv ...`: the
+ * quality-floor table of `--kv auto` (docs/quality-floor.csv) generated from committed
+ * study CSVs (docs/results/kl-*.csv: what `sjkvarn eval --csv` writes, headed by '#'
+ * provenance lines), so the table is never copied by hand.
  *
- * For each MODEL, in the order given, and each rung of the auto ladder but f16 (the
- * reference, always allowed): the rung's mean_kl from the first of the model's study
- * CSVs (MODEL=A.csv,B.csv: A first) that measured it, the configuration
+ * For each MODEL@CTX argument, in the order given, and each rung of the auto ladder but
+ * f16 (the reference, always allowed): one row for every one of the argument's study
+ * CSVs (MODEL@CTX=A.csv,B.csv: A first) that measured the rung, the configuration
  * compared in canonical form (q8_0 == q8_0/q8_0), the number copied as the study writes
- * it, and as the source the study's path and its provenance lines; a rung the study did
- * not measure is "unmeasured", with the command that would measure it. The output depends
- * on nothing but the arguments and the files: tests/test_plan.c runs the command named in
- * the table's own header and checks the committed table equals its output byte for byte. */
+ * it, and as the source the study's path and its provenance lines. The first of them is
+ * the rung's number at that context; the others let the walk compare the rung with
+ * rungs measured only in a later study (means are compared within one study). A rung none
+ * of the studies measured gets one "unmeasured" row with the command that would measure
+ * it. Every study must name the context CTX in its provenance (--ctx CTX); MODEL= without
+ * @CTX writes rows of no stated context ("*"). The output depends on nothing but the
+ * arguments and the files: tests/test_plan.c runs the command named in the table's own
+ * header and checks the committed table equals its output byte for byte. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,30 +130,63 @@ static const char k_header[] =
     "# study, scripts/kl-study) and regenerate with\n"
     "#   %s\n"
     "#\n"
-    "# Columns: model,config,mean_kl,source\n"
+    "# Columns: model,context,config,mean_kl,source (version 2; version 1 had no context)\n"
     "#   model    the name `sjkvarn run -m` takes (gemma3-270m, smollm2-135m), a GGUF file's\n"
     "#            base name without .gguf, or * for any model\n"
+    "#   context  the context (tokens) the study measured at, or * for none stated; a plan\n"
+    "#            uses each rung's rows of the measured context nearest to its own\n"
     "#   config   a KV configuration string (compared in canonical form: q8_0 == q8_0/q8_0)\n"
     "#   mean_kl  the mean KL of `sjkvarn eval` for that configuration, or \"unmeasured\"\n"
     "#   source   the study CSV and its provenance lines (the commands, trees and dates), or\n"
     "#            for an unmeasured row the command that would measure it (the rest of the\n"
     "#            line; commas allowed)\n"
     "#\n"
-    "# A ladder rung without a measured row is NOT allowed under the floor (only f16, the\n"
-    "# reference, always is).\n"
-    "model,config,mean_kl,source\n";
+    "# A rung may have several rows at one context, one per study that measured it: the\n"
+    "# first is its number; the walk compares two rungs only within a study that measured\n"
+    "# both. A ladder rung without a measured row is NOT allowed under the floor (only f16,\n"
+    "# the reference, always is).\n"
+    "model,context,config,mean_kl,source\n";
 
 #define FLOOR_MAX_STUDIES 8 /* per model */
 #define FLOOR_MAX_RUNGS 32  /* ladder rungs (sjkh_plan_ladder) */
 
-/* The studies of one MODEL=A.csv[,B.csv...] argument, read into s[]; 0 on any error. */
-static int read_studies(const char *arg, study *s, size_t *n)
+/* Whether a study's provenance names context ctx (`--ctx CTX`, or "context CTX" in the
+ * transcribed studies) and no other. */
+static int names_context(const study *st, unsigned long ctx)
+{
+    int named = 0;
+    static const char *const keys[] = {"--ctx ", "context "};
+    for (size_t k = 0; k < 2; k++)
+        for (const char *p = strstr(st->prov, keys[k]); p; p = strstr(p + 1, keys[k])) {
+            const char *q = p + strlen(keys[k]);
+            if (*q < '0' || *q > '9') continue;
+            if (strtoul(q, NULL, 10) != ctx) return 0;
+            named = 1;
+        }
+    return named;
+}
+
+/* One MODEL[@CTX]=A.csv[,B.csv...] argument: the model's name in *ml chars, the context
+ * (0 without @CTX) and the studies, read into s[]; 0 on any error. */
+static int read_studies(const char *arg, int *ml, unsigned long *ctx, study *s, size_t *n)
 {
     const char *eq = strchr(arg, '=');
     *n = 0;
+    *ctx = 0;
     if (!eq || eq == arg || !eq[1]) {
-        fprintf(stderr, PROG ": '%s' is not MODEL=STUDY.csv[,STUDY.csv...]\n", arg);
+        fprintf(stderr, PROG ": '%s' is not MODEL[@CTX]=STUDY.csv[,STUDY.csv...]\n", arg);
         return 0;
+    }
+    const char *at = memchr(arg, '@', (size_t)(eq - arg));
+    *ml = (int)((at ? at : eq) - arg);
+    if (at) {
+        char *end;
+        errno = 0;
+        *ctx = strtoul(at + 1, &end, 10);
+        if (*ml == 0 || end != eq || at[1] < '1' || at[1] > '9' || errno || *ctx > 0xffffffffUL) {
+            fprintf(stderr, PROG ": '%s': MODEL@CTX needs a model name and a context > 0 (tokens)\n", arg);
+            return 0;
+        }
     }
     for (const char *p = eq + 1; *p;) {
         size_t k = strcspn(p, ",");
@@ -163,6 +200,11 @@ static int read_studies(const char *arg, study *s, size_t *n)
         path[k] = 0;
         if (!read_study(path, &s[*n])) return 0;
         snprintf(s[*n].path, sizeof s[*n].path, "%s", path);
+        if (*ctx && !names_context(&s[*n], *ctx)) {
+            fprintf(stderr, PROG ": %s: its provenance lines do not name context %lu (--ctx %lu), or name "
+                    "another\n", path, *ctx, *ctx);
+            return 0;
+        }
         (*n)++;
         p += k + (p[k] == ',');
     }
@@ -172,8 +214,9 @@ static int read_studies(const char *arg, study *s, size_t *n)
 int sjk_plan_make_quality_floor(int argc, char **argv)
 {
     if (argc < 1) {
-        fprintf(stderr, "usage: " PROG " MODEL=STUDY.csv[,STUDY.csv...] [MODEL=...] > docs/quality-floor.csv\n"
-                        "  (a rung's row comes from the first of the model's studies that measured it)\n");
+        fprintf(stderr, "usage: " PROG " MODEL@CTX=STUDY.csv[,STUDY.csv...] [MODEL@CTX=...] > "
+                        "docs/quality-floor.csv\n"
+                        "  (a row for each study that measured a rung; the first is the rung's number at CTX)\n");
         return 2;
     }
     char cmd[4096];
@@ -195,42 +238,49 @@ int sjk_plan_make_quality_floor(int argc, char **argv)
         return 1;
     }
     /* everything is read and checked before anything is printed */
+    int ml;
+    unsigned long ctx;
     for (int i = 0; i < argc; i++)
-        if (!read_studies(argv[i], s, &n)) {
+        if (!read_studies(argv[i], &ml, &ctx, s, &n)) {
             free(s);
             return strchr(argv[i], '=') ? 1 : 2;
         }
     printf(k_header, cmd);
     for (int i = 0; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
-        int ml = (int)(eq - argv[i]);
-        read_studies(argv[i], s, &n);
+        read_studies(argv[i], &ml, &ctx, s, &n);
+        char cs[24] = "*"; /* the context column */
+        if (ctx) snprintf(cs, sizeof cs, "%lu", ctx);
         char missing[4096] = "";
         size_t nm = 0;
-        size_t found[FLOOR_MAX_RUNGS], where[FLOOR_MAX_RUNGS];
         for (size_t r = 1; r < n_ladder; r++) {
             char want[160];
             canonical(ladder[r], want, sizeof want);
-            found[r] = n;
-            for (size_t j = 0; j < n && found[r] == n; j++)
+            int any = 0;
+            for (size_t j = 0; j < n; j++)
                 for (size_t k = 0; k < s[j].n; k++)
                     if (!strcmp(s[j].cfg[k], want)) {
-                        found[r] = j;
-                        where[r] = k;
+                        any = 1;
                         break;
                     }
-            if (found[r] == n && nm < sizeof missing)
+            if (!any && nm < sizeof missing)
                 nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%s", nm ? "," : "", ladder[r]);
         }
         for (size_t r = 1; r < n_ladder; r++) {
-            if (found[r] < n) {
-                const study *st = &s[found[r]];
-                printf("%.*s,%s,%s,%s: %s\n", ml, argv[i], ladder[r], st->kl[where[r]], st->path, st->prov);
-            } else {
-                printf("%.*s,%s,unmeasured,not in %s; measure with: sjkvarn eval -m %.*s --kv %s --docs all "
-                       "--ctx 4096 --csv floor-%.*s.csv\n",
-                       ml, argv[i], ladder[r], eq + 1, ml, argv[i], missing, ml, argv[i]);
-            }
+            char want[160];
+            canonical(ladder[r], want, sizeof want);
+            int any = 0;
+            for (size_t j = 0; j < n; j++)
+                for (size_t k = 0; k < s[j].n; k++)
+                    if (!strcmp(s[j].cfg[k], want)) { /* the study's first row of it */
+                        printf("%.*s,%s,%s,%s,%s: %s\n", ml, argv[i], cs, ladder[r], s[j].kl[k], s[j].path, s[j].prov);
+                        any = 1;
+                        break;
+                    }
+            if (!any)
+                printf("%.*s,%s,%s,unmeasured,not in %s; measure with: sjkvarn eval -m %.*s --kv %s --docs all "
+                       "--ctx %lu --csv floor-%.*s.csv\n",
+                       ml, argv[i], cs, ladder[r], eq + 1, ml, argv[i], missing, ctx ? ctx : 4096UL, ml, argv[i]);
         }
     }
     free(s);

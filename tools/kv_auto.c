@@ -12,12 +12,12 @@
 
 const char sjk_kv_auto_usage[] =
     "      --kv auto          choose the cache tier: the least compression of f16, q8_0/q8_0,\n"
-    "                         q8_0/q4_0, sj:6/4, sj:4/4, sj:4/4t and sj:4/4 with short tails,\n"
+    "                         q8_0/q4_0, sj:6/4, sj:4/4, sj:5/3t, sj:4/4t and sj:4/4 with q8_0 tails,\n"
     "                         sj:4/3t, sj:3/2t (a 1,024 q8_0 tail or a short ring; each trellis\n"
     "                         rung or its real-data twin tr; `plan` lists them in full) that\n"
     "                         fits --mem-budget, is allowed by the quality floor and is not\n"
-    "                         beaten by a smaller rung measured lower in the same study\n"
-    "                         (docs/PLAN.md)\n"
+    "                         beaten by a smaller rung measured lower in the same study,\n"
+    "                         each by its study at the context nearest to --ctx (docs/PLAN.md)\n"
     "      --mem-budget SIZE  KV memory budget (512M, 8G, 8GiB, bytes)\n"
     "      --kl-floor X|off   largest measured mean KL a tier may have (default 0.02)\n"
     "      --quality-floor F  the KL table (default docs/quality-floor.csv)\n";

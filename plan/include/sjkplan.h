@@ -135,19 +135,24 @@ sjk_status sjkh_plan_max_ctx(const sjkh_plan_model *m, const char *kv, const sjk
 void sjkh_format_size(size_t n, char *dst, size_t cap);
 
 /* ------------------------------------------------------------------------------------
- * Quality floor: a table of measured mean KL (nats, vs the f16 reference) per model and
- * configuration (docs/quality-floor.csv; format in docs/PLAN.md):
+ * Quality floor: a table of measured mean KL (nats, vs the f16 reference) per model,
+ * context and configuration (docs/quality-floor.csv; format in docs/PLAN.md):
  *
- *   model,config,mean_kl,source
- *   gemma3-270m,q8_0/q8_0,unmeasured,sjkvarn eval -m gemma3-270m --kv q8_0/q8_0 ...
+ *   model,context,config,mean_kl,source
+ *   gemma3-270m,16384,q8_0/q8_0,1.76e-4,docs/results/kl-gemma3-16k.csv: ...
+ *   qwen2.5-1.5b,*,sj:4/4,unmeasured,sjkvarn eval -m qwen2.5-1.5b --kv sj:4/4 ...
  *
  * model is the name `sjkvarn run -m` takes (or a GGUF file's base name, or "*" for any
- * model); config any configuration string (compared in canonical form); mean_kl a number
- * or "unmeasured"; source (the rest of the line, commas allowed) the command that
- * measured it. '#' lines and blank lines are comments.
+ * model); context the context the study measured at (tokens), or "*" for none stated;
+ * config any configuration string (compared in canonical form); mean_kl a number or
+ * "unmeasured"; source (the rest of the line, commas allowed) the command or study that
+ * measured it. A (model, config) may have several rows: one per context and study. The
+ * first version of the table, headed model,config,mean_kl,source, is still read (every
+ * row of context "*"). '#' lines and blank lines are comments.
  * ---------------------------------------------------------------------------------- */
 typedef struct sjkh_floor_row {
     char model[64];
+    uint32_t context;  /* the context the KL was measured at; 0: not stated ("*") */
     char config[64];   /* canonical (sjk_layer_config_str) */
     double mean_kl;    /* < 0: unmeasured */
     char source[256];
@@ -166,10 +171,18 @@ sjk_status sjkh_quality_floor_parse(const char *text, size_t n, sjkh_quality_flo
 /* Reads path and parses it. SJK_ERR_IO if it cannot be read. */
 sjk_status sjkh_quality_floor_load(const char *path, sjkh_quality_floor **out, char *err, size_t err_cap);
 void sjkh_quality_floor_free(sjkh_quality_floor *f);
-/* The row for (model, config): the model's own row, else a "*" row. NULL when there is
- * none. A row may still be unmeasured (mean_kl < 0). */
+/* The first row for (model, config) in table order, at any context: the model's own row,
+ * else a "*" row. NULL when there is none. A row may still be unmeasured (mean_kl < 0). */
 const sjkh_floor_row *sjkh_quality_floor_find(const sjkh_quality_floor *f, const char *model,
                                               const char *config);
+/* The rows for (model, config) that speak for a plan at context n_ctx: the model's own
+ * rows (else the "*" model's) measured at the context nearest to n_ctx, nearest by ratio
+ * (8K and 32K are equally near 16K; a tie goes to the longer context), in table order;
+ * rows of no stated context stand in only where the configuration has no row that states
+ * one, and unmeasured rows only where it has no measured one. Writes up to cap row
+ * pointers and returns how many there are (0: no row). */
+size_t sjkh_quality_floor_rows(const sjkh_quality_floor *f, const char *model, const char *config, uint32_t n_ctx,
+                               const sjkh_floor_row **rows, size_t cap);
 
 /* ------------------------------------------------------------------------------------
  * Automatic tier
@@ -215,6 +228,7 @@ typedef struct sjkh_tier_choice {
         sjkh_rung_verdict verdict;
         size_t nbytes;         /* total at the requested context (0 if unsupported) */
         double mean_kl;        /* < 0: unmeasured */
+        uint32_t kl_context;   /* the context mean_kl was measured at (0: not stated) */
     } rungs[24];
 } sjkh_tier_choice;
 

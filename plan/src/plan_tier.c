@@ -8,7 +8,8 @@
  *   - f16 is the reference of every KL measurement (its KL is 0 by definition): always
  *     allowed;
  *   - any other rung is allowed only if the table holds a MEASURED mean KL for this
- *     model (or for "*") that is <= max_kl. A rung without a measurement is not allowed:
+ *     model (or for "*") that is <= max_kl: its first row at the measured context
+ *     nearest to the plan's (sjkh_quality_floor_rows). A rung without a measurement is not allowed:
  *     the floor is a promise about quality, and an absent number promises nothing. The
  *     user can lift the floor (max_kl < 0, `--kl-floor off`) or name a configuration;
  *   - an explicit configuration is never replaced; it is only checked against the budget.
@@ -57,6 +58,13 @@
  *     at 8K, where sj:4/4's default ring holds most of the context in 6 bits, sj:4/4 is
  *     lower (SmolLM2, Qwen) and stays first. Its reader is the int8 trellis one, slower
  *     than the scalar reader (docs/BENCHMARKS.md, the rung table).
+ *   - 5-bit scalar keys beside 3-bit trellis values with that tail (sj:5/3t), the 4/4t
+ *     rung's bytes, come first of them: on the Qwen model at 32K the body's keys carry
+ *     three quarters of the 4/4t rung's KL, and the split reads 0.60x kvarn's fp16 tail
+ *     there (docs/studies/qwen2.5-coder-1.5b.md); at 8K it lost to the 4/4t rung in the
+ *     study that measured both, which passes it over there. The context of the
+ *     measurement decides (sjkh_quality_floor_rows); no other model measured it, so it is
+ *     not allowed on them.
  *   - the trellis rungs with a q8_0 tail and the 3/2 rung each have a twin on the
  *     128-entry tables (`ts`, record format 5: the same bytes, a decode attention reader
  *     1.1-1.9x faster on Gemma 3; docs/BENCHMARKS.md, the rung table), placed first. The two read the same KL within
@@ -72,6 +80,7 @@ static const char *const g_ladder[] = {"f16",
                                        "q8_0/q4_0",
                                        "sj:6/4:tail_min=256:tail_max=512:stage=q8_0",
                                        "sj:4/4",
+                                       "sj:5/3t:tail=1024:stage=q8_0",
                                        "sj:4/4ts:tail=1024:stage=q8_0",
                                        "sj:4/4t:tail=1024:stage=q8_0",
                                        "sj:4/4:tail=1024:stage=q8_0",
@@ -143,7 +152,7 @@ sjk_status sjkh_quality_floor_parse(const char *text, size_t n, sjkh_quality_flo
     sjkh_quality_floor *f = calloc(1, sizeof *f);
     if (!f) return FAIL(SJK_ERR_NOMEM, "quality floor: out of memory");
     size_t cap = 0, line_no = 0;
-    int header = 0;
+    int header = 0, with_ctx = 0; /* version 2 (model,context,config,...) or 1 (no context) */
     for (size_t at = 0; at < n;) {
         size_t e = at;
         while (e < n && text[e] != '\n') e++;
@@ -158,19 +167,39 @@ sjk_status sjkh_quality_floor_parse(const char *text, size_t n, sjkh_quality_flo
         at = e + 1;
         char *s = trim(line);
         if (!*s || *s == '#') continue;
-        if (!header) { /* the first row names the columns */
-            if (strncmp(s, "model,config,mean_kl,source", 28)) {
+        if (!header) { /* the first row names the columns, and so the version */
+            if (!strcmp(s, "model,context,config,mean_kl,source")) with_ctx = 1;
+            else if (strcmp(s, "model,config,mean_kl,source")) {
                 sjkh_quality_floor_free(f);
-                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected the header 'model,config,mean_kl,source'",
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected the header "
+                            "'model,context,config,mean_kl,source' (or version 1's 'model,config,mean_kl,source')",
                             line_no);
             }
             header = 1;
             continue;
         }
+        char *ctx_field = NULL, ctx_buf[24];
+        if (with_ctx) { /* split off the context column; the rest reads as version 1 */
+            char *c0 = strchr(s, ',');
+            char *c1 = c0 ? strchr(c0 + 1, ',') : NULL;
+            if (!c1) {
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected model,context,config,mean_kl,source",
+                            line_no);
+            }
+            *c1 = 0;
+            if (snprintf(ctx_buf, sizeof ctx_buf, "%s", trim(c0 + 1)) >= (int)sizeof ctx_buf) { /* kept: the move below overwrites it */
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: the context is too long", line_no);
+            }
+            ctx_field = ctx_buf;
+            memmove(c0 + 1, c1 + 1, strlen(c1 + 1) + 1); /* "model,config,..." */
+        }
         char *c1 = strchr(s, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL, *c3 = c2 ? strchr(c2 + 1, ',') : NULL;
         if (!c3) {
             sjkh_quality_floor_free(f);
-            return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected model,config,mean_kl,source", line_no);
+            return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: expected %s", line_no,
+                        with_ctx ? "model,context,config,mean_kl,source" : "model,config,mean_kl,source");
         }
         *c1 = *c2 = *c3 = 0;
         char *model = trim(s), *config = trim(c1 + 1), *kl = trim(c2 + 1), *src = trim(c3 + 1);
@@ -179,6 +208,17 @@ sjk_status sjkh_quality_floor_parse(const char *text, size_t n, sjkh_quality_flo
         if (!*model || strlen(model) >= sizeof r.model || !*config || strlen(config) >= sizeof r.config) {
             sjkh_quality_floor_free(f);
             return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: empty or too long model/config", line_no);
+        }
+        if (ctx_field && strcmp(ctx_field, "*")) {
+            char *end;
+            errno = 0;
+            unsigned long c = strtoul(ctx_field, &end, 10);
+            if (errno || end == ctx_field || *end || *ctx_field == '-' || c == 0 || c > UINT32_MAX) {
+                sjkh_quality_floor_free(f);
+                return FAIL(SJK_ERR_FORMAT, "quality floor: line %zu: context '%s' is neither a token count > 0 "
+                            "nor '*'", line_no, ctx_field);
+            }
+            r.context = (uint32_t)c;
         }
         snprintf(r.model, sizeof r.model, "%s", model);
         canonical(config, r.config, sizeof r.config);
@@ -267,6 +307,57 @@ const sjkh_floor_row *sjkh_quality_floor_find(const sjkh_quality_floor *f, const
     return any;
 }
 
+/* How far a row's context is from the plan's, as |log2 ratio|; rows of no stated context
+ * are farther than any that states one. */
+static double ctx_distance(uint32_t row_ctx, uint32_t n_ctx)
+{
+    if (!row_ctx) return INFINITY;
+    if (!n_ctx) n_ctx = 1;
+    return fabs(log2((double)row_ctx / (double)n_ctx));
+}
+
+size_t sjkh_quality_floor_rows(const sjkh_quality_floor *f, const char *model, const char *config, uint32_t n_ctx,
+                               const sjkh_floor_row **rows, size_t cap)
+{
+    if (!f || !config) return 0;
+    char c[64];
+    canonical(config, c, sizeof c);
+    /* the model's own rows if it has any for this configuration, else the "*" model's */
+    const char *who = "*";
+    for (size_t i = 0; i < f->n_rows; i++)
+        if (model && !strcmp(f->rows[i].config, c) && !strcmp(f->rows[i].model, model)) {
+            who = model;
+            break;
+        }
+    /* measured rows only, unless there are none */
+    int measured = 0;
+    for (size_t i = 0; i < f->n_rows && !measured; i++)
+        measured = !strcmp(f->rows[i].config, c) && !strcmp(f->rows[i].model, who) && f->rows[i].mean_kl >= 0;
+    /* the nearest context (a tie: the longer) */
+    int have = 0;
+    uint32_t best = 0;
+    double best_d = 0;
+    for (size_t i = 0; i < f->n_rows; i++) {
+        const sjkh_floor_row *r = &f->rows[i];
+        if (strcmp(r->config, c) || strcmp(r->model, who) || (measured && r->mean_kl < 0)) continue;
+        double d = ctx_distance(r->context, n_ctx);
+        if (!have || d < best_d - 1e-9 || (fabs(d - best_d) <= 1e-9 && r->context > best)) {
+            best = r->context;
+            best_d = d;
+            have = 1;
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; have && i < f->n_rows; i++) {
+        const sjkh_floor_row *r = &f->rows[i];
+        if (strcmp(r->config, c) || strcmp(r->model, who) || r->context != best || (measured && r->mean_kl < 0))
+            continue;
+        if (k < cap && rows) rows[k] = r;
+        k++;
+    }
+    return k;
+}
+
 /* ---- choosing ------------------------------------------------------------------------- */
 
 static void append(char *dst, size_t cap, const char *fmt, ...)
@@ -299,6 +390,30 @@ static int same_study(const char *a, const char *b)
     const char *ea = strstr(a, ": "), *eb = strstr(b, ": ");
     size_t na = ea ? (size_t)(ea - a) : strlen(a), nb = eb ? (size_t)(eb - b) : strlen(b);
     return na == nb && na > 0 && !memcmp(a, b, na);
+}
+
+#define ROWS_PER_RUNG 8 /* the measured rows of one rung at one context: one per study */
+
+/* The measured rows of one rung that speak for this plan's context (the nearest measured
+ * context, sjkh_quality_floor_rows), the first of them the rung's own number. */
+typedef struct rung_rows {
+    const sjkh_floor_row *row[ROWS_PER_RUNG];
+    size_t n;
+} rung_rows;
+
+/* The first study (in rung a's row order, so a's own number's study first) that measured
+ * both rungs: 1 with their mean KLs in that study, else 0. Means of different studies
+ * (other documents, machines, trees) are never compared. */
+static int shared_study(const rung_rows *a, const rung_rows *b, double *ka, double *kb)
+{
+    for (size_t i = 0; i < a->n; i++)
+        for (size_t j = 0; j < b->n; j++)
+            if (same_study(a->row[i]->source, b->row[j]->source)) {
+                *ka = a->row[i]->mean_kl;
+                *kb = b->row[j]->mean_kl;
+                return 1;
+            }
+    return 0;
 }
 
 sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_params *p, const sjkh_tier_request *r,
@@ -348,7 +463,8 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
     int chosen = -1, cheapest_allowed = -1, cheapest_fitting_disallowed = -1;
     char why[1536] = "";
     char uerrs[PLAN_ARRAY_LEN(out->rungs)][256];
-    const char *srcs[PLAN_ARRAY_LEN(out->rungs)] = {0}; /* the floor row's source, if measured */
+    rung_rows rows[PLAN_ARRAY_LEN(out->rungs)]; /* each rung's measured rows at this context */
+    memset(rows, 0, sizeof rows);
     /* pass 1: every rung's size and verdict */
     for (size_t i = 0; i < n_ladder && i < PLAN_ARRAY_LEN(out->rungs); i++) {
         const char *kv = ladder[i];
@@ -368,18 +484,19 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
         out->rungs[i].nbytes = s.total_nbytes;
         int fits = s.total_nbytes <= r->budget_nbytes;
         sjkh_rung_verdict v = fits ? SJKH_RUNG_FITS : SJKH_RUNG_TOO_BIG;
-        if (i > 0 && r->max_kl >= 0) {
-            const sjkh_floor_row *row = sjkh_quality_floor_find(r->floor, r->model_key, kv);
-            if (!row || row->mean_kl < 0) v = SJKH_RUNG_UNMEASURED;
-            else {
-                out->rungs[i].mean_kl = row->mean_kl;
-                srcs[i] = row->source;
-                if (row->mean_kl > r->max_kl) v = SJKH_RUNG_BELOW_FLOOR;
+        if (i > 0) { /* the measured rows that speak for this context; the first is the rung's number */
+            const sjkh_floor_row *all[ROWS_PER_RUNG];
+            size_t n_all = sjkh_quality_floor_rows(r->floor, r->model_key, kv, p->n_ctx, all, ROWS_PER_RUNG);
+            for (size_t k = 0; k < n_all && k < ROWS_PER_RUNG; k++)
+                if (all[k]->mean_kl >= 0) rows[i].row[rows[i].n++] = all[k];
+            if (rows[i].n) {
+                out->rungs[i].mean_kl = rows[i].row[0]->mean_kl;
+                out->rungs[i].kl_context = rows[i].row[0]->context;
             }
-        } else if (i > 0) {
-            const sjkh_floor_row *row = sjkh_quality_floor_find(r->floor, r->model_key, kv);
-            if (row) out->rungs[i].mean_kl = row->mean_kl;
-            if (row && row->mean_kl >= 0) srcs[i] = row->source;
+            if (r->max_kl >= 0) {
+                if (!rows[i].n) v = SJKH_RUNG_UNMEASURED;
+                else if (rows[i].row[0]->mean_kl > r->max_kl) v = SJKH_RUNG_BELOW_FLOOR;
+            }
         }
         out->rungs[i].verdict = v;
         /* "cheapest" by bytes at this context: at short contexts an sj tier (sink +
@@ -413,30 +530,41 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
         sjkh_format_size(out->rungs[i].nbytes, b1, sizeof b1);
         if (v == SJKH_RUNG_FITS && i > 0 && out->rungs[i].mean_kl >= 0) {
             int by = -1;
+            double by_kj = 0, by_ki = 0; /* the two means of the study that decided */
             for (size_t j = 0; j < out->n_rungs && by < 0; j++) {
-                if (j == i || out->rungs[j].verdict != SJKH_RUNG_FITS || out->rungs[j].mean_kl < 0 ||
-                    !same_study(srcs[i], srcs[j]))
+                double ki, kj;
+                if (j == i || out->rungs[j].verdict != SJKH_RUNG_FITS || !shared_study(&rows[i], &rows[j], &ki, &kj))
                     continue;
-                double kj = out->rungs[j].mean_kl, ki = out->rungs[i].mean_kl;
                 size_t nj = out->rungs[j].nbytes, ni = out->rungs[i].nbytes;
                 if (ts_twin_of(kv, ladder[j])) { /* the slower twin: only by the margin */
                     if (kj * TWIN_KL_MARGIN < ki) by = (int)j;
                 } else if (kj <= ki && nj <= ni && (kj < ki || nj < ni))
                     by = (int)j;
+                if (by >= 0) {
+                    by_kj = kj;
+                    by_ki = ki;
+                }
             }
             /* a `t` rung within the margin of its `ts` twin stands or falls with it: what
              * dominated the twin dominates it (else the slower twin would be taken for a
              * difference the study cannot resolve) */
-            for (size_t k = 0; k < i && by < 0; k++)
+            for (size_t k = 0; k < i && by < 0; k++) {
+                double ki, kk;
                 if (ts_twin_of(ladder[k], kv) && out->rungs[k].verdict == SJKH_RUNG_DOMINATED && dom_by[k] >= 0 &&
-                    same_study(srcs[i], srcs[k]) && !(out->rungs[i].mean_kl * TWIN_KL_MARGIN < out->rungs[k].mean_kl))
+                    shared_study(&rows[i], &rows[k], &ki, &kk) && !(ki * TWIN_KL_MARGIN < kk)) {
                     by = dom_by[k];
+                    if (!shared_study(&rows[i], &rows[by], &by_ki, &by_kj)) { /* the rungs' own numbers */
+                        by_ki = out->rungs[i].mean_kl;
+                        by_kj = out->rungs[by].mean_kl;
+                    }
+                }
+            }
             if (by >= 0) {
                 dom_by[i] = by;
                 out->rungs[i].verdict = SJKH_RUNG_DOMINATED;
                 sjkh_format_size(out->rungs[by].nbytes, b2, sizeof b2);
                 append(why, sizeof why, "%s%s %s (dominated by %s: %s, mean KL %.4g <= %.4g)", *why ? ", " : "", kv,
-                       b1, ladder[by], b2, out->rungs[by].mean_kl, out->rungs[i].mean_kl);
+                       b1, ladder[by], b2, by_kj, by_ki);
                 continue;
             }
         }
@@ -455,9 +583,12 @@ sjk_status sjkh_plan_choose_tier(const sjkh_plan_model *m, const sjkh_plan_param
         snprintf(out->reason, sizeof out->reason, "auto tier: %s — %s for %u %s at context %u fits the budget %s",
                  out->kv, b1, p->n_sessions, sess, p->n_ctx, b_budget);
         if (chosen == 0) append(out->reason, sizeof out->reason, " (the f16 reference: no compression needed)");
-        else if (r->max_kl >= 0)
-            append(out->reason, sizeof out->reason, "; measured mean KL %.4g <= floor %.4g",
-                   out->rungs[chosen].mean_kl, r->max_kl);
+        else if (r->max_kl >= 0) {
+            append(out->reason, sizeof out->reason, "; measured mean KL %.4g", out->rungs[chosen].mean_kl);
+            if (out->rungs[chosen].kl_context)
+                append(out->reason, sizeof out->reason, " (at context %u)", out->rungs[chosen].kl_context);
+            append(out->reason, sizeof out->reason, " <= floor %.4g", r->max_kl);
+        }
         else append(out->reason, sizeof out->reason, "; quality floor off");
         if (*why) append(out->reason, sizeof out->reason, "; skipped: %s", why);
         return SJK_OK;
