@@ -87,6 +87,12 @@ static const smoke_row rows[] = {
      "cols:config n mean median;out:sj:4/4;file:$T/syn.csv;file:$T/syn-positions.csv;file:$T/frontier.svg"},
     {NEED_NONE, "$CLI eval --merge $T/syn.csv --json", 0, "json:reference,documents,configs"},
     {NEED_NONE, "$CLI eval --merge $T/syn.csv", 0, "cols:config n mean;out:q8_0/q8_0"},
+    /* the quality floor's generator (docs/PLAN.md): a study CSV named with the context it
+     * was measured at; a context its provenance does not name is refused */
+    {NEED_NONE, "$CLI plan --make-quality-floor m@16384=docs/results/kl-gemma3-16k-wide.csv", 0,
+     "out:model,context,config,mean_kl,source;out:m,16384,q8_0/q4_0,0.000709"},
+    {NEED_NONE, "$CLI plan --make-quality-floor m@8192=docs/results/kl-gemma3-16k-wide.csv", 1,
+     "err:do not name context 8192"},
     {NEED_NONE, "$CLI inspect $T/syn.csv", 2, "err:not a GGUF"},
     {NEED_NONE, "$CLI inspect $T/no-such-file", 2, "err:no-such-file"},
 
