@@ -60,8 +60,8 @@
  *     than the scalar reader (docs/BENCHMARKS.md, the rung table).
  *   - 5-bit scalar keys beside 3-bit trellis values with that tail (sj:5/3t), the 4/4t
  *     rung's bytes, come first of them: on the Qwen model at 32K the body's keys carry
- *     three quarters of the 4/4t rung's KL, and the split reads 0.47x kvarn's fp16 tail
- *     there, five documents (docs/studies/qwen2.5-coder-1.5b.md); at 8K it lost to the 4/4t rung in the
+ *     three quarters of the 4/4t rung's KL, and the split reads 0.50x kvarn's fp16 tail
+ *     there, six documents (docs/studies/qwen2.5-coder-1.5b.md); at 8K it lost to the 4/4t rung in the
  *     study that measured both, which passes it over there. The context of the
  *     measurement decides (sjkh_quality_floor_rows); no other model measured it, so it is
  *     not allowed on them.
