@@ -150,6 +150,16 @@ static const char k_header[] =
 #define FLOOR_MAX_STUDIES 8 /* per model */
 #define FLOOR_MAX_RUNGS 32  /* ladder rungs (sjkh_plan_ladder) */
 
+/* The index of the study's first row of configuration kv (compared canonically), or -1. */
+static int study_row(const study *st, const char *kv)
+{
+    char want[160];
+    canonical(kv, want, sizeof want);
+    for (size_t k = 0; k < st->n; k++)
+        if (!strcmp(st->cfg[k], want)) return (int)k;
+    return -1;
+}
+
 /* Whether a study's provenance names context ctx (`--ctx CTX`, or "context CTX" in the
  * transcribed studies) and no other. */
 static int names_context(const study *st, unsigned long ctx)
@@ -253,31 +263,18 @@ int sjk_plan_make_quality_floor(int argc, char **argv)
         if (ctx) snprintf(cs, sizeof cs, "%lu", ctx);
         char missing[4096] = "";
         size_t nm = 0;
+        int measured[FLOOR_MAX_RUNGS] = {0}; /* by any of this argument's studies */
         for (size_t r = 1; r < n_ladder; r++) {
-            char want[160];
-            canonical(ladder[r], want, sizeof want);
-            int any = 0;
-            for (size_t j = 0; j < n; j++)
-                for (size_t k = 0; k < s[j].n; k++)
-                    if (!strcmp(s[j].cfg[k], want)) {
-                        any = 1;
-                        break;
-                    }
-            if (!any && nm < sizeof missing)
+            for (size_t j = 0; j < n && !measured[r]; j++) measured[r] = study_row(&s[j], ladder[r]) >= 0;
+            if (!measured[r] && nm < sizeof missing)
                 nm += (size_t)snprintf(missing + nm, sizeof missing - nm, "%s%s", nm ? "," : "", ladder[r]);
         }
         for (size_t r = 1; r < n_ladder; r++) {
-            char want[160];
-            canonical(ladder[r], want, sizeof want);
-            int any = 0;
-            for (size_t j = 0; j < n; j++)
-                for (size_t k = 0; k < s[j].n; k++)
-                    if (!strcmp(s[j].cfg[k], want)) { /* the study's first row of it */
-                        printf("%.*s,%s,%s,%s,%s: %s\n", ml, argv[i], cs, ladder[r], s[j].kl[k], s[j].path, s[j].prov);
-                        any = 1;
-                        break;
-                    }
-            if (!any)
+            for (size_t j = 0; j < n; j++) { /* a row for each study that measured it */
+                const int k = study_row(&s[j], ladder[r]);
+                if (k >= 0) printf("%.*s,%s,%s,%s,%s: %s\n", ml, argv[i], cs, ladder[r], s[j].kl[k], s[j].path, s[j].prov);
+            }
+            if (!measured[r])
                 printf("%.*s,%s,%s,unmeasured,not in %s; measure with: sjkvarn eval -m %.*s --kv %s --docs all "
                        "--ctx %lu --csv floor-%.*s.csv\n",
                        ml, argv[i], cs, ladder[r], eq + 1, ml, argv[i], missing, ctx ? ctx : 4096UL, ml, argv[i]);
