@@ -670,7 +670,7 @@ static void chunk_tq6_q16_avx2(const float *q, size_t R, size_t D, const uint32_
  * clamped; vroundps is the reference's round to nearest even), the group and block sums
  * in int32 (exact), the w16 order (sjk_attn_qint_w16_chan) copied as runs of 8 channels
  * from the words in channel order. */
-static void qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D)
+void sjk_attn_qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D)
 {
     uintptr_t a = ((uintptr_t)buf + 63) & ~(uintptr_t)63;
     float *scale = (float *)a, *bsum = scale + R;
@@ -1329,8 +1329,6 @@ static void unpack_row_hi_avx2(uint8_t *codes, const uint8_t *rows, size_t row_n
     }
 }
 
-void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
-
 /* unpack_rows (attn_kernels.h): 5..7-bit rows in one loop, other widths row by row. */
 static void unpack_rows_avx2(uint8_t *codes, const uint8_t *rows, size_t row_nbytes, size_t nrows, size_t n,
                              unsigned bits)
@@ -1405,7 +1403,7 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     sjk_attn_unpack_row_avx2, f16_to_f32_x, 1 /* token-axis trellis records read in place */,
     chunk_qblk_avx2,
     chunk_rec_q16_avx2,
-    chunk_tq6_q16_avx2, qint_prep_avx2,
+    chunk_tq6_q16_avx2, sjk_attn_qint_prep_avx2,
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,
     chunk_trellis_q8_avx2 /* 128-entry tables; other grids: chunk_rec */, unpack_rows_avx2,

@@ -1,8 +1,9 @@
 /* attn_avx512.c — the AVX-512 attention kernels (attn_kernels.h): the kernels both
  * instruction sets share, from attn_x86.h at 16 lanes, and the families that need
  * AVX-512's byte permutes, masks and VNNI (VBMI, VNNI): the tq6_0 staging ring read in
- * place (keys in fp32, or by int16 dot products), trellis records read in place, q8_0 / q4_0 block rows scored by integer dot
- * products against int8 query pieces, and 4-bit records scored by int16 dot products.
+ * place (keys in fp32, or by int16 dot products), trellis records read in place, q8_0 / q4_0
+ * block rows scored by integer dot products against int8 query pieces and their values
+ * summed by int16 weights, and 4-bit records scored by int16 dot products.
  * Every kernel is tested against attn_ref.c (tests/test_attention.c).
  */
 #include <pthread.h>
@@ -1681,36 +1682,58 @@ static void qblk_scales_t(float *dvt, const uint8_t *V, size_t n, size_t nb, siz
         }
 }
 
-/* q8_0 values of block rows by int16 weights (chunk_qblk_q16): per block of 32
- * channels and row the weights p · d (d: the keys' V block scales, dvt) become int16
- * (q16_prep, the bits of sjk_attn_q16_prep); two keys go at a time, their 32 codes
- * sign-extended to words and interleaved by two word unpacks, so that int32 lane 4L + i
- * of the low unpack holds channel 8L + i of both keys and the high one channel
- * 8L + 4 + i; one vpdpwssd per row and 16 channels adds them exactly. Per row and block
- * one conversion, one scale and one two-source permute back to channel order. Against
- * V_ACCUM's fp32 path (per key and 32 values: two widenings to int32, two conversions
- * and two scalings of the codes, then two FMAs per row) that is per two keys two
- * widenings to words, two unpacks and two vpdpwssd per row. */
+/* Values of block rows by int16 weights (chunk_qblk_q16): per block of 32 channels and
+ * row the weights p · d (d: the keys' V block scales, dvt) become int16 (q16_prep, the
+ * bits of sjk_attn_q16_prep), and two keys go at a time, so that one vpdpwssd per row and
+ * 16 channels adds both keys' codes times their weights exactly in int32:
+ *   q8_0: the two keys' 32 codes sign-extended to words and interleaved by two word
+ *         unpacks: int32 lane 4L + i of the low unpack holds channel 8L + i of both keys,
+ *         the high one channel 8L + 4 + i; one two-source permute per row and block puts
+ *         the sums back in channel order.
+ *   q4_0: the two keys' 16 qs bytes interleaved into zero-extended words by one masked
+ *         vpermb (word 2j byte j of the first key, word 2j + 1 byte j of the second), so
+ *         int32 lane j holds byte j of both keys; the low nibbles (word & 15) are channel
+ *         j, the high ones (word >> 4, the byte being zero-extended) channel 16 + j, both
+ *         already in channel order. The codes are nib − 8, so per row and block
+ *         8 Σ_t w16[t] (exact) comes off the int32 sums.
+ * Per row and block one conversion and one scale. Against V_ACCUM's fp32 path (per key
+ * and 32 values: two widenings, two conversions or table lookups and two scalings of
+ * the codes, then two FMAs per row) that is per two keys two widenings (q4_0: one vpermb,
+ * an and and a shift) and two vpdpwssd per row. */
 static ALWAYS_INLINE void qblk_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
                                           const float *p, const float *fct, size_t ntm, const uint8_t *V,
-                                          const float *dvt, float *x, int16_t *w16, int32_t *ia)
+                                          const float *dvt, float *x, int16_t *w16, int32_t *ia, const unsigned vbits)
 {
-    const size_t nb = D / 32, blk = SJK_Q8_0_NBYTES, vrow = nb * blk;
+    const size_t nb = D / 32, blk = vbits == 8 ? SJK_Q8_0_NBYTES : SJK_Q4_0_NBYTES, vrow = nb * blk;
     const size_t ntm16 = (ntm + 15) & ~(size_t)15, ntm2 = (ntm + 1) & ~(size_t)1;
     const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
     const __m512i i1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    /* q4_0: output byte 4j from byte j (first key), 4j + 2 from byte 16 + j (second key),
+     * odd bytes zero (the mask) */
+    const __m512i ilv = _mm512_set_epi32(0x001F000F, 0x001E000E, 0x001D000D, 0x001C000C, 0x001B000B, 0x001A000A,
+                                         0x00190009, 0x00180008, 0x00170007, 0x00160006, 0x00150005, 0x00140004,
+                                         0x00130003, 0x00120002, 0x00110001, 0x00100000);
+    const __m512i m15 = _mm512_set1_epi16(15);
     for (size_t r = 0; r < rb; r++) {
         if (!nvis[r]) continue;
         float *a = acc + r * D;
         const __m512 f = _mm512_set1_ps(fct[r]);
         for (size_t d = 0; d < D; d += 16) _mm512_storeu_ps(a + d, _mm512_mul_ps(_mm512_loadu_ps(a + d), f));
     }
-    float ws[16][RBX]; /* nb <= 16 */
+    float ws[16][RBX];   /* nb <= 16 */
+    int32_t wz[16][RBX]; /* q4_0: 8 Σ_t w16[t] of (block, row) */
     for (size_t b = 0; b < nb; b++)
         for (size_t r = 0; r < NR; r++) {
             for (size_t t = 0; t < ntm16; t += 16)
                 _mm512_storeu_ps(x + t, _mm512_mul_ps(_mm512_loadu_ps(p + r * G + t), _mm512_loadu_ps(dvt + b * G + t)));
-            q16_prep(w16 + (b * RBX + r) * G, &ws[b][r], x, ntm16);
+            int16_t *wr = w16 + (b * RBX + r) * G;
+            q16_prep(wr, &ws[b][r], x, ntm16);
+            if (vbits == 4) {
+                __m512i sum = _mm512_setzero_si512();
+                for (size_t t = 0; t < ntm16; t += 16)
+                    sum = _mm512_add_epi32(sum, _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(wr + t))));
+                wz[b][r] = 8 * _mm512_reduce_add_epi32(sum); /* |.| <= 8 * 128 * 32767 < 2^25 */
+            }
         }
     /* keys in blocks of TB, so that a block's V rows stay in L1 across the channel blocks;
      * the int32 partials of (row, block) wait in ia between key blocks */
@@ -1728,9 +1751,21 @@ static ALWAYS_INLINE void qblk_values_q16(float *acc, size_t D, const uint32_t *
             for (size_t t = tb; t < te; t += 2) {
                 const uint8_t *c0 = V + t * vrow + b * blk + 2;
                 const uint8_t *c1 = t + 1 < ntm ? c0 + vrow : c0; /* its weight is zero */
-                const __m512i x0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c0));
-                const __m512i x1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c1));
-                const __m512i dl = _mm512_unpacklo_epi16(x0, x1), dh = _mm512_unpackhi_epi16(x0, x1);
+                __m512i dl, dh;
+                if (vbits == 8) {
+                    const __m512i x0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c0));
+                    const __m512i x1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(const void *)c1));
+                    dl = _mm512_unpacklo_epi16(x0, x1);
+                    dh = _mm512_unpackhi_epi16(x0, x1);
+                } else {
+                    const __m256i y = _mm256_inserti128_si256(
+                        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)c0)),
+                        _mm_loadu_si128((const __m128i *)(const void *)c1), 1);
+                    const __m512i w = _mm512_maskz_permutexvar_epi8((__mmask64)0x5555555555555555ull, ilv,
+                                                                    _mm512_castsi256_si512(y));
+                    dl = _mm512_and_si512(w, m15);
+                    dh = _mm512_srli_epi16(w, 4);
+                }
                 _Pragma("GCC unroll 8")
                 for (size_t r = 0; r < NR; r++) {
                     int32_t pw;
@@ -1753,11 +1788,19 @@ static ALWAYS_INLINE void qblk_values_q16(float *acc, size_t D, const uint32_t *
         for (size_t b = 0; b < nb; b++) {
             const int32_t *pa = ia + (r * nb + b) * 32;
             const __m512 sc = _mm512_set1_ps(ws[b][r]);
-            const __m512 lo = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)pa)));
-            const __m512 hi = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_loadu_si512((const void *)(pa + 16))));
+            __m512i lo = _mm512_loadu_si512((const void *)pa), hi = _mm512_loadu_si512((const void *)(pa + 16));
             float *a = acc + r * D + 32 * b;
-            _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_permutex2var_ps(lo, i0, hi)));
-            _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_permutex2var_ps(lo, i1, hi)));
+            if (vbits == 4) { /* channel order already; the codes' −8 */
+                const __m512i z = _mm512_set1_epi32(wz[b][r]);
+                lo = _mm512_sub_epi32(lo, z);
+                hi = _mm512_sub_epi32(hi, z);
+                _mm512_storeu_ps(a, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(lo), _mm512_loadu_ps(a)));
+                _mm512_storeu_ps(a + 16, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(hi), _mm512_loadu_ps(a + 16)));
+                continue;
+            }
+            const __m512 fl = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(lo)), fh = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(hi));
+            _mm512_storeu_ps(a, _mm512_add_ps(_mm512_loadu_ps(a), _mm512_permutex2var_ps(fl, i0, fh)));
+            _mm512_storeu_ps(a + 16, _mm512_add_ps(_mm512_loadu_ps(a + 16), _mm512_permutex2var_ps(fl, i1, fh)));
         }
     }
 }
@@ -1818,7 +1861,8 @@ static ALWAYS_INLINE void chunk_qblk_nr(const sjk_attn_qint *qi, size_t R, size_
         }
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
-        if (v16) qblk_values_q16(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, vx, w16v, iav);
+        if (v16 && vbits == 8) qblk_values_q16(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, vx, w16v, iav, 8);
+        else if (v16) qblk_values_q16(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, V, dvf, vx, w16v, iav, 4);
         else if (vbits == 8) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q8, V, dvf, 0, NULL, NULL);
         else v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_Q4, V, dvf, 0, NULL, NULL);
     }
@@ -1836,10 +1880,8 @@ static void chunk_qblk_q16_avx512(const sjk_attn_qint *qi, size_t R, size_t D, c
                                   unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                                   float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, vbits == 8));
+    ROWS_NR16(R, chunk_qblk_nr(qi, R, D, nvis, kbits, vbits, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, 1));
 }
-
-void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
 
 /* Rows of 5..7-bit codes (record format v2, record_layout.h sjk_payload_get: n/2 bytes of
  * low nibbles in the 4-bit layout, then the high bits: 1 bit per value for 5, the 2-bit
@@ -1883,6 +1925,6 @@ static void unpack_row_avx512(uint8_t *codes, const uint8_t *row, size_t n, unsi
 const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, unpack_row_avx512,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
-    NULL /* the query pieces: sjk_attn_qint_prep */, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
+    sjk_attn_qint_prep_avx2, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
     chunk_trellis_q8_avx512, NULL /* unpack_rows: unpack_row_avx512 row by row */,
 };

@@ -180,12 +180,11 @@ typedef struct sjk_attn_kernels {
      * NULL: the caller uses chunk_rec (fp32 code values). */
     void (*chunk_trellis_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
-    /* chunk_qblk with q8_0 values by int16 dot products: per row and block b of 32
+    /* chunk_qblk with the values by int16 dot products: per row and block b of 32
      * channels the weights p[t]·d_V[t][b] become int16 (sjk_attn_q16_prep, scale w_b) and
      *   acc[i] = acc[i]·f + w_b · (float)Σ_t w16[t] · code[t][i]   (i in block b)
-     * exact in int32 (|code| <= 128). q4_0 values are read as chunk_qblk reads them (an
-     * int16 reader of nibble pairs measured 1-5 % slower than the fp32 one on AVX-512,
-     * docs/notes/benchmarks.md). NULL: the caller uses chunk_qblk. */
+     * exact in int32 (q8_0: |code| <= 128; q4_0: code = nib − 8, summed as Σ w16 · nib
+     * − 8 Σ w16). NULL: the caller uses chunk_qblk. */
     void (*chunk_qblk_q16)(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                            unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V, size_t n,
                            float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
@@ -271,6 +270,14 @@ const sjk_attn_kernels *sjk_attn_kernels_avx512(void); /* NULL if the CPU lacks 
 extern const sjk_attn_kernels sjk_attn_kernels_table_ref;
 extern const sjk_attn_kernels sjk_attn_kernels_table_avx2;
 extern const sjk_attn_kernels sjk_attn_kernels_table_avx512;
+
+/* AVX2 entries that the AVX-512 table shares (attn_avx2.c; call only where the CPU has
+ * AVX2): a row unpack for the widths the AVX-512 one does not take, and the query
+ * pieces, whose cost per unit of work is small beside the chunks (about 0.6 us for 4
+ * rows of D = 256 on the Zen 4 EPYC against 5 us for sjk_attn_qint_prep), so an
+ * AVX-512 form would save little. */
+void sjk_attn_unpack_row_avx2(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);
+void sjk_attn_qint_prep_avx2(sjk_attn_qint *qi, void *buf, const float *q, size_t R, size_t D);
 
 /* Reference unpack (also used by the SIMD tables for 3-bit rows). */
 void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits);

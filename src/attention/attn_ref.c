@@ -606,8 +606,7 @@ static inline int qblk_code(const uint8_t *blk, unsigned bits, size_t i)
 static inline float qblk_scale(const uint8_t *blk) { return sjk_fp16_to_f32(sjk_rd_u16le(blk)); }
 
 /* Block rows: values in fp32 (v16 = 0, chunk_qblk) or by int16 weights (v16 = 1,
- * chunk_qblk_q16's q8_0 values: per block the weights p · d as int16, exact int32
- * sums). */
+ * chunk_qblk_q16: per block the weights p · d as int16, exact int32 sums). */
 static void qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t *nvis,
                      unsigned kbits, unsigned vbits, const uint8_t *K, const uint8_t *V,
                      float *m, float *l, float *acc, float *work, int v16)
@@ -640,7 +639,7 @@ static void qblk_ref(const sjk_attn_qint *qi, size_t R, size_t D, const uint32_t
                 float ws;
                 sjk_attn_q16_prep(w16, &ws, x, nv);
                 for (size_t i = 0; i < SJK_QK; i++) {
-                    int32_t dot = 0; /* exact: |dot| <= 128 * 32767 * 128 < 2^30 */
+                    int32_t dot = 0; /* exact: |dot| <= 128 * 32767 * 128 < 2^30 (q4_0: |code| <= 8) */
                     for (size_t t = 0; t < nv; t++) dot += (int32_t)w16[t] * qblk_code(V + (t * nb + b) * vbn, vbits, i);
                     a[b * SJK_QK + i] += ws * (float)dot;
                 }
@@ -673,7 +672,7 @@ static void chunk_qblk_q16_ref(const sjk_attn_qint *qi, size_t R, size_t D, cons
     (void)pf;
     (void)pf_nbytes;
     (void)n;
-    qblk_ref(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, vbits == 8); /* q4_0 values: chunk_qblk's */
+    qblk_ref(qi, R, D, nvis, kbits, vbits, K, V, m, l, acc, work, 1);
 }
 
 void sjk_attn_unpack_row_ref(uint8_t *codes, const uint8_t *row, size_t n, unsigned bits)
