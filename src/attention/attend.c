@@ -16,7 +16,8 @@
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
  *                                     and trellis read in place; 4-bit K records by
- *                                     chunk_rec_q16, int16 queries per record) / chunk_tq6_q16
+ *                                     chunk_rec_q16, int16 queries per record; 4-bit V
+ *                                     records by chunk_rec_v16, int16 weights) / chunk_tq6_q16
  *                                     (tq6_0 ring keys by int16 dot products) or chunk_tq6 /
  *                                     chunk_qblk (q8_0, q4_0 rows against int8 query pieces
  *                                     made once per unit) / chunk_f32
@@ -262,7 +263,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
         const uint8_t *KT6 = NULL, *VT6 = NULL, *KQ = NULL, *VQ = NULL, *qpf = NULL;
         size_t qpf_n = 0;
         sjk_attn_rec rec;
-        int is_rec = 0, rec_q16 = 0, trel_q16 = 0, trel_q8 = 0;
+        int is_rec = 0, rec_q16 = 0, rec_v16 = 0, trel_q16 = 0, trel_q8 = 0;
         const uint8_t *kr = NULL, *vr = NULL; /* rows of the layer's row formats */
         if (!L->compressed) {
             kr = hb + L->off_ring_k + (size_t)p0 * L->k_row_nbytes;
@@ -297,6 +298,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 if (RL->bits_v == 4) {
                     rec.vp = rp + RL->off_v;
+                    rec_v16 = k->chunk_rec_v16 != NULL; /* values by int16 weights */
                 } else if (RL->bits_v == 8 && RL->v_row_nbytes == D) {
                     rec.vc = rp + RL->off_v; /* the codes [G][D] as unpacked */
                 } else {
@@ -387,7 +389,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             if (!any) continue;
             const float *qb = q + r0 * D;
             float *mb = m + r0, *lb = l + r0, *ab = acc + r0 * D;
-            if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            if (is_rec && rec_v16) k->chunk_rec_v16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
+            else if (is_rec && rec_q16) k->chunk_rec_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec && trel_q8) k->chunk_trellis_q8(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec && trel_q16) k->chunk_trellis_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);

@@ -122,8 +122,8 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
 static void chunk_rec_q16_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
                                float *m, float *l, float *acc, float *work)
 {
-    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1));
-    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1);
+    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1, 0));
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 1, 0);
 }
 
 /* ---- ggml block rows (q8_0, q4_0) read in place: chunk_qblk --------------------------
@@ -1407,4 +1407,6 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     NULL /* trellis records by integer dot products: chunk_rec (pair tables, fp32) */,
     NULL /* block-row values by int16 weights: chunk_qblk (fp32 values) */,
     chunk_trellis_q8_avx2 /* 128-entry tables; other grids: chunk_rec */, unpack_rows_avx2,
+    NULL /* 4-bit V records by int16 weights: chunk_rec_q16 / chunk_rec (fp32 values; without VNNI an
+          * int16 pair costs a multiply-add and an add, as two FMAs do) */,
 };

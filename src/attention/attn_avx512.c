@@ -874,6 +874,65 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
     }
 }
 
+/* The values of a record block whose V codes are 4-bit (chunk_rec_q16; called by
+ * attn_x86.h's chunk_rec_nr after rec_probs): per row the weights p[r][t] (Vscale folded
+ * in) become int16 (q16_prep, scale ws[r]) and
+ *   acc[r][d] = acc[r][d] · f[r] + Vch[d] · (zz[r] + ws[r] · (float)Σ_t w16[r][t] · code[t][d]),
+ * the sum exact in int32 (|.| <= 128 · 32767 · 15 < 2^26). A 4-bit payload row keeps
+ * channels 32u + j and 32u + 16 + j in the low and high nibble of byte 16u + j (the q4_0
+ * layout), so two tokens' 16 bytes of unit u become zero-extended word pairs by one
+ * masked vpermb (qblk_values_q16's), low nibbles channels 32u..32u+15 and high nibbles
+ * 32u+16..32u+31 in channel order, and one vpdpwssd per row and 16 channels adds both
+ * tokens. A chunk's V rows (16 KiB at D = 256) stay in L1 across the D / 32 units. */
+static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+                                         const float *p, const float *fct, const float *zz, size_t ntm,
+                                         const sjk_attn_rec *rc, int16_t *w16)
+{
+    const size_t ntm16 = (ntm + 15) & ~(size_t)15, ntm2 = (ntm + 1) & ~(size_t)1, vrow = D / 2;
+    const __m512i ilv = _mm512_set_epi32(0x001F000F, 0x001E000E, 0x001D000D, 0x001C000C, 0x001B000B, 0x001A000A,
+                                         0x00190009, 0x00180008, 0x00170007, 0x00160006, 0x00150005, 0x00140004,
+                                         0x00130003, 0x00120002, 0x00110001, 0x00100000);
+    const __m512i m15 = _mm512_set1_epi16(15);
+    float ws[RBX];
+    for (size_t r = 0; r < NR; r++) q16_prep(w16 + r * G, &ws[r], p + r * G, ntm16); /* zero rows: zero weights */
+    for (size_t r = 0; r < rb; r++) {
+        if (!nvis[r]) continue;
+        float *a = acc + r * D;
+        const __m512 f = _mm512_set1_ps(fct[r]), z = _mm512_set1_ps(zz[r]);
+        for (size_t d = 0; d < D; d += 16)
+            _mm512_storeu_ps(a + d, _mm512_fmadd_ps(_mm512_loadu_ps(a + d), f, _mm512_mul_ps(_mm512_loadu_ps(rc->vch + d), z)));
+    }
+    for (size_t u = 0; u < D / 32; u++) {
+        __m512i alo[RBX], ahi[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { alo[r] = _mm512_setzero_si512(); ahi[r] = _mm512_setzero_si512(); }
+        const uint8_t *base = rc->vp + 16 * u;
+        for (size_t t = 0; t < ntm2; t += 2) { /* token t + 1 < G exists in the record; past nvis its weight is 0 */
+            const uint8_t *c0 = base + t * vrow;
+            const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)c0)),
+                                                      _mm_loadu_si128((const __m128i *)(const void *)(c0 + vrow)), 1);
+            const __m512i w = _mm512_maskz_permutexvar_epi8((__mmask64)0x5555555555555555ull, ilv, _mm512_castsi256_si512(y));
+            const __m512i dl = _mm512_and_si512(w, m15), dh = _mm512_srli_epi16(w, 4);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                int32_t pw;
+                memcpy(&pw, w16 + r * G + t, 4);
+                const __m512i pp = _mm512_set1_epi32(pw);
+                alo[r] = _mm512_dpwssd_epi32(alo[r], dl, pp);
+                ahi[r] = _mm512_dpwssd_epi32(ahi[r], dh, pp);
+            }
+        }
+        const __m512 vl = _mm512_loadu_ps(rc->vch + 32 * u), vh = _mm512_loadu_ps(rc->vch + 32 * u + 16);
+        for (size_t r = 0; r < rb; r++) {
+            if (!nvis[r]) continue;
+            float *a = acc + r * D + 32 * u;
+            const __m512 sc = _mm512_set1_ps(ws[r]);
+            _mm512_storeu_ps(a, _mm512_fmadd_ps(vl, _mm512_mul_ps(sc, _mm512_cvtepi32_ps(alo[r])), _mm512_loadu_ps(a)));
+            _mm512_storeu_ps(a + 16, _mm512_fmadd_ps(vh, _mm512_mul_ps(sc, _mm512_cvtepi32_ps(ahi[r])), _mm512_loadu_ps(a + 16)));
+        }
+    }
+}
+
 /* Rows by blocks of 4, 6 or 8 (ROWS_NR16, attn_x86.h). For trellis records the block
  * of 6 measured 1.09-1.17x the block of 8 with two zero rows (bench_attn_ab, sj:3/3t and
  * 3/2t, Qwen, 16K and 32K): the reader's per-row work is FMAs only. */
@@ -887,7 +946,16 @@ static void chunk_rec_avx512(const float *q, size_t R, size_t D, const uint32_t 
 static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                  const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1));
+    ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1, 0));
+}
+
+/* chunk_rec_v16 (attn_kernels.h): 4-bit V codes by int16 weights (rec_values_q16), the
+ * keys as chunk_rec_q16 scores them (4-bit) or in fp32 (other widths). */
+static void chunk_rec_v16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                                 const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    if (rc->kp) ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1, 1));
+    else ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0, 1));
 }
 
 /* ---- trellis records by int16 dot products: chunk_trellis_q16 -----------------------
@@ -1926,5 +1994,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     "avx512", chunk_f32_x, chunk_f32_many_x, chunk_f16_x, chunk_tq6_avx512, chunk_rec_avx512, unpack_row_avx512,
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
     sjk_attn_qint_prep_avx2, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
-    chunk_trellis_q8_avx512, NULL /* unpack_rows: unpack_row_avx512 row by row */,
+    chunk_trellis_q8_avx512, NULL /* unpack_rows: unpack_row_avx512 row by row */, chunk_rec_v16_avx512,
 };

@@ -271,13 +271,15 @@ void sjk_attn_q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
     }
 }
 
-/* Records: scores in fp32 (q16 = 0) or by the integer dot products of chunk_rec_q16. */
+/* Records: scores in fp32 (q16 = 0) or by the integer dot products of chunk_rec_q16;
+ * values in fp32 (v16 = 0) or, for 4-bit V codes, by the int16 weights of chunk_rec_v16. */
 static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
-                    float *m, float *l, float *acc, float *work, int q16)
+                    float *m, float *l, float *acc, float *work, int q16, int v16)
 {
     const size_t G = SJK_GROUP;
     float *s = work, *qs = work + G, *racc = qs + D;
     int16_t *qi = (int16_t *)(void *)(racc + D); /* [D] */
+    int16_t *w16 = qi + D;                       /* [G] */
     for (size_t r = 0; r < R; r++) {
         size_t nv = nvis[r];
         if (!nv) continue;
@@ -300,10 +302,20 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
         }
         float f = softmax_update(s, nv, &m[r], &l[r]);
         const float z = rec_vfold_ref(s, nv, rc);
-        for (size_t d = 0; d < D; d++) racc[d] = 0;
-        for (size_t t = 0; t < nv; t++)
-            for (size_t d = 0; d < D; d++)
-                racc[d] += s[t] * (float)(rc->vc ? rc->vc[t * D + d] : sjk_payload_get(rc->vp + t * (D / 2), D, 4, d));
+        if (v16 && !rc->vc) {
+            float ws;
+            sjk_attn_q16_prep(w16, &ws, s, nv);
+            for (size_t d = 0; d < D; d++) {
+                int32_t dot = 0; /* exact: |dot| <= 128 * 32767 * 15 < 2^26 */
+                for (size_t t = 0; t < nv; t++) dot += (int32_t)w16[t] * (int32_t)sjk_payload_get(rc->vp + t * (D / 2), D, 4, d);
+                racc[d] = ws * (float)dot;
+            }
+        } else {
+            for (size_t d = 0; d < D; d++) racc[d] = 0;
+            for (size_t t = 0; t < nv; t++)
+                for (size_t d = 0; d < D; d++)
+                    racc[d] += s[t] * (float)(rc->vc ? rc->vc[t * D + d] : sjk_payload_get(rc->vp + t * (D / 2), D, 4, d));
+        }
         float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) a[d] = a[d] * f + rc->vch[d] * (racc[d] + z);
     }
@@ -313,13 +325,19 @@ static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nv
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     if (rc->kt) chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
-    else rec_ref(q, R, D, nvis, rc, m, l, acc, work, 0);
+    else rec_ref(q, R, D, nvis, rc, m, l, acc, work, 0, 0);
 }
 
 static void chunk_rec_q16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    rec_ref(q, R, D, nvis, rc, m, l, acc, work, 1);
+    rec_ref(q, R, D, nvis, rc, m, l, acc, work, 1, 0);
+}
+
+static void chunk_rec_v16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
+                              const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
+{
+    rec_ref(q, R, D, nvis, rc, m, l, acc, work, rc->kp != NULL, 1);
 }
 
 /* ---- trellis records by int16 dot products (chunk_trellis_q16) ---------------------- */
@@ -689,7 +707,7 @@ const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
     sjk_attn_qint_prep, chunk_trellis_q16_ref, chunk_qblk_q16_ref, chunk_trellis_q8_ref,
-    NULL /* unpack_rows: unpack_row row by row */,
+    NULL /* unpack_rows: unpack_row row by row */, chunk_rec_v16_ref,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }

@@ -730,13 +730,20 @@ static ALWAYS_INLINE void rec_scores(float *p, const float *qs, const float *cz,
 static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs, const float *cz, const sjk_attn_rec *rc, size_t D,
                            size_t ntm, size_t rb, size_t pfn, const size_t NR);
 
+#if SJK_ATTN_W == 16
+/* 4-bit V codes by int16 weights (chunk_rec_q16 on AVX-512): attn_avx512.c. */
+static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+                                         const float *p, const float *fct, const float *zz, size_t ntm,
+                                         const sjk_attn_rec *rc, int16_t *w16);
+#endif
+
 /* Record chunk: scores by channel rows of codes (rec_scores; with q16, 4-bit K codes by
  * integer dot products: rec_scores_q16, attn_avx512.c / attn_avx2.c), values by token rows of codes
  * (unpacked bytes, or 4-bit payload rows read in place); scales folded as in
  * attn_kernels.h. */
 static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                        const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work,
-                                       const size_t NR, const int q16)
+                                       const size_t NR, const int q16, const int v16)
 {
     float *p = work;            /* [RBX][G] */
     float *qs = work + RBX * G; /* [RBX][D] */
@@ -754,6 +761,13 @@ static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const
             rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
         }
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+#if SJK_ATTN_W == 16
+        if (v16) { /* 4-bit V codes; the weights after the int16 queries [RBX][D] */
+            int16_t *w16 = (int16_t *)(void *)(work + RBX * (2 * D + 4 * G + 8)) + RBX * D; /* [RBX][G] */
+            rec_values_q16(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, zz, ntm, rc, w16);
+            continue;
+        }
+#endif
         if (rc->vc) v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_U8, rc->vc, NULL, 1, rc->vch, zz);
         else v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, NIB_BLK, VL_NIB, rc->vp, NULL, 1, rc->vch, zz);
     }
@@ -766,10 +780,10 @@ static void chunk_rec_scalar(const float *q, size_t R, size_t D, const uint32_t 
 #if SJK_ATTN_W == 8
     /* the GQA rows in one block where they fit (ROWS_NR), so that a record is decoded
      * once per call and no FMAs go to zero rows; else 4 at a time */
-    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0));
-    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0);
+    if (R <= 3 || R == 5 || R == 6) ROWS_NR(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0, 0));
+    else chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, RB, 0, 0);
 #else
-    ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0));
+    ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0, 0));
 #endif
 }
 
