@@ -11,7 +11,7 @@
  *
  * B is A's table with each --drop ENTRY set to NULL (attend.c then takes the next path:
  * chunk_tq6_q16 -> chunk_tq6 -> decode + chunk_f32; chunk_qblk -> decode + chunk_f32;
- * chunk_rec_q16 -> chunk_rec; chunk_trellis_q8 -> chunk_trellis_q16 (the same int8-grid records); chunk_trellis_q16 -> chunk_rec; chunk_qblk_q16 -> chunk_qblk; unpack_rows -> unpack_row per row; qint_prep -> sjk_attn_qint_prep; chunk_rec_v16 -> chunk_rec_q16 / chunk_rec; trellis_inplace -> trellis records decoded + chunk_f32), e.g. `--drop chunk_tq6_q16 sj:4/4` times the integer ring
+ * chunk_rec_q16 -> chunk_rec; chunk_trellis_q8 -> chunk_trellis_q16 (the same int8-grid records); chunk_trellis_q16 -> chunk_rec; chunk_qblk_q16 -> chunk_qblk; unpack_rows -> unpack_row per row; qint_prep -> sjk_attn_qint_prep; chunk_rec_v16 -> chunk_rec_q16 / chunk_rec; trellis_mixed -> a record with a scalar tile decoded + chunk_f32; trellis_inplace -> trellis records decoded + chunk_f32), e.g. `--drop chunk_tq6_q16 sj:4/4` times the integer ring
  * reader against the fp32 one. Without --drop, B is the table `sjk_attn_kernels_table_ab`
  * when the binary is linked with one (another build of the kernels, symbols renamed with
  * objcopy; a weak reference, else absent) — how a rewrite of a kernel is checked against
@@ -146,6 +146,7 @@ static int drop_entry(sjk_attn_kernels *k, const char *name)
     else if (!strcmp(name, "unpack_rows")) k->unpack_rows = NULL;
     else if (!strcmp(name, "qint_prep")) k->qint_prep = NULL;
     else if (!strcmp(name, "chunk_rec_v16")) k->chunk_rec_v16 = NULL;
+    else if (!strcmp(name, "trellis_mixed")) k->trellis_mixed = 0;
     else return 0;
     return 1;
 }

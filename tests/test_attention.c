@@ -1130,6 +1130,55 @@ static void trellis_int_paths(sjk_rng *rp, int grid, double tol)
                     CHECK(state_diff(&a, &b, R, D) == 0);
                 }
             }
+    /* int8-grid records with one scalar tile (above 4 bits) beside a trellis one: the K
+     * tile as unpacked codes (sj:5/3t, sj:8/3t) or the V tile (sj:2/6t); the reference
+     * against the fp32 path, every table that reads them in place (trellis_mixed)
+     * against the reference */
+    static uint8_t cs[MAXD * G];
+    for (int pass = 0; grid && pass < 6; pass++) {
+        const int kmix = pass % 2 == 0;
+        const size_t D = pass < 2 ? 64 : pass < 4 ? 128 : 256, R = pass < 2 ? 4 : pass < 4 ? 6 : 1 + pass;
+        const unsigned tb = pass < 4 ? 3 : 2, sb = pass == 2 ? 8 : 5 + (unsigned)pass % 2;
+        for (size_t i = 0; i < D * G * tb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
+        for (size_t i = 0; i < D * G; i++) cs[i] = (uint8_t)(sjk_rng_u64(&r) % (1u << sb));
+        for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));
+        for (size_t i = 0; i < 3 * D + 3 * G; i++) sc[i] = (float)(0.05 + 0.1 * sjk_rng_uniform(&r)) / (float)(1u << (sb - 3));
+        sjk_attn_rec rc;
+        memset(&rc, 0, sizeof rc);
+        rc.kscale = sc; rc.kzero = sc + D; rc.ktok = sc + 2 * D;
+        rc.vch = sc + 2 * D + G; rc.vscale = sc + 3 * D + G; rc.vzero = sc + 3 * D + 2 * G;
+        const unsigned body = pass % 3 == 0 ? SJK_BODY_TRELLIS_I8 : pass % 3 == 1 ? SJK_BODY_TRELLIS_S128 : SJK_BODY_TRELLIS_REAL_I8;
+        if (kmix) {
+            rc.kc = cs; rc.kbits = sb;
+            rc.vt = kt; rc.vbits = tb; rc.vcb = sjk_trellis_codebook_for(body, tb, 1);
+        } else {
+            rc.kt = kt; rc.kbits = tb; rc.kcb = sjk_trellis_codebook_for(body, tb, 0);
+            rc.vc = cs; rc.vbits = sb;
+        }
+        uint32_t nvis[16];
+        for (size_t i = 0; i < R; i++) nvis[i] = (uint32_t)(i == 0 ? G : (sjk_rng_u64(&r) % (G + 1)));
+        static state a, b, c;
+        sjk_rng s0 = r;
+        state_init(&a, R, D, &s0), s0 = r;
+        state_init(&b, R, D, &s0);
+        ref->chunk_trellis_q8(q, R, D, nvis, &rc, a.m, a.l, a.acc, g_work);
+        ref->chunk_rec(q, R, D, nvis, &rc, b.m, b.l, b.acc, g_work);
+        const double e_fp = output_diff(&b, &a, R, D);
+        worst_fp = fmax(worst_fp, e_fp);
+        CHECKF(e_fp < 1e-3, "mixed %s%u/%s%u D=%zu R=%zu: %s %.3g from the fp32 path", kmix ? "s" : "t", rc.kbits,
+               kmix ? "t" : "s", rc.vbits, D, R, what, e_fp);
+        for (int pi = 0; pi < 2; pi++) {
+            const sjk_attn_kernels *k = paths[pi];
+            if (!k || !k->chunk_trellis_q8 || !k->trellis_mixed) continue;
+            tested++;
+            s0 = r;
+            state_init(&c, R, D, &s0);
+            k->chunk_trellis_q8(q, R, D, nvis, &rc, c.m, c.l, c.acc, g_work);
+            const double e = state_diff(&a, &c, R, D);
+            CHECKF(e < tol, "%s mixed %s%u/%s%u D=%zu R=%zu: rel diff %.3g", k->name, kmix ? "s" : "t", rc.kbits,
+                   kmix ? "t" : "s", rc.vbits, D, R, e);
+        }
+    }
     *rp = r;
     fprintf(stderr, "  note: %s vs fp32 path: worst %.3g of the outputs' magnitude\n", what, worst_fp);
     if (!tested) fprintf(stderr, "  note: no SIMD table has the %s on this CPU; the reference was checked alone\n", what);

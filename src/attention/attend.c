@@ -283,6 +283,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
              * prefetchers ramp up) */
             const uint8_t *pf = ch + 1 < c1 && p0 + 2 * G <= j->b ? rp + L->rec_nbytes : NULL;
             const sjk_record_layout *RL = &L->rl;
+            const int grid = L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8 ||
+                             L->rp.body == SJK_BODY_TRELLIS_S128; /* int8-grid tables (chunk_trellis_q8) */
             if (L->rp.body == SJK_BODY_SCALAR) {
                 memset(&rec, 0, sizeof rec);
                 rec.pf = pf;
@@ -307,26 +309,37 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
-            } else if (sjk_body_trellis_token(L->rp.body) &&
-                       k->trellis_inplace && inplace &&
-                       RL->bits_k <= SJK_TRELLIS_MAX_BITS && RL->bits_v <= SJK_TRELLIS_MAX_BITS) {
-                /* Token-axis trellis bodies: the kernel reads the codes in place. */
+            } else if (sjk_body_trellis_token(L->rp.body) && k->trellis_inplace && inplace &&
+                       ((RL->bits_k <= SJK_TRELLIS_MAX_BITS && RL->bits_v <= SJK_TRELLIS_MAX_BITS) ||
+                        (grid && k->chunk_trellis_q8 && k->trellis_mixed &&
+                         (RL->bits_k <= SJK_TRELLIS_MAX_BITS || RL->bits_v <= SJK_TRELLIS_MAX_BITS)))) {
+                /* Token-axis trellis bodies: the kernel reads the codes in place; a scalar
+                 * tile beside a trellis one (above 4 bits, e.g. sj:5/3t) as unpacked codes,
+                 * where the int8-grid reader takes it (trellis_mixed) */
                 memset(&rec, 0, sizeof rec);
                 rec.pf = pf;
                 rec.pf_nbytes = pf ? L->rec_nbytes : 0;
-                rec.kt = rp + RL->off_k;
-                rec.vt = rp + RL->off_v;
                 rec.kbits = RL->bits_k;
                 rec.vbits = RL->bits_v;
-                rec.kcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_k, 0);
-                rec.vcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_v, 1);
+                if (RL->bits_k <= SJK_TRELLIS_MAX_BITS) {
+                    rec.kt = rp + RL->off_k;
+                    rec.kcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_k, 0);
+                } else {
+                    unpack_half(k, kc, rp + RL->off_k, RL->k_row_nbytes, D, G, RL->bits_k);
+                    rec.kc = kc;
+                }
+                if (RL->bits_v <= SJK_TRELLIS_MAX_BITS) {
+                    rec.vt = rp + RL->off_v;
+                    rec.vcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_v, 1);
+                } else {
+                    unpack_half(k, vc, rp + RL->off_v, RL->v_row_nbytes, G, D, RL->bits_v);
+                    rec.vc = vc;
+                }
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
                 trel_q16 = k->chunk_trellis_q16 != NULL; /* by int16 dot products */
                 /* the int8-grid bodies by int8 dot products over their exact table entries */
-                trel_q8 = k->chunk_trellis_q8 != NULL &&
-                          (L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8 ||
-                           L->rp.body == SJK_BODY_TRELLIS_S128);
+                trel_q8 = k->chunk_trellis_q8 != NULL && grid;
             } else {
                 /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
                  * 4 bits (or a table without in-place trellis): decode the record. */

@@ -1409,4 +1409,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     chunk_trellis_q8_avx2 /* 128-entry tables; other grids: chunk_rec */, unpack_rows_avx2,
     NULL /* 4-bit V records by int16 weights: chunk_rec_q16 / chunk_rec (fp32 values; without VNNI an
           * int16 pair costs a multiply-add and an add, as two FMAs do) */,
+    0 /* trellis_mixed: a record with a scalar tile beside a trellis one is decoded */,
 };

@@ -1531,9 +1531,13 @@ static inline void trq8_weights(int8_t *p4h, int8_t *p4l, float *scale, int32_t 
         }                                                                                                  \
     } while (0)
 
+/* A record of the int8-grid bodies. With kmix its K tile is scalar (above 4 bits: the
+ * codes unpacked in rc->kc, scored in fp32 by rec_scores), with vmix its V tile (rc->vc,
+ * summed in fp32 by v_accum); the other tile is trellis, read in place as below. */
 static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                  const sjk_attn_rec *rc, float *m, float *l, float *acc,
-                                                                 float *work, const size_t NR)
+                                                                 float *work, const size_t NR, const int kmix,
+                                                                 const int vmix)
 {
     float *p = work;                                    /* [RBX][G] */
     float *qs = p + RBX * G;                            /* [RBX][D] */
@@ -1542,16 +1546,16 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
     int8_t *ql = qh + RBX * D;                          /* [RBX][D] */
     int8_t *p4h = ql + RBX * D, *p4l = p4h + RBX * G;   /* [RBX][G] each, in step order (trq8_weights) */
     const unsigned kb = rc->kbits, vb = rc->vbits;
-    float ck, cv;
-    sjk_trellis_codebook_i8(rc->kcb, kb, &ck);
-    sjk_trellis_codebook_i8(rc->vcb, vb, &cv);
-    const unsigned ks = (unsigned)sjk_trellis_codebook_set(rc->kcb, kb) - SJK_TRELLIS_CB_FLOAT_SETS;
-    const unsigned vs = (unsigned)sjk_trellis_codebook_set(rc->vcb, vb) - SJK_TRELLIS_CB_FLOAT_SETS;
+    float ck = 0, cv = 0;
+    if (!kmix) sjk_trellis_codebook_i8(rc->kcb, kb, &ck);
+    if (!vmix) sjk_trellis_codebook_i8(rc->vcb, vb, &cv);
+    const unsigned ks = kmix ? 0 : (unsigned)sjk_trellis_codebook_set(rc->kcb, kb) - SJK_TRELLIS_CB_FLOAT_SETS;
+    const unsigned vs = vmix ? 0 : (unsigned)sjk_trellis_codebook_set(rc->vcb, vb) - SJK_TRELLIS_CB_FLOAT_SETS;
     /* a 128-entry table (set 6) is read by trq8_lookup_s128 from its 128 bytes */
     const unsigned s6 = SJK_TRELLIS_CB_SET_S128 - SJK_TRELLIS_CB_FLOAT_SETS;
-    const int k128 = ks == s6, v128 = vs == s6;
-    const uint8_t *TK = k128 ? g_trq8.a[kb - 2] : g_trq8.u[ks][kb - 2];
-    const uint8_t *TV = v128 ? g_trq8.a[vb - 2] : g_trq8.u[vs][vb - 2];
+    const int k128 = !kmix && ks == s6, v128 = !vmix && vs == s6;
+    const uint8_t *TK = kmix ? NULL : k128 ? g_trq8.a[kb - 2] : g_trq8.u[ks][kb - 2];
+    const uint8_t *TV = vmix ? NULL : v128 ? g_trq8.a[vb - 2] : g_trq8.u[vs][vb - 2];
     const size_t ng = D / 16, gbytes = G * 2 * vb;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
@@ -1560,18 +1564,26 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
         float cz[RBX] = {0}, zz[RBX] = {0}, fct[RBX] = {1, 1, 1, 1, 1, 1, 1, 1}, fk[RBX], fv[RBX];
         int32_t kcorr[RBX], vcorr[RBX];
         rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
-        for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
-            float sq;
-            int32_t ys;
-            q8_pieces(qh + r * D, ql + r * D, &sq, &ys, qs + r * D, D);
-            kcorr[r] = 128 * ys;
-            fk[r] = sq * ck;
-        }
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
+        if (kmix) {
+            rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
+        } else {
+            for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
+                float sq;
+                int32_t ys;
+                q8_pieces(qh + r * D, ql + r * D, &sq, &ys, qs + r * D, D);
+                kcorr[r] = 128 * ys;
+                fk[r] = sq * ck;
+            }
 #define TRQ8_SCORES(K_, S_) trq8_scores(p, wst, qh, ql, kcorr, fk, cz, rc->ktok, rc->kt, D, rc->pf, pfn, K_, TK, S_, NR)
-        TRQ8_BY_K(kb, k128, TRQ8_SCORES);
+            TRQ8_BY_K(kb, k128, TRQ8_SCORES);
 #undef TRQ8_SCORES
+        }
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+        if (vmix) {
+            v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_U8, rc->vc, NULL, 1, rc->vch, zz);
+            continue;
+        }
         for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
             float sp;
             trq8_weights(p4h + r * G, p4l + r * G, &sp, &vcorr[r], p + r * G);
@@ -1593,13 +1605,21 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
 static void chunk_trellis_q8_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                     const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    if (!rc->kt || !sjk_trellis_codebook_i8(rc->kcb, rc->kbits, NULL) || !sjk_trellis_codebook_i8(rc->vcb, rc->vbits, NULL)) {
+    const int kmix = !rc->kt && rc->kc, vmix = !rc->vt && rc->vc; /* a scalar tile (attn_kernels.h) */
+    if (kmix && vmix) {
+        chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
+        return;
+    }
+    if ((!kmix && (!rc->kt || !sjk_trellis_codebook_i8(rc->kcb, rc->kbits, NULL))) ||
+        (!vmix && (!rc->vt || !sjk_trellis_codebook_i8(rc->vcb, rc->vbits, NULL)))) {
         chunk_trellis_q16_avx512(q, R, D, nvis, rc, m, l, acc, work);
         return;
     }
     pthread_once(&g_trq_once, trq_build); /* kperm */
     pthread_once(&g_trq8_once, trq8_build);
-    ROWS_NR16(R, chunk_trq8_nr(q, R, D, nvis, rc, m, l, acc, work, NR_));
+    if (kmix) ROWS_NR16(R, chunk_trq8_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1, 0));
+    else if (vmix) ROWS_NR16(R, chunk_trq8_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0, 1));
+    else ROWS_NR16(R, chunk_trq8_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0, 0));
 }
 
 
@@ -1995,4 +2015,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx512 = {
     f16_to_f32_x, 1, chunk_qblk_avx512, chunk_rec_q16_avx512, chunk_tq6_q16_avx512,
     sjk_attn_qint_prep_avx2, chunk_trellis_q16_avx512, chunk_qblk_q16_avx512,
     chunk_trellis_q8_avx512, NULL /* unpack_rows: unpack_row_avx512 row by row */, chunk_rec_v16_avx512,
+    1 /* chunk_trellis_q8 reads records with one scalar tile */,
 };

@@ -221,6 +221,11 @@ typedef struct sjk_attn_kernels {
      * chunk_rec. */
     void (*chunk_rec_v16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
+    /* 1: chunk_trellis_q8 also reads an int8-grid record whose K or V tile is scalar
+     * (above 4 bits, docs/DESIGN.md §2.4: rc->kt NULL and the K codes unpacked in rc->kc,
+     * scored in fp32 as chunk_rec scores them; or rc->vt NULL and rc->vc, summed as
+     * chunk_rec sums them), the other tile in place. 0: attend.c decodes such a record. */
+    int trellis_mixed;
 } sjk_attn_kernels;
 
 /* The tq6_0 centroids as int16 for chunk_tq6_q16: c16[j] = round(c[j] · 8191 / max|c|)

@@ -224,6 +224,18 @@ static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t
     }
 }
 
+/* Channel d of a trellis record's tile over its G tokens: the trellis sequence, or for a
+ * scalar tile (above 4 bits, payload NULL) its unpacked codes (K [D][G], V [G][D]). */
+static void trellis_tile_ref(float *seq, const float *cb, unsigned bits, const uint8_t *payload, const uint8_t *codes,
+                             size_t d, int is_v, size_t D)
+{
+    if (payload) {
+        trellis_seq_ref(seq, cb, bits, payload, d);
+        return;
+    }
+    for (size_t t = 0; t < SJK_GROUP; t++) seq[t] = (float)(is_v ? codes[t * D + d] : codes[d * SJK_GROUP + t]);
+}
+
 static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
@@ -236,7 +248,7 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
         const float cz = rec_kfold_ref(qs, qr, rc, D);
         for (size_t t = 0; t < nv; t++) s[t] = 0;
         for (size_t d = 0; d < D; d++) {
-            trellis_seq_ref(seq, rc->kcb, rc->kbits, rc->kt, d);
+            trellis_tile_ref(seq, rc->kcb, rc->kbits, rc->kt, rc->kc, d, 0, D);
             for (size_t t = 0; t < nv; t++) s[t] += qs[d] * seq[t];
         }
         for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
@@ -244,7 +256,7 @@ static void chunk_trellis_ref(const float *q, size_t R, size_t D, const uint32_t
         const float z = rec_vfold_ref(s, nv, rc);
         float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) {
-            trellis_seq_ref(seq, rc->vcb, rc->vbits, rc->vt, d);
+            trellis_tile_ref(seq, rc->vcb, rc->vbits, rc->vt, rc->vc, d, 1, D);
             float racc = 0;
             for (size_t t = 0; t < nv; t++) racc += s[t] * seq[t];
             a[d] = a[d] * f + rc->vch[d] * (racc + z);
@@ -324,7 +336,7 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
 static void chunk_rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    if (rc->kt) chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
+    if (rc->kt || rc->vt) chunk_trellis_ref(q, R, D, nvis, rc, m, l, acc, work);
     else rec_ref(q, R, D, nvis, rc, m, l, acc, work, 0, 0);
 }
 
@@ -492,11 +504,12 @@ static void chunk_trellis_q8_ref(const float *q, size_t R, size_t D, const uint3
                                  const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     const size_t G = SJK_GROUP;
-    float ck, cv;
-    const int8_t *k8 = sjk_trellis_codebook_i8(rc->kcb, rc->kbits, &ck);
-    const int8_t *v8 = sjk_trellis_codebook_i8(rc->vcb, rc->vbits, &cv);
-    if (!k8 || !v8) {
-        chunk_trellis_q16_ref(q, R, D, nvis, rc, m, l, acc, work);
+    float ck = 0, cv = 0;
+    const int kmix = !rc->kt && rc->kc, vmix = !rc->vt && rc->vc; /* a scalar tile: as chunk_rec reads it */
+    const int8_t *k8 = kmix ? NULL : sjk_trellis_codebook_i8(rc->kcb, rc->kbits, &ck);
+    const int8_t *v8 = vmix ? NULL : sjk_trellis_codebook_i8(rc->vcb, rc->vbits, &cv);
+    if ((!kmix && !k8) || (!vmix && !v8) || (kmix && vmix)) {
+        (kmix && vmix ? chunk_rec_ref : chunk_trellis_q16_ref)(q, R, D, nvis, rc, m, l, acc, work);
         return;
     }
     float *s = work, *qs = work + G;
@@ -509,21 +522,36 @@ static void chunk_trellis_q8_ref(const float *q, size_t R, size_t D, const uint3
         const float cz = rec_kfold_ref(qs, q + r * D, rc, D);
         float sq;
         int32_t ys;
-        sjk_attn_q8_pieces(qh, ql, &sq, &ys, qs, D);
-        for (size_t t = 0; t < nv; t++) dot[t] = 0;
-        for (size_t d = 0; d < D; d++) { /* exact: |dot| <= 512 * 16256 * 127 < 2^31 */
-            trellis_seq8_ref(seq, k8, rc->kbits, rc->kt, d);
-            const int32_t y = 128 * (int32_t)qh[d] + ql[d];
-            for (size_t t = 0; t < nv; t++) dot[t] += y * seq[t];
+        if (kmix) { /* fp32 scores of the unpacked codes */
+            for (size_t t = 0; t < nv; t++) s[t] = 0;
+            for (size_t d = 0; d < D; d++)
+                for (size_t t = 0; t < nv; t++) s[t] += qs[d] * (float)rc->kc[d * G + t];
+            for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (s[t] + cz);
+        } else {
+            sjk_attn_q8_pieces(qh, ql, &sq, &ys, qs, D);
+            for (size_t t = 0; t < nv; t++) dot[t] = 0;
+            for (size_t d = 0; d < D; d++) { /* exact: |dot| <= 512 * 16256 * 127 < 2^31 */
+                trellis_seq8_ref(seq, k8, rc->kbits, rc->kt, d);
+                const int32_t y = 128 * (int32_t)qh[d] + ql[d];
+                for (size_t t = 0; t < nv; t++) dot[t] += y * seq[t];
+            }
+            const float fk = sq * ck;
+            for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (fk * (float)dot[t] + cz);
         }
-        const float fk = sq * ck;
-        for (size_t t = 0; t < nv; t++) s[t] = rc->ktok[t] * (fk * (float)dot[t] + cz);
         const float f = softmax_update(s, nv, &m[r], &l[r]);
         const float z = rec_vfold_ref(s, nv, rc);
+        float *a = acc + r * D;
+        if (vmix) { /* fp32 sums of the unpacked codes */
+            for (size_t d = 0; d < D; d++) {
+                float racc = 0;
+                for (size_t t = 0; t < nv; t++) racc += s[t] * (float)rc->vc[t * D + d];
+                a[d] = a[d] * f + rc->vch[d] * (racc + z);
+            }
+            continue;
+        }
         float sp;
         sjk_attn_q8_pieces(ph, pl, &sp, &ys, s, nv);
         const float fv = sp * cv;
-        float *a = acc + r * D;
         for (size_t d = 0; d < D; d++) {
             trellis_seq8_ref(seq, v8, rc->vbits, rc->vt, d);
             int32_t va = 0;
@@ -707,7 +735,7 @@ const sjk_attn_kernels sjk_attn_kernels_table_ref = {
     "ref", chunk_f32_ref, chunk_f32_ref /* many rows: the same reference */, chunk_f16_ref, chunk_tq6_ref,
     chunk_rec_ref, sjk_attn_unpack_row_ref, f16_to_f32_ref, 1, chunk_qblk_ref, chunk_rec_q16_ref, chunk_tq6_q16_ref,
     sjk_attn_qint_prep, chunk_trellis_q16_ref, chunk_qblk_q16_ref, chunk_trellis_q8_ref,
-    NULL /* unpack_rows: unpack_row row by row */, chunk_rec_v16_ref,
+    NULL /* unpack_rows: unpack_row row by row */, chunk_rec_v16_ref, 1 /* trellis_mixed */,
 };
 
 const sjk_attn_kernels *sjk_attn_kernels_ref(void) { return &sjk_attn_kernels_table_ref; }
