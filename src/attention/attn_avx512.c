@@ -1531,9 +1531,65 @@ static inline void trq8_weights(int8_t *p4h, int8_t *p4l, float *scale, int32_t 
         }                                                                                                  \
     } while (0)
 
+/* Scores of a scalar K tile of unpacked codes rc->kc [D][G] of up to 7 bits (a trellis
+ * record's tile above 4 bits, chunk_trq8_nr's kmix) by int16 dot products: per row the
+ * folded queries qs become int16 (q16_prep) and
+ *   p[r][t] = Ktok[t] · (scale · Σ_d q16[r][d] · code[d][t] + cz[r]),  t < ntm rounded up to 32,
+ * exact in int32 (|.| <= 512 · 32767 · 127 < 2^31). Per pair of channels and 32 tokens
+ * the two rows' 32 bytes go into one zmm and two masked vpermb make the word pairs
+ * (channel c, c + 1) of tokens 0..15 and 16..31, zero-extended; one vpdpwssd per row and
+ * 16 tokens adds both channels (the fp32 path: four widenings and two FMAs per row and
+ * channel). */
+static ALWAYS_INLINE void rec_scores_c16(float *p, int16_t *q16, const float *qs, const float *cz, const sjk_attn_rec *rc,
+                                         size_t D, size_t ntm, size_t rb, size_t pfn, const size_t NR)
+{
+    float q16s[RBX];
+    const size_t ntm32 = (ntm + 31) & ~(size_t)31;
+    for (size_t r = 0; r < NR; r++) {
+        if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
+        else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
+    }
+    uint8_t ix[2][64] = {{0}}; /* byte 4j <- token j (channel c), 4j + 2 <- token j (channel c + 1) */
+    for (int j = 0; j < 16; j++)
+        for (int h = 0; h < 2; h++) {
+            ix[h][4 * j] = (uint8_t)(16 * h + j);
+            ix[h][4 * j + 2] = (uint8_t)(32 + 16 * h + j);
+        }
+    const __m512i ilo = _mm512_loadu_si512((const void *)ix[0]), ihi = _mm512_loadu_si512((const void *)ix[1]);
+    const __mmask64 even = (__mmask64)0x5555555555555555ull;
+    for (size_t t0 = 0; t0 < ntm32; t0 += 32) {
+        __m512i A0[RBX], A1[RBX];
+        _Pragma("GCC unroll 8")
+        for (size_t r = 0; r < NR; r++) { A0[r] = _mm512_setzero_si512(); A1[r] = _mm512_setzero_si512(); }
+        const size_t pfo = (t0 / 32) * D * 64;
+        for (size_t c = 0; c < D; c += 2) {
+            const uint8_t *u = rc->kc + c * G + t0;
+            if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
+            const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)u)),
+                                                 _mm256_loadu_si256((const __m256i *)(const void *)(u + G)), 1);
+            const __m512i lo = _mm512_maskz_permutexvar_epi8(even, ilo, x), hi = _mm512_maskz_permutexvar_epi8(even, ihi, x);
+            _Pragma("GCC unroll 8")
+            for (size_t r = 0; r < NR; r++) {
+                int32_t wq;
+                memcpy(&wq, q16 + r * D + c, 4);
+                const __m512i qq = _mm512_set1_epi32(wq);
+                A0[r] = _mm512_dpwssd_epi32(A0[r], lo, qq);
+                A1[r] = _mm512_dpwssd_epi32(A1[r], hi, qq);
+            }
+        }
+        const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
+        for (size_t r = 0; r < NR; r++) {
+            const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
+            _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(A0[r]), c)));
+            _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(A1[r]), c)));
+        }
+    }
+}
+
 /* A record of the int8-grid bodies. With kmix its K tile is scalar (above 4 bits: the
- * codes unpacked in rc->kc, scored in fp32 by rec_scores), with vmix its V tile (rc->vc,
- * summed in fp32 by v_accum); the other tile is trellis, read in place as below. */
+ * codes unpacked in rc->kc, scored by rec_scores_c16, or by rec_scores in fp32 at 8 bits),
+ * with vmix its V tile (rc->vc, summed in fp32 by v_accum); the other tile is trellis,
+ * read in place as below. */
 static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                  const sjk_attn_rec *rc, float *m, float *l, float *acc,
                                                                  float *work, const size_t NR, const int kmix,
@@ -1566,7 +1622,8 @@ static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, 
         rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
         if (kmix) {
-            rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
+            if (kb <= 7) rec_scores_c16(p, (int16_t *)(void *)qh, qs, cz, rc, D, ntm, rb, pfn, NR); /* qh, ql: [RBX][D] int16 */
+            else rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
         } else {
             for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
                 float sq;

@@ -223,8 +223,9 @@ typedef struct sjk_attn_kernels {
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
     /* 1: chunk_trellis_q8 also reads an int8-grid record whose K or V tile is scalar
      * (above 4 bits, docs/DESIGN.md §2.4: rc->kt NULL and the K codes unpacked in rc->kc,
-     * scored in fp32 as chunk_rec scores them; or rc->vt NULL and rc->vc, summed as
-     * chunk_rec sums them), the other tile in place. 0: attend.c decodes such a record. */
+     * scored against the query as int16 (sjk_attn_q16_prep; exact int32 sums; 8-bit
+     * codes in fp32); or rc->vt NULL and rc->vc, summed in fp32 as chunk_rec sums them),
+     * the other tile in place. 0: attend.c decodes such a record. */
     int trellis_mixed;
 } sjk_attn_kernels;
 

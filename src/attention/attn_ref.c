@@ -522,7 +522,15 @@ static void chunk_trellis_q8_ref(const float *q, size_t R, size_t D, const uint3
         const float cz = rec_kfold_ref(qs, q + r * D, rc, D);
         float sq;
         int32_t ys;
-        if (kmix) { /* fp32 scores of the unpacked codes */
+        if (kmix && rc->kbits <= 7) { /* the unpacked codes against the query as int16 */
+            int16_t *qi = (int16_t *)(void *)qh; /* qh, ql: [D] int16 */
+            sjk_attn_q16_prep(qi, &sq, qs, D);
+            for (size_t t = 0; t < nv; t++) {
+                int32_t dk = 0; /* exact: |dk| <= 512 * 32767 * 127 < 2^31 */
+                for (size_t d = 0; d < D; d++) dk += (int32_t)qi[d] * rc->kc[d * G + t];
+                s[t] = rc->ktok[t] * (sq * (float)dk + cz);
+            }
+        } else if (kmix) { /* 8-bit codes: fp32 scores */
             for (size_t t = 0; t < nv; t++) s[t] = 0;
             for (size_t d = 0; d < D; d++)
                 for (size_t t = 0; t < nv; t++) s[t] += qs[d] * (float)rc->kc[d * G + t];
