@@ -1192,7 +1192,9 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
         rec_fold(qs, cz, q + r0 * D, rb, NR, D, rc);
         const size_t ntm2 = (ntm + 1) & ~(size_t)1; /* pairs of tokens; the extra score is unused */
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
-        if (kint) {
+        if (!rc->kt) { /* a scalar K tile (trellis_mixed): its unpacked codes in fp32 */
+            rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
+        } else if (kint) {
             for (size_t r = 0; r < NR; r++) { /* rows past rb: zero queries, zero scale */
                 float sq;
                 int16_prep_avx2(y16 + r * D, &sq, qs + r * D, D, 16256.0f, 0);
@@ -1220,6 +1222,10 @@ static ALWAYS_INLINE void chunk_trellis8_nr(const float *q, size_t R, size_t D, 
             else trel8_scores_k(p, wst, qd, D, ntm2, rc, cz, 4, pfn, NR);
         }
         rec_probs(p, fct, zz, nvis + r0, rb, NR, m + r0, l + r0, rc);
+        if (!rc->vt) { /* a scalar V tile (trellis_mixed): its unpacked codes in fp32 */
+            v_accum(acc + r0 * D, D, nvis + r0, rb, NR, p, fct, ntm, TB, VL_U8, rc->vc, NULL, 1, rc->vch, zz);
+            continue;
+        }
         if (vint) {
             for (size_t r = 0; r < NR; r++) { /* p is zero past each row's keys */
                 float sp;
@@ -1267,11 +1273,12 @@ static void chunk_trellis_avx2(const float *q, size_t R, size_t D, const uint32_
     else chunk_trellis8_nr(q, R, D, nvis, rc, m, l, acc, work, RB, s128);
 }
 
-/* Records: trellis read in place (chunk_trellis_avx2), scalar ones by chunk_rec_scalar. */
+/* Records: trellis read in place (chunk_trellis_avx2, also a trellis tile beside a scalar
+ * one), scalar ones by chunk_rec_scalar. */
 static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
                            float *m, float *l, float *acc, float *work)
 {
-    if (rc->kt) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work, 0);
+    if (rc->kt || rc->vt) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work, 0);
     else chunk_rec_scalar(q, R, D, nvis, rc, m, l, acc, work);
 }
 
@@ -1281,7 +1288,7 @@ static void chunk_rec_avx2(const float *q, size_t R, size_t D, const uint32_t *n
 static void chunk_trellis_q8_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const sjk_attn_rec *rc,
                                   float *m, float *l, float *acc, float *work)
 {
-    const int s128 = rc->kt && sjk_trellis_codebook_set(rc->kcb, rc->kbits) == SJK_TRELLIS_CB_SET_S128 &&
+    const int s128 = rc->kt && rc->vt && sjk_trellis_codebook_set(rc->kcb, rc->kbits) == SJK_TRELLIS_CB_SET_S128 &&
                      sjk_trellis_codebook_set(rc->vcb, rc->vbits) == SJK_TRELLIS_CB_SET_S128;
     if (s128) chunk_trellis_avx2(q, R, D, nvis, rc, m, l, acc, work, 1);
     else chunk_rec_avx2(q, R, D, nvis, rc, m, l, acc, work);
@@ -1409,5 +1416,5 @@ const sjk_attn_kernels sjk_attn_kernels_table_avx2 = {
     chunk_trellis_q8_avx2 /* 128-entry tables; other grids: chunk_rec */, unpack_rows_avx2,
     NULL /* 4-bit V records by int16 weights: chunk_rec_q16 / chunk_rec (fp32 values; without VNNI an
           * int16 pair costs a multiply-add and an add, as two FMAs do) */,
-    0 /* trellis_mixed: a record with a scalar tile beside a trellis one is decoded */,
+    1 /* chunk_trellis_q8 reads records with one scalar tile (in fp32, as chunk_rec) */,
 };
