@@ -1135,10 +1135,10 @@ static void trellis_int_paths(sjk_rng *rp, int grid, double tol)
      * against the fp32 path, every table that reads them in place (trellis_mixed)
      * against the reference */
     static uint8_t cs[MAXD * G];
-    for (int pass = 0; grid && pass < 6; pass++) {
+    for (int pass = 0; grid && pass < 7; pass++) { /* passes 2 and 6: 8-bit keys (fp32 scores) */
         const int kmix = pass % 2 == 0;
-        const size_t D = pass < 2 ? 64 : pass < 4 ? 128 : 256, R = pass < 2 ? 4 : pass < 4 ? 6 : 1 + pass;
-        const unsigned tb = pass < 4 ? 3 : 2, sb = pass == 2 ? 8 : 5 + (unsigned)pass % 2;
+        const size_t D = pass < 2 ? 64 : pass < 4 ? 128 : pass < 6 ? 256 : MAXD, R = pass < 2 ? 4 : pass < 4 ? 6 : 1 + pass;
+        const unsigned tb = pass < 4 ? 3 : 2, sb = pass == 2 || pass == 6 ? 8 : 5 + (unsigned)pass % 2;
         for (size_t i = 0; i < D * G * tb / 8; i++) kt[i] = (uint8_t)sjk_rng_u64(&r);
         for (size_t i = 0; i < D * G; i++) cs[i] = (uint8_t)(sjk_rng_u64(&r) % (1u << sb));
         for (size_t i = 0; i < R * D; i++) q[i] = (float)(0.2 * sjk_rng_normal(&r));

@@ -43,6 +43,22 @@ static void q16_prep(int16_t *q16, float *scale, const float *x, size_t D)
     }
 }
 
+/* Per row r of a block: the int16 pair at w + r · stride broadcast to every lane, then
+ * a[r] += lo · pair and b[r] += hi · pair by vpdpwssd (two keys' or two channels' words in
+ * each int32 lane of lo and hi). The step of the int16 dot-product readers. */
+static ALWAYS_INLINE void dpw_rows(__m512i *a, __m512i *b, __m512i lo, __m512i hi, const int16_t *w, size_t stride,
+                                   const size_t NR)
+{
+    _Pragma("GCC unroll 8")
+    for (size_t r = 0; r < NR; r++) {
+        int32_t pw;
+        memcpy(&pw, w + r * stride, 4);
+        const __m512i pp = _mm512_set1_epi32(pw);
+        a[r] = _mm512_dpwssd_epi32(a[r], lo, pp);
+        b[r] = _mm512_dpwssd_epi32(b[r], hi, pp);
+    }
+}
+
 /* sjk_attn_q16_prep_l1 (attn_ref.c) 16 lanes at a time: one pass for max|x| and Σ|x|,
  * one to round (n: a multiple of 16). */
 static void q16_prep_l1(int16_t *q16, float *scale, const float *x, size_t n, uint32_t sum_max)
@@ -806,6 +822,29 @@ static inline __attribute__((always_inline)) void chunk_trellis_nr(const float *
     }
 }
 
+/* The folded queries qs of a record block as int16 (q16_prep; rows past rb zero, scale
+ * 0), for rec_scores_q16 and rec_scores_c16. */
+static ALWAYS_INLINE void rec_q16_rows(int16_t *q16, float *q16s, const float *qs, size_t D, size_t rb, const size_t NR)
+{
+    for (size_t r = 0; r < NR; r++) {
+        if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
+        else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
+    }
+}
+
+/* Scores of tokens t0..t0+31 from their int32 sums (A0: t0..t0+15, A1: the next 16):
+ * p[r][t] = Ktok[t] · (scale[r] · sum + cz[r]). */
+static ALWAYS_INLINE void rec_q16_store(float *p, const __m512i *A0, const __m512i *A1, const float *q16s, const float *cz,
+                                        const float *ktok, size_t t0, const size_t NR)
+{
+    const __m512 kt0 = _mm512_loadu_ps(ktok + t0), kt1 = _mm512_loadu_ps(ktok + t0 + 16);
+    for (size_t r = 0; r < NR; r++) {
+        const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
+        _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A0[r])), c)));
+        _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A1[r])), c)));
+    }
+}
+
 /* Record chunk: scores by channel rows of codes (16 tokens x 4 rows in registers),
  * values by token rows of codes; scales folded as in attn_kernels.h.
  *
@@ -825,10 +864,7 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
 {
     float q16s[RBX];
     const size_t ntm16 = (ntm + 31) & ~(size_t)31;
-    for (size_t r = 0; r < NR; r++) {
-        if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
-        else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
-    }
+    rec_q16_rows(q16, q16s, qs, D, rb, NR);
     /* vpermb controls: dword j <- (byte j of lane 2i, byte j of lane 2i + 1) as
      * two 16-bit words (high bytes junk, masked) */
     uint8_t ix[2][64];
@@ -864,13 +900,7 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
                 A1[r] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(A1[r], h01, qa), h23, qb);
             }
         }
-        const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
-        for (size_t r = 0; r < NR; r++) {
-            const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
-            _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A0[r])), c)));
-            _mm512_storeu_ps(p + r * G + t0 + 16,
-                             _mm512_mul_ps(kt1, _mm512_add_ps(_mm512_mul_ps(sc, _mm512_cvtepi32_ps(A1[r])), c)));
-        }
+        rec_q16_store(p, A0, A1, q16s, cz, rc->ktok, t0, NR);
     }
 }
 
@@ -912,15 +942,7 @@ static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *n
             const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)c0)),
                                                       _mm_loadu_si128((const __m128i *)(const void *)(c0 + vrow)), 1);
             const __m512i w = _mm512_maskz_permutexvar_epi8((__mmask64)0x5555555555555555ull, ilv, _mm512_castsi256_si512(y));
-            const __m512i dl = _mm512_and_si512(w, m15), dh = _mm512_srli_epi16(w, 4);
-            _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) {
-                int32_t pw;
-                memcpy(&pw, w16 + r * G + t, 4);
-                const __m512i pp = _mm512_set1_epi32(pw);
-                alo[r] = _mm512_dpwssd_epi32(alo[r], dl, pp);
-                ahi[r] = _mm512_dpwssd_epi32(ahi[r], dh, pp);
-            }
+            dpw_rows(alo, ahi, _mm512_and_si512(w, m15), _mm512_srli_epi16(w, 4), w16 + t, G, NR);
         }
         const __m512 vl = _mm512_loadu_ps(rc->vch + 32 * u), vh = _mm512_loadu_ps(rc->vch + 32 * u + 16);
         for (size_t r = 0; r < rb; r++) {
@@ -1545,10 +1567,7 @@ static ALWAYS_INLINE void rec_scores_c16(float *p, int16_t *q16, const float *qs
 {
     float q16s[RBX];
     const size_t ntm32 = (ntm + 31) & ~(size_t)31;
-    for (size_t r = 0; r < NR; r++) {
-        if (r < rb) q16_prep(q16 + r * D, &q16s[r], qs + r * D, D);
-        else memset(q16 + r * D, 0, D * sizeof(int16_t)), q16s[r] = 0.0f;
-    }
+    rec_q16_rows(q16, q16s, qs, D, rb, NR);
     uint8_t ix[2][64] = {{0}}; /* byte 4j <- token j (channel c), 4j + 2 <- token j (channel c + 1) */
     for (int j = 0; j < 16; j++)
         for (int h = 0; h < 2; h++) {
@@ -1567,27 +1586,16 @@ static ALWAYS_INLINE void rec_scores_c16(float *p, int16_t *q16, const float *qs
             if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
             const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)u)),
                                                  _mm256_loadu_si256((const __m256i *)(const void *)(u + G)), 1);
-            const __m512i lo = _mm512_maskz_permutexvar_epi8(even, ilo, x), hi = _mm512_maskz_permutexvar_epi8(even, ihi, x);
-            _Pragma("GCC unroll 8")
-            for (size_t r = 0; r < NR; r++) {
-                int32_t wq;
-                memcpy(&wq, q16 + r * D + c, 4);
-                const __m512i qq = _mm512_set1_epi32(wq);
-                A0[r] = _mm512_dpwssd_epi32(A0[r], lo, qq);
-                A1[r] = _mm512_dpwssd_epi32(A1[r], hi, qq);
-            }
+            dpw_rows(A0, A1, _mm512_maskz_permutexvar_epi8(even, ilo, x), _mm512_maskz_permutexvar_epi8(even, ihi, x), q16 + c,
+                     D, NR);
         }
-        const __m512 kt0 = _mm512_loadu_ps(rc->ktok + t0), kt1 = _mm512_loadu_ps(rc->ktok + t0 + 16);
-        for (size_t r = 0; r < NR; r++) {
-            const __m512 sc = _mm512_set1_ps(q16s[r]), c = _mm512_set1_ps(cz[r]);
-            _mm512_storeu_ps(p + r * G + t0, _mm512_mul_ps(kt0, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(A0[r]), c)));
-            _mm512_storeu_ps(p + r * G + t0 + 16, _mm512_mul_ps(kt1, _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(A1[r]), c)));
-        }
+        rec_q16_store(p, A0, A1, q16s, cz, rc->ktok, t0, NR);
     }
 }
 
 /* A record of the int8-grid bodies. With kmix its K tile is scalar (above 4 bits: the
- * codes unpacked in rc->kc, scored by rec_scores_c16, or by rec_scores in fp32 at 8 bits),
+ * codes unpacked in rc->kc, scored by rec_scores_c16, or by rec_scores in fp32 at 8 bits:
+ * int16 there measured 0.92-1.00x the fp32 scores, docs/notes/benchmarks.md),
  * with vmix its V tile (rc->vc, summed in fp32 by v_accum); the other tile is trellis,
  * read in place as below. */
 static inline __attribute__((always_inline)) void chunk_trq8_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -1911,14 +1919,7 @@ static ALWAYS_INLINE void qblk_values_q16(float *acc, size_t D, const uint32_t *
                     dl = _mm512_and_si512(w, m15);
                     dh = _mm512_srli_epi16(w, 4);
                 }
-                _Pragma("GCC unroll 8")
-                for (size_t r = 0; r < NR; r++) {
-                    int32_t pw;
-                    memcpy(&pw, wb + r * G + t, 4);
-                    const __m512i pp = _mm512_set1_epi32(pw);
-                    alo[r] = _mm512_dpwssd_epi32(alo[r], dl, pp);
-                    ahi[r] = _mm512_dpwssd_epi32(ahi[r], dh, pp);
-                }
+                dpw_rows(alo, ahi, dl, dh, wb + t, G, NR);
             }
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) {
