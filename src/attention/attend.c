@@ -342,7 +342,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 trel_q8 = k->chunk_trellis_q8 != NULL && grid;
             } else {
                 /* Channel-axis trellis bodies, a trellis tile beside a scalar tile above
-                 * 4 bits (or a table without in-place trellis): decode the record. */
+                 * 4 bits on the float tables or where the table lacks trellis_mixed (or a
+                 * table without in-place trellis): decode the record. */
                 record_to_f32(L, kf, vf, rp, D);
                 K32 = kf;
                 V32 = vf;
