@@ -973,7 +973,7 @@ TEST(test_rec_q16_matches_reference)
         sjk_attn_q16_prep(q16, &sc, x, MAXD);
         CHECK(isnan(sc) && q16[4] == 0);
     }
-    static uint8_t kc[G * MAXD], vc[G * MAXD], kp[MAXD * G / 2], vp[G * MAXD / 2];
+    static uint8_t kc[G * MAXD], vc[G * MAXD], kp[MAXD * G / 2], vp[G * MAXD / 2], vc6[G * MAXD], vc8[G * MAXD];
     static float q[16 * MAXD], sc[3 * MAXD + 3 * G];
     double worst_fp = 0, worst_v = 0;
     int tested = 0, tested_v = 0;
@@ -1016,12 +1016,19 @@ TEST(test_rec_q16_matches_reference)
                 CHECKF(e < 1e-5, "%s rec_q16 D=%zu R=%zu: rel diff %.3g", k->name, D, R, e);
             }
             /* 4: values by int16 weights (chunk_rec_v16), keys 4-bit (as chunk_rec_q16
-             * scores them) and keys unpacked (as chunk_rec): the reference against the
-             * fp32 values (as 3), every SIMD table against the reference at 1e-5 (the
-             * integer sums are exact and the weights the same bits) */
-            for (int kpk = 0; kpk < 2; kpk++) {
+             * scores them) and keys unpacked (as chunk_rec), values 4-bit in place or
+             * unpacked bytes of 6 and 8 bits (the widest: |sum| near 2^30): the reference
+             * against the fp32 values (as 3), every SIMD table against the reference at
+             * 1e-5 (the integer sums are exact and the weights the same bits) */
+            for (size_t i = 0; i < G * D; i++) {
+                vc6[i] = (uint8_t)(sjk_rng_u64(&r) % 64);
+                vc8[i] = (uint8_t)(sjk_rng_u64(&r) % 256);
+            }
+            for (int kv = 0; kv < 6; kv++) {
+                const int kpk = kv % 2, vw = kv / 2; /* vw: 0 4-bit in place, 1 6-bit, 2 8-bit bytes */
                 sjk_attn_rec rv = rc;
                 if (!kpk) { rv.kp = NULL; rv.kc = kc; }
+                if (vw) { rv.vp = NULL; rv.vc = vw == 1 ? vc6 : vc8; }
                 s0 = r;
                 state_init(&a, R, D, &s0), s0 = r;
                 state_init(&b, R, D, &s0);
@@ -1029,8 +1036,8 @@ TEST(test_rec_q16_matches_reference)
                 (kpk ? ref->chunk_rec_q16 : ref->chunk_rec)(q, R, D, nvis, &rv, b.m, b.l, b.acc, g_work);
                 const double e_v = output_diff(&b, &a, R, D);
                 worst_v = fmax(worst_v, e_v);
-                CHECKF(e_v < 2e-4, "D=%zu R=%zu keys %s: int16 value weights %.3g from the fp32 values", D, R,
-                       kpk ? "4-bit" : "unpacked", e_v);
+                CHECKF(e_v < 2e-4, "D=%zu R=%zu keys %s, values %d-bit: int16 value weights %.3g from the fp32 values", D, R,
+                       kpk ? "4-bit" : "unpacked", 4 + 2 * vw, e_v);
                 for (int pi = 0; pi < 2; pi++) {
                     const sjk_attn_kernels *k = paths[pi];
                     if (!k || !k->chunk_rec_v16) continue;
@@ -1039,11 +1046,12 @@ TEST(test_rec_q16_matches_reference)
                     state_init(&c, R, D, &s0);
                     k->chunk_rec_v16(q, R, D, nvis, &rv, c.m, c.l, c.acc, g_work);
                     const double e = state_diff(&a, &c, R, D);
-                    CHECKF(e < 1e-5, "%s rec_v16 D=%zu R=%zu keys %s: rel diff %.3g", k->name, D, R, kpk ? "4-bit" : "unpacked", e);
+                    CHECKF(e < 1e-5, "%s rec_v16 D=%zu R=%zu keys %s, values %d-bit: rel diff %.3g", k->name, D, R,
+                           kpk ? "4-bit" : "unpacked", 4 + 2 * vw, e);
                 }
             }
         }
-    fprintf(stderr, "  note: int16 value weights vs fp32 values (4-bit V records): worst %.3g of the outputs' magnitude (%d SIMD checks)\n",
+    fprintf(stderr, "  note: int16 value weights vs fp32 values (4-, 6- and 8-bit V records): worst %.3g of the outputs' magnitude (%d SIMD checks)\n",
             worst_v, tested_v);
     fprintf(stderr, "  note: int16 query path vs fp32 path (4-bit records): worst %.3g of the outputs' magnitude\n", worst_fp);
     if (!tested) fprintf(stderr, "  note: no SIMD table scores 4-bit records by integer dot products on this CPU; the reference was checked alone\n");

@@ -107,9 +107,9 @@ static float g_k[8192 * 2 * 512], g_v[8192 * 2 * 512]; /* decoded: [head][pos][D
  *   int8 query pieces (attn_kernels.h sjk_attn_qint; about 15 bits): 5e-4;
  * - scalar records with 4-bit K codes against int16 queries made per record
  *   (chunk_rec_q16; 16 bits of the folded query): 5e-4;
- * - scalar records with 4-bit V codes summed by int16 weights (chunk_rec_v16: per chunk and
- *   row each weight within max_t w / 65534 of its fp32 value, so a chunk's tokens of small
- *   weight lose up to half a step each): 1e-3;
+ * - scalar records' V codes (4-bit in place, or unpacked up to 8 bits) summed by int16
+ *   weights (chunk_rec_v16: per chunk and row each weight within max_t w / 65534 of its
+ *   fp32 value, so a chunk's tokens of small weight lose up to half a step each): 1e-3;
  * - tq6_0 staging rings read in place (chunk_tq6_q16: int16 queries, int16 centroids): 5e-4;
  * - trellis records read in place (chunk_trellis_q16): the codebooks as int16 of 11 bits,
  *   each code value within max|C_k| / 4094 of its fp32 value (about 1/1000 of the data's
@@ -131,7 +131,7 @@ static double attn_tol(const sjk_cache *c, uint32_t layer, size_t rows)
     double tol = 1e-5;
     if (kq && vq && k->chunk_qblk && decode && c->D % 64 == 0) tol = fmax(tol, 5e-4);
     if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_k == 4 && k->chunk_rec_q16 && decode) tol = fmax(tol, 5e-4);
-    if (L->compressed && L->rp.body == SJK_BODY_SCALAR && L->rl.bits_v == 4 && k->chunk_rec_v16 && decode) tol = fmax(tol, 1e-3);
+    if (L->compressed && L->rp.body == SJK_BODY_SCALAR && k->chunk_rec_v16 && decode) tol = fmax(tol, 1e-3);
     if (L->compressed && L->k_fmt == SJK_FMT_TQ6_0_STAGE && k->chunk_tq6_q16 && rows * c->gq <= 2 * SJK_ATTN_RB)
         tol = fmax(tol, 5e-4);
     const int grid = L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8;

@@ -16,7 +16,7 @@
  *
  *   R <  SJK_ATTN_MANY_MIN (decode)   the chunk as stored -> chunk_f16 / chunk_rec (records
  *                                     and trellis read in place; 4-bit K records by
- *                                     chunk_rec_q16, int16 queries per record; 4-bit V
+ *                                     chunk_rec_q16, int16 queries per record; scalar V
  *                                     records by chunk_rec_v16, int16 weights) / chunk_tq6_q16
  *                                     (tq6_0 ring keys by int16 dot products) or chunk_tq6 /
  *                                     chunk_qblk (q8_0, q4_0 rows against int8 query pieces
@@ -300,13 +300,13 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 }
                 if (RL->bits_v == 4) {
                     rec.vp = rp + RL->off_v;
-                    rec_v16 = k->chunk_rec_v16 != NULL; /* values by int16 weights */
                 } else if (RL->bits_v == 8 && RL->v_row_nbytes == D) {
                     rec.vc = rp + RL->off_v; /* the codes [G][D] as unpacked */
                 } else {
                     unpack_half(k, vc, rp + RL->off_v, RL->v_row_nbytes, G, D, RL->bits_v);
                     rec.vc = vc;
                 }
+                rec_v16 = k->chunk_rec_v16 != NULL; /* values by int16 weights (codes in place or unpacked) */
                 rec_scales(k, &rec, sc, rp + RL->off_kscale, D);
                 is_rec = 1;
             } else if (sjk_body_trellis_token(L->rp.body) && k->trellis_inplace && inplace &&

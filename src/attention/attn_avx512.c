@@ -904,25 +904,50 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
     }
 }
 
-/* The values of a record block whose V codes are 4-bit (chunk_rec_q16; called by
- * attn_x86.h's chunk_rec_nr after rec_probs): per row the weights p[r][t] (Vscale folded
- * in) become int16 (q16_prep, scale ws[r]) and
+/* The vpermb controls of the int16 readers of unpacked bytes: x holds two rows of 32
+ * code bytes (bytes 0..31 and 32..63); dword j of the masked (even bytes) permute by lo is
+ * (x[j], x[32 + j]) as two zero-extended words, by hi (x[16 + j], x[48 + j]). */
+static inline void c16_pair_controls(__m512i *lo, __m512i *hi)
+{
+    uint8_t ix[2][64] = {{0}};
+    for (int j = 0; j < 16; j++)
+        for (int h = 0; h < 2; h++) {
+            ix[h][4 * j] = (uint8_t)(16 * h + j);
+            ix[h][4 * j + 2] = (uint8_t)(32 + 16 * h + j);
+        }
+    *lo = _mm512_loadu_si512((const void *)ix[0]);
+    *hi = _mm512_loadu_si512((const void *)ix[1]);
+}
+
+/* The values of a record block by int16 weights (chunk_rec_v16; called by attn_x86.h's
+ * chunk_rec_nr after rec_probs): per row the weights p[r][t] (Vscale folded in) become
+ * int16 (q16_prep, scale ws[r]) and
  *   acc[r][d] = acc[r][d] · f[r] + Vch[d] · (zz[r] + ws[r] · (float)Σ_t w16[r][t] · code[t][d]),
- * the sum exact in int32 (|.| <= 128 · 32767 · 15 < 2^26). A 4-bit payload row keeps
- * channels 32u + j and 32u + 16 + j in the low and high nibble of byte 16u + j (the q4_0
- * layout), so two tokens' 16 bytes of unit u become zero-extended word pairs by one
- * masked vpermb (qblk_values_q16's), low nibbles channels 32u..32u+15 and high nibbles
- * 32u+16..32u+31 in channel order, and one vpdpwssd per row and 16 channels adds both
- * tokens. A chunk's V rows (16 KiB at D = 256) stay in L1 across the D / 32 units. */
-static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+ * the sum exact in int32 (|.| <= 128 · 32767 · 255 < 2^31). The codes:
+ *   bytes = 0  4-bit payload rows read in place (rc->vp). A row keeps channels 32u + j and
+ *              32u + 16 + j in the low and high nibble of byte 16u + j (the q4_0 layout), so
+ *              two tokens' 16 bytes of unit u become zero-extended word pairs by one masked
+ *              vpermb (qblk_values_q16's), low nibbles channels 32u..32u+15 and high
+ *              nibbles 32u+16..32u+31 in channel order;
+ *   bytes = 1  unpacked bytes rc->vc [G][D] (codes of 5 to 8 bits, or 2 and 3 for the
+ *              sj:B/Bs bodies): two tokens' 32 bytes of unit u go into one zmm and two
+ *              masked vpermb (c16_pair_controls) make the word pairs of channels
+ *              32u..32u+15 and 32u+16..32u+31, where the fp32 path spends per token four
+ *              widenings, four conversions and two FMAs per row on those 32 channels;
+ * then one vpdpwssd per row and 16 channels adds both tokens. A chunk's V rows (16 KiB
+ * at D = 256 in 4 bits) stay in L1 across the D / 32 units. */
+static ALWAYS_INLINE void rec_values_w16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
                                          const float *p, const float *fct, const float *zz, size_t ntm,
-                                         const sjk_attn_rec *rc, int16_t *w16)
+                                         const sjk_attn_rec *rc, int16_t *w16, const int bytes)
 {
     const size_t ntm16 = (ntm + 15) & ~(size_t)15, ntm2 = (ntm + 1) & ~(size_t)1, vrow = D / 2;
     const __m512i ilv = _mm512_set_epi32(0x001F000F, 0x001E000E, 0x001D000D, 0x001C000C, 0x001B000B, 0x001A000A,
                                          0x00190009, 0x00180008, 0x00170007, 0x00160006, 0x00150005, 0x00140004,
                                          0x00130003, 0x00120002, 0x00110001, 0x00100000);
     const __m512i m15 = _mm512_set1_epi16(15);
+    __m512i ilo, ihi;
+    c16_pair_controls(&ilo, &ihi);
+    const __mmask64 even = (__mmask64)0x5555555555555555ull;
     float ws[RBX];
     for (size_t r = 0; r < NR; r++) q16_prep(w16 + r * G, &ws[r], p + r * G, ntm16); /* zero rows: zero weights */
     for (size_t r = 0; r < rb; r++) {
@@ -936,13 +961,24 @@ static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *n
         __m512i alo[RBX], ahi[RBX];
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < NR; r++) { alo[r] = _mm512_setzero_si512(); ahi[r] = _mm512_setzero_si512(); }
-        const uint8_t *base = rc->vp + 16 * u;
-        for (size_t t = 0; t < ntm2; t += 2) { /* token t + 1 < G exists in the record; past nvis its weight is 0 */
-            const uint8_t *c0 = base + t * vrow;
-            const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)c0)),
-                                                      _mm_loadu_si128((const __m128i *)(const void *)(c0 + vrow)), 1);
-            const __m512i w = _mm512_maskz_permutexvar_epi8((__mmask64)0x5555555555555555ull, ilv, _mm512_castsi256_si512(y));
-            dpw_rows(alo, ahi, _mm512_and_si512(w, m15), _mm512_srli_epi16(w, 4), w16 + t, G, NR);
+        if (bytes) {
+            const uint8_t *base = rc->vc + 32 * u;
+            for (size_t t = 0; t < ntm2; t += 2) { /* as below */
+                const uint8_t *c0 = base + t * D;
+                const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)c0)),
+                                                     _mm256_loadu_si256((const __m256i *)(const void *)(c0 + D)), 1);
+                dpw_rows(alo, ahi, _mm512_maskz_permutexvar_epi8(even, ilo, x), _mm512_maskz_permutexvar_epi8(even, ihi, x),
+                         w16 + t, G, NR);
+            }
+        } else {
+            const uint8_t *base = rc->vp + 16 * u;
+            for (size_t t = 0; t < ntm2; t += 2) { /* token t + 1 < G exists in the record; past nvis its weight is 0 */
+                const uint8_t *c0 = base + t * vrow;
+                const __m256i y = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)c0)),
+                                                          _mm_loadu_si128((const __m128i *)(const void *)(c0 + vrow)), 1);
+                const __m512i w = _mm512_maskz_permutexvar_epi8(even, ilv, _mm512_castsi256_si512(y));
+                dpw_rows(alo, ahi, _mm512_and_si512(w, m15), _mm512_srli_epi16(w, 4), w16 + t, G, NR);
+            }
         }
         const __m512 vl = _mm512_loadu_ps(rc->vch + 32 * u), vh = _mm512_loadu_ps(rc->vch + 32 * u + 16);
         for (size_t r = 0; r < rb; r++) {
@@ -955,6 +991,14 @@ static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *n
     }
 }
 
+/* rec_values_w16 for the record's codes (4-bit in place, or unpacked). */
+static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
+                                         const float *p, const float *fct, const float *zz, size_t ntm,
+                                         const sjk_attn_rec *rc, int16_t *w16)
+{
+    if (rc->vc) rec_values_w16(acc, D, nvis, rb, NR, p, fct, zz, ntm, rc, w16, 1);
+    else rec_values_w16(acc, D, nvis, rb, NR, p, fct, zz, ntm, rc, w16, 0);
+}
 /* Rows by blocks of 4, 6 or 8 (ROWS_NR16, attn_x86.h). For trellis records the block
  * of 6 measured 1.09-1.17x the block of 8 with two zero rows (bench_attn_ab, sj:3/3t and
  * 3/2t, Qwen, 16K and 32K): the reader's per-row work is FMAs only. */
@@ -1568,13 +1612,8 @@ static ALWAYS_INLINE void rec_scores_c16(float *p, int16_t *q16, const float *qs
     float q16s[RBX];
     const size_t ntm32 = (ntm + 31) & ~(size_t)31;
     rec_q16_rows(q16, q16s, qs, D, rb, NR);
-    uint8_t ix[2][64] = {{0}}; /* byte 4j <- token j (channel c), 4j + 2 <- token j (channel c + 1) */
-    for (int j = 0; j < 16; j++)
-        for (int h = 0; h < 2; h++) {
-            ix[h][4 * j] = (uint8_t)(16 * h + j);
-            ix[h][4 * j + 2] = (uint8_t)(32 + 16 * h + j);
-        }
-    const __m512i ilo = _mm512_loadu_si512((const void *)ix[0]), ihi = _mm512_loadu_si512((const void *)ix[1]);
+    __m512i ilo, ihi; /* dword j: token j of channels c and c + 1 (ihi: token 16 + j) */
+    c16_pair_controls(&ilo, &ihi);
     const __mmask64 even = (__mmask64)0x5555555555555555ull;
     for (size_t t0 = 0; t0 < ntm32; t0 += 32) {
         __m512i A0[RBX], A1[RBX];

@@ -212,13 +212,13 @@ typedef struct sjk_attn_kernels {
      * the call). NULL: the caller calls unpack_row per row. */
     void (*unpack_rows)(uint8_t *codes, const uint8_t *rows, size_t row_nbytes, size_t nrows, size_t n,
                         unsigned bits);
-    /* A scalar record whose V codes are 4-bit (rc->vp), the values by int16 weights: per
-     * row the weights p[t]·Vscale[t] become int16 (sjk_attn_q16_prep over the chunk's
-     * keys, scale w) and
+    /* A scalar record whose V codes are 4-bit (rc->vp) or unpacked bytes of 5 to 8 bits
+     * (rc->vc), the values by int16 weights: per row the weights p[t]·Vscale[t] become
+     * int16 (sjk_attn_q16_prep over the chunk's keys, scale w) and
      *   acc[d] = acc[d]·f + Vch[d] · (w · (float)Σ_t w16[t] · code[t][d] + Σ_t p·Vzero)
-     * with the sum exact in int32; the keys as chunk_rec_q16 scores them when they are
-     * 4-bit (rc->kp), else as chunk_rec. NULL: the caller uses chunk_rec_q16 /
-     * chunk_rec. */
+     * with the sum exact in int32 (|.| <= 128 · 32767 · 255 < 2^31); the keys as
+     * chunk_rec_q16 scores them when they are 4-bit (rc->kp), else as chunk_rec. NULL:
+     * the caller uses chunk_rec_q16 / chunk_rec. */
     void (*chunk_rec_v16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
     /* 1: chunk_trellis_q8 also reads an int8-grid record whose K or V tile is scalar

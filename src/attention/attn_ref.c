@@ -314,12 +314,13 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
         }
         float f = softmax_update(s, nv, &m[r], &l[r]);
         const float z = rec_vfold_ref(s, nv, rc);
-        if (v16 && !rc->vc) {
+        if (v16) {
             float ws;
             sjk_attn_q16_prep(w16, &ws, s, nv);
             for (size_t d = 0; d < D; d++) {
-                int32_t dot = 0; /* exact: |dot| <= 128 * 32767 * 15 < 2^26 */
-                for (size_t t = 0; t < nv; t++) dot += (int32_t)w16[t] * (int32_t)sjk_payload_get(rc->vp + t * (D / 2), D, 4, d);
+                int32_t dot = 0; /* exact: |dot| <= 128 * 32767 * 255 < 2^31 (4-bit codes: < 2^26) */
+                for (size_t t = 0; t < nv; t++)
+                    dot += (int32_t)w16[t] * (int32_t)(rc->vc ? rc->vc[t * D + d] : sjk_payload_get(rc->vp + t * (D / 2), D, 4, d));
                 racc[d] = ws * (float)dot;
             }
         } else {
