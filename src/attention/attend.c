@@ -289,6 +289,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 memset(&rec, 0, sizeof rec);
                 rec.pf = pf;
                 rec.pf_nbytes = pf ? L->rec_nbytes : 0;
+                rec.kbits = RL->bits_k;
+                rec.vbits = RL->bits_v;
                 if (RL->bits_k == 4) {
                     rec.kp = rp + RL->off_k;
                     rec_q16 = k->chunk_rec_q16 != NULL; /* scored by integer dot products */

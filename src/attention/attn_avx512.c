@@ -1015,12 +1015,14 @@ static void chunk_rec_q16_avx512(const float *q, size_t R, size_t D, const uint3
     ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1, 0));
 }
 
-/* chunk_rec_v16 (attn_kernels.h): 4-bit V codes by int16 weights (rec_values_q16), the
- * keys as chunk_rec_q16 scores them (4-bit) or in fp32 (other widths). */
+/* chunk_rec_v16 (attn_kernels.h): V codes by int16 weights (rec_values_q16), the keys as
+ * chunk_rec_q16 scores them (4-bit), by rec_scores_c16 (unpacked, up to 7 bits) or in
+ * fp32 (8 bits: int16 measured 0.92-1.00x there, docs/notes/benchmarks.md). */
 static void chunk_rec_v16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                  const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
     if (rc->kp) ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 1, 1));
+    else if (rc->kc && rc->kbits && rc->kbits <= 7) ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 2, 1));
     else ROWS_NR16(R, chunk_rec_nr(q, R, D, nvis, rc, m, l, acc, work, NR_, 0, 1));
 }
 
@@ -1598,7 +1600,8 @@ static inline void trq8_weights(int8_t *p4h, int8_t *p4l, float *scale, int32_t 
     } while (0)
 
 /* Scores of a scalar K tile of unpacked codes rc->kc [D][G] of up to 7 bits (a trellis
- * record's tile above 4 bits, chunk_trq8_nr's kmix) by int16 dot products: per row the
+ * record's tile above 4 bits, chunk_trq8_nr's kmix; a scalar record's keys of 2, 3 and 5
+ * to 7 bits, chunk_rec_v16) by int16 dot products: per row the
  * folded queries qs become int16 (q16_prep) and
  *   p[r][t] = Ktok[t] · (scale · Σ_d q16[r][d] · code[d][t] + cz[r]),  t < ntm rounded up to 32,
  * exact in int32 (|.| <= 512 · 32767 · 127 < 2^31). Per pair of channels and 32 tokens
@@ -1622,7 +1625,9 @@ static ALWAYS_INLINE void rec_scores_c16(float *p, int16_t *q16, const float *qs
         const size_t pfo = (t0 / 32) * D * 64;
         for (size_t c = 0; c < D; c += 2) {
             const uint8_t *u = rc->kc + c * G + t0;
+            /* a line per channel, as rec_scores: the whole of a record up to 8/8 bits */
             if (pfo + c * 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64, _MM_HINT_T1);
+            if (pfo + c * 64 + 64 < pfn) _mm_prefetch((const char *)rc->pf + pfo + c * 64 + 64, _MM_HINT_T1);
             const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)u)),
                                                  _mm256_loadu_si256((const __m256i *)(const void *)(u + G)), 1);
             dpw_rows(A0, A1, _mm512_maskz_permutexvar_epi8(even, ilo, x), _mm512_maskz_permutexvar_epi8(even, ihi, x), q16 + c,

@@ -50,7 +50,8 @@ typedef struct sjk_attn_rec {
     const float *kscale, *kzero, *ktok, *vch, *vscale, *vzero; /* [D] [D] [128] [D] [128] [128] */
     const uint8_t *kt, *vt;  /* trellis K / V payloads (D/16 groups of 128 steps), or NULL */
     const float *kcb, *vcb;  /* codebooks C_bK [64 << bK], C_bV [64 << bV] */
-    unsigned kbits, vbits;   /* trellis symbol bits (2..4) */
+    unsigned kbits, vbits;   /* trellis symbol bits (2..4); a scalar record's code bits
+                                (2..8; 0: not stated, as the tests' hand-made records) */
     const uint8_t *pf;       /* the next record's bytes, or NULL: a hint only (kernels may */
     size_t pf_nbytes;        /* prefetch it while they work; results never depend on it) */
 } sjk_attn_rec;
@@ -217,8 +218,10 @@ typedef struct sjk_attn_kernels {
      * int16 (sjk_attn_q16_prep over the chunk's keys, scale w) and
      *   acc[d] = acc[d]·f + Vch[d] · (w · (float)Σ_t w16[t] · code[t][d] + Σ_t p·Vzero)
      * with the sum exact in int32 (|.| <= 128 · 32767 · 255 < 2^31); the keys as
-     * chunk_rec_q16 scores them when they are 4-bit (rc->kp), else as chunk_rec. NULL:
-     * the caller uses chunk_rec_q16 / chunk_rec. */
+     * chunk_rec_q16 scores them when they are 4-bit (rc->kp), unpacked codes of at most
+     * 7 bits (rc->kc, rc->kbits 2..7) against the folded query as int16
+     * (sjk_attn_q16_prep; exact int32 sums, |.| <= 512 · 32767 · 127 < 2^31), else (8
+     * bits, or kbits 0) as chunk_rec. NULL: the caller uses chunk_rec_q16 / chunk_rec. */
     void (*chunk_rec_v16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work);
     /* 1: chunk_trellis_q8 also reads an int8-grid record whose K or V tile is scalar

@@ -301,8 +301,9 @@ static void rec_ref(const float *q, size_t R, size_t D, const uint32_t *nvis, co
             float sc;
             sjk_attn_q16_prep(qi, &sc, qs, D);
             for (size_t t = 0; t < nv; t++) {
-                int32_t dot = 0; /* exact: |dot| <= 512 * 32767 * 15 < 2^28 */
-                for (size_t d = 0; d < D; d++) dot += qi[d] * (int32_t)sjk_payload_get(rc->kp + d * (G / 2), G, 4, t);
+                int32_t dot = 0; /* exact: |dot| <= 512 * 32767 * 127 < 2^31 (4-bit codes: < 2^28) */
+                for (size_t d = 0; d < D; d++)
+                    dot += qi[d] * (int32_t)(rc->kc ? rc->kc[d * G + t] : sjk_payload_get(rc->kp + d * (G / 2), G, 4, t));
                 s[t] = rc->ktok[t] * (sc * (float)dot + cz);
             }
         } else {
@@ -350,7 +351,7 @@ static void chunk_rec_q16_ref(const float *q, size_t R, size_t D, const uint32_t
 static void chunk_rec_v16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const sjk_attn_rec *rc, float *m, float *l, float *acc, float *work)
 {
-    rec_ref(q, R, D, nvis, rc, m, l, acc, work, rc->kp != NULL, 1);
+    rec_ref(q, R, D, nvis, rc, m, l, acc, work, rc->kp != NULL || (rc->kc && rc->kbits && rc->kbits <= 7), 1);
 }
 
 /* ---- trellis records by int16 dot products (chunk_trellis_q16) ---------------------- */

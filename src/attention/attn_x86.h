@@ -731,14 +731,19 @@ static ALWAYS_INLINE void rec_scores_q16(float *p, int16_t *q16, const float *qs
                            size_t ntm, size_t rb, size_t pfn, const size_t NR);
 
 #if SJK_ATTN_W == 16
+/* Unpacked K codes of up to 7 bits by int16 dot products (chunk_rec_v16 on AVX-512):
+ * attn_avx512.c. */
+static ALWAYS_INLINE void rec_scores_c16(float *p, int16_t *q16, const float *qs, const float *cz, const sjk_attn_rec *rc,
+                                         size_t D, size_t ntm, size_t rb, size_t pfn, const size_t NR);
 /* 4-bit V codes by int16 weights (chunk_rec_q16 on AVX-512): attn_avx512.c. */
 static ALWAYS_INLINE void rec_values_q16(float *acc, size_t D, const uint32_t *nvis, size_t rb, const size_t NR,
                                          const float *p, const float *fct, const float *zz, size_t ntm,
                                          const sjk_attn_rec *rc, int16_t *w16);
 #endif
 
-/* Record chunk: scores by channel rows of codes (rec_scores; with q16, 4-bit K codes by
- * integer dot products: rec_scores_q16, attn_avx512.c / attn_avx2.c), values by token rows of codes
+/* Record chunk: scores by channel rows of codes (rec_scores; with q16 = 1, 4-bit K codes by
+ * integer dot products: rec_scores_q16, attn_avx512.c / attn_avx2.c; q16 = 2, unpacked
+ * codes by int16 ones, rec_scores_c16 on AVX-512), values by token rows of codes
  * (unpacked bytes, or 4-bit payload rows read in place); scales folded as in
  * attn_kernels.h. */
 static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
@@ -756,7 +761,11 @@ static ALWAYS_INLINE void chunk_rec_nr(const float *q, size_t R, size_t D, const
         const size_t pfn = r0 == 0 ? rc->pf_nbytes : 0;
         if (q16) {
             int16_t *qi = (int16_t *)(void *)(work + RBX * (2 * D + 4 * G + 8)); /* [RBX][D] */
-            rec_scores_q16(p, qi, qs, cz, rc, D, ntm, rb, pfn, NR);
+#if SJK_ATTN_W == 16
+            if (q16 == 2) rec_scores_c16(p, qi, qs, cz, rc, D, ntm, rb, pfn, NR); /* unpacked codes */
+            else
+#endif
+                rec_scores_q16(p, qi, qs, cz, rc, D, ntm, rb, pfn, NR);
         } else {
             rec_scores(p, qs, cz, rc, D, ntm, pfn, NR);
         }
