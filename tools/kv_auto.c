@@ -12,7 +12,7 @@
 
 const char sjk_kv_auto_usage[] =
     "      --kv auto          choose the cache tier: the least compression of f16, q8_0/q8_0,\n"
-    "                         q8_0/q4_0, sj:6/4, sj:4/4, sj:5/3t, sj:4/4t and sj:4/4 with q8_0 tails,\n"
+    "                         sj:6/6, q8_0/q4_0, sj:6/4, sj:4/4, sj:5/3t, sj:4/4t and sj:4/4 with q8_0 tails,\n"
     "                         sj:4/3t, sj:3/2t (a 1,024 q8_0 tail or a short ring; each trellis\n"
     "                         rung or its real-data twin tr; `plan` lists them in full) that\n"
     "                         fits --mem-budget, is allowed by the quality floor and is not\n"
