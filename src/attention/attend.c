@@ -212,6 +212,17 @@ static void ring_leave(size_t R, size_t D, const float *mu_v, float *m, const fl
     }
 }
 
+/* A record's view, empty but for what every record kind states: the next record to
+ * prefetch (pf, or NULL) and the code bits of its K and V tiles. */
+static void rec_start(sjk_attn_rec *rec, const uint8_t *pf, size_t rec_nbytes, const sjk_record_layout *RL)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->pf = pf;
+    rec->pf_nbytes = pf ? rec_nbytes : 0;
+    rec->kbits = RL->bits_k;
+    rec->vbits = RL->bits_v;
+}
+
 static void unit_run(void *arg, uint32_t u, uint32_t worker)
 {
     const attn_job *j = arg;
@@ -286,11 +297,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             const int grid = L->rp.body == SJK_BODY_TRELLIS_I8 || L->rp.body == SJK_BODY_TRELLIS_REAL_I8 ||
                              L->rp.body == SJK_BODY_TRELLIS_S128; /* int8-grid tables (chunk_trellis_q8) */
             if (L->rp.body == SJK_BODY_SCALAR) {
-                memset(&rec, 0, sizeof rec);
-                rec.pf = pf;
-                rec.pf_nbytes = pf ? L->rec_nbytes : 0;
-                rec.kbits = RL->bits_k;
-                rec.vbits = RL->bits_v;
+                rec_start(&rec, pf, L->rec_nbytes, RL);
                 if (RL->bits_k == 4) {
                     rec.kp = rp + RL->off_k;
                     rec_q16 = k->chunk_rec_q16 != NULL; /* scored by integer dot products */
@@ -318,11 +325,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
                 /* Token-axis trellis bodies: the kernel reads the codes in place; a scalar
                  * tile beside a trellis one (above 4 bits, e.g. sj:5/3t) as unpacked codes,
                  * where the int8-grid reader takes it (trellis_mixed) */
-                memset(&rec, 0, sizeof rec);
-                rec.pf = pf;
-                rec.pf_nbytes = pf ? L->rec_nbytes : 0;
-                rec.kbits = RL->bits_k;
-                rec.vbits = RL->bits_v;
+                rec_start(&rec, pf, L->rec_nbytes, RL);
                 if (RL->bits_k <= SJK_TRELLIS_MAX_BITS) {
                     rec.kt = rp + RL->off_k;
                     rec.kcb = sjk_trellis_codebook_for(L->rp.body, RL->bits_k, 0);
