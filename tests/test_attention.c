@@ -545,8 +545,8 @@ TEST(test_tq6_ring_inplace_matches_decoded)
                 state_init(&a, R, D, &s1);
                 state_init(&b, R, D, &s2);
                 if (pi == 0) ref->chunk_f32(q, R, D, nvis, K, V, G, a.m, a.l, a.acc, g_work);
-                else ref->chunk_tq6(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work);
-                k->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work);
+                else ref->chunk_tq6(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work, NULL, 0);
+                k->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work, kr, G * D / 128 * 98);
                 double e = state_diff(&a, &b, R, D);
                 CHECKF(e < 1e-5, "%s tq6 D=%zu R=%zu: rel diff %.3g", pi ? k->name : "ref vs decoded", D, R, e);
             }
@@ -1390,8 +1390,8 @@ TEST(test_tq6_q16_matches_reference)
                 state_init(&a, R, D, &s0);
                 s0 = r;
                 state_init(&b, R, D, &s0);
-                ref->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work);
-                ref->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work);
+                ref->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, a.m, a.l, a.acc, g_work, NULL, 0);
+                ref->chunk_tq6(q, R, D, nvis, kr, vr, G, b.m, b.l, b.acc, g_work, NULL, 0);
                 /* 3 */
                 const double e_fp = output_diff(&b, &a, R, D);
                 worst_fp = fmax(worst_fp, e_fp);
@@ -1403,9 +1403,17 @@ TEST(test_tq6_q16_matches_reference)
                     tested++;
                     s0 = r;
                     state_init(&c, R, D, &s0);
-                    k->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, c.m, c.l, c.acc, g_work);
+                    k->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, c.m, c.l, c.acc, g_work, kr, G * D / 128 * 98);
                     const double e = state_diff(&a, &c, R, D);
                     CHECKF(e < Q16_WEIGHT_TOL, "%s tq6_q16 D=%zu R=%zu%s: rel diff %.3g", k->name, D, R, extreme ? " extreme" : "", e);
+                    /* the next chunk's rows are a prefetch hint: without it, the same bits */
+                    static state d;
+                    s0 = r;
+                    state_init(&d, R, D, &s0);
+                    k->chunk_tq6_q16(q, R, D, nvis, kr, vr, G, d.m, d.l, d.acc, g_work, NULL, 0);
+                    CHECKF(!memcmp(d.acc, c.acc, R * D * sizeof c.acc[0]) && !memcmp(d.m, c.m, R * sizeof c.m[0]) &&
+                               !memcmp(d.l, c.l, R * sizeof c.l[0]),
+                           "%s tq6_q16 D=%zu R=%zu: the prefetch hint changed the result", k->name, D, R);
                 }
             }
     fprintf(stderr, "  note: int16 ring path vs fp32 path (tq6_0 rows): worst %.3g of the outputs' magnitude\n", worst_fp);

@@ -263,7 +263,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
     int qi_ready = 0;
     /* tq6_0 ring rows read in place: keys by integer dot products where the table has it */
     void (*const tq6)(const float *, size_t, size_t, const uint32_t *, const uint8_t *, const uint8_t *, size_t, float *,
-                      float *, float *, float *) = k->chunk_tq6_q16 ? k->chunk_tq6_q16 : k->chunk_tq6;
+                      float *, float *, float *, const uint8_t *, size_t) = k->chunk_tq6_q16 ? k->chunk_tq6_q16 : k->chunk_tq6;
 
     for (uint32_t ch = c0; ch < c1; ch++) {
         const uint32_t p0 = ch * (uint32_t)G;
@@ -363,8 +363,8 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             vr = hb + L->off_ring_v + slot * L->v_row_nbytes;
         }
         if (kr) { /* ring or uniform layer: the row format picks the reader */
-            /* the next chunk's K rows (ring or uniform layer alike), for the fp16 and
-             * ggml block readers to prefetch as they go: at long contexts the rows
+            /* the next chunk's K rows (ring or uniform layer alike), for the fp16, tq6_0
+             * and ggml block readers to prefetch as they go: at long contexts the rows
              * stream from memory and the hardware prefetchers leave the kernel waiting */
             if (ch + 1 < c1 && p0 + G < j->n) {
                 const uint32_t p1 = p0 + (uint32_t)G;
@@ -414,7 +414,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
             else if (is_rec && trel_q16) k->chunk_trellis_q16(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (is_rec) k->chunk_rec(qb, rn, D, nvis, &rec, mb, lb, ab, work);
             else if (K16) k->chunk_f16(qb, rn, D, nvis, K16, V16, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
-            else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work);
+            else if (KT6) tq6(qb, rn, D, nvis, KT6, VT6, len, mb, lb, ab, work, r0 == 0 ? qpf : NULL, r0 == 0 ? qpf_n : 0);
             else if (KQ) {
                 if (!qi_ready) {
                     if (k->qint_prep) k->qint_prep(&qi, qbuf, q, R, D);

@@ -505,7 +505,7 @@ static void tq6w_qwords(int16_t *qw, const int16_t *q16, size_t D)
 
 static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint8_t *K,
                                         const uint8_t *V, size_t n, float *m, float *l, float *acc, float *work,
-                                        const size_t NR)
+                                        const uint8_t *pf, size_t pfn, const size_t NR)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     float *p = work;                              /* [RBX][G] scores, then probabilities */
@@ -523,10 +523,10 @@ static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, cons
     size_t nall = 0;
     for (size_t r = 0; r < R; r++) nall = nvis[r] > nall ? nvis[r] : nall;
     if (!nall) return;
+    /* the K norms now, the V norms after the first keys, which bring the V rows into L1
+     * (read first, at long contexts, they waited for memory) */
     qblk_scales_avx2(kn, K, nall * nb, SJK_TQ6_0_NBYTES);
-    qblk_vscales_avx2(vn, V, nall, nb, SJK_TQ6_0_NBYTES);
-    for (size_t b = 0; b < nb; b++)
-        for (size_t t = (nall + 7) & ~(size_t)7; t < G; t++) vn[b * G + t] = 0.0f;
+    int vn_ready = 0;
     const __m256i unpair = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     (void)n;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
@@ -543,12 +543,16 @@ static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, cons
                 memset(qw + r * D, 0, D * sizeof(int16_t));
             }
         }
-        /* keys */
+        /* keys; the first pass brings the chunk's V rows into L1 and the next chunk's K
+         * rows (pf) into L2, a row of each per key */
         for (size_t t = 0; t < ntm; t++) {
             const uint8_t *row = K + t * row_nbytes;
-            if (r0 == 0)
+            if (!vn_ready) {
                 for (size_t o = (t * row_nbytes) & ~(size_t)63; o < (t + 1) * row_nbytes; o += 64)
                     _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+                for (size_t o = (t * row_nbytes) & ~(size_t)63; o < (t + 1) * row_nbytes && o < pfn; o += 64)
+                    _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
+            }
             __m256 S[QNR];
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) S[r] = _mm256_setzero_ps();
@@ -586,6 +590,12 @@ static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, cons
             }
             _Pragma("GCC unroll 8")
             for (size_t r = 0; r < NR; r++) p[r * G + t] = sv[r] * sc[r];
+        }
+        if (!vn_ready) {
+            qblk_vscales_avx2(vn, V, nall, nb, SJK_TQ6_0_NBYTES);
+            for (size_t b = 0; b < nb; b++)
+                for (size_t t = (nall + 7) & ~(size_t)7; t < G; t++) vn[b * G + t] = 0.0f;
+            vn_ready = 1;
         }
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
@@ -657,12 +667,13 @@ static ALWAYS_INLINE void chunk_tq6w_nr(const float *q, size_t R, size_t D, cons
 }
 
 static void chunk_tq6_q16_avx2(const float *q, size_t R, size_t D, const uint32_t *nvis, const uint8_t *K,
-                               const uint8_t *V, size_t n, float *m, float *l, float *acc, float *work)
+                               const uint8_t *V, size_t n, float *m, float *l, float *acc, float *work,
+                               const uint8_t *pf, size_t pf_nbytes)
 {
     const size_t nr = qblk_nr(R);
-    if (nr == 3) chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, 3);
-    else if (nr == 6) chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, 6);
-    else chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, 4);
+    if (nr == 3) chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, pf, pf_nbytes, 3);
+    else if (nr == 6) chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, pf, pf_nbytes, 6);
+    else chunk_tq6w_nr(q, R, D, nvis, K, V, n, m, l, acc, work, pf, pf_nbytes, 4);
 }
 
 /* sjk_attn_qint_prep (attn_ref.c) 8 lanes at a time, to the same bits: the same IEEE

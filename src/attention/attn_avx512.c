@@ -268,19 +268,22 @@ static ALWAYS_INLINE void tq6_block(__m512 e[RBX], const uint8_t *blk, size_t b,
 /* Scores p[r][t] of keys [0, ntm): per key, per block the rows' lane partials (tq6_block)
  * scaled by the block norm, summed over the blocks, reduced, times sc[r] (1, or for int16
  * the row's q16 scale times the centroids'); V: the chunk's V rows, prefetched a row per
- * key (ring rows at long contexts come from L3: 1.01-1.05x, docs/notes/benchmarks.md "Attention"). */
+ * key into L1 (ring rows at long contexts come from L3: 1.01-1.05x, docs/notes/benchmarks.md
+ * "Attention"); pf: pfn bytes of the next chunk's K rows, a row's worth per key into L2
+ * (both NULL: none). */
 static ALWAYS_INLINE void tq6_scores(float *p, const uint8_t *K, size_t ntm, size_t nb, const float *kn, const float *qp,
                                      const int16_t *qi, size_t D, const float *sc, const tq6_lut *tt,
                                      const __m512i c16lo, const __m512i c16hi, const size_t NR, const int q16,
-                                     const uint8_t *V)
+                                     const uint8_t *V, const uint8_t *pf, size_t pfn)
 {
     const size_t row_nbytes = nb * SJK_TQ6_0_NBYTES;
     for (size_t t = 0; t < ntm; t++) {
         const uint8_t *row = K + t * row_nbytes;
-        /* the chunk's V row t into L1 for the values that follow (V NULL: none) */
         if (V)
             for (size_t o = (t * row_nbytes) & ~(size_t)63; o < (t + 1) * row_nbytes; o += 64)
                 _mm_prefetch((const char *)V + o, _MM_HINT_T0);
+        for (size_t o = (t * row_nbytes) & ~(size_t)63; o < (t + 1) * row_nbytes && o < pfn; o += 64)
+            _mm_prefetch((const char *)pf + o, _MM_HINT_T1);
         __m512 s[RBX];
         _Pragma("GCC unroll 8")
         for (size_t r = 0; r < (NR + 3) / 4 * 4; r++) s[r] = vzero(); /* NR = 6: two zero partials */
@@ -390,7 +393,8 @@ static ALWAYS_INLINE void tq6_values_q16(float *acc, float *va, int16_t *p16, co
 static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                                                 const uint8_t *K, const uint8_t *V, size_t n,
                                                                 float *m, float *l, float *acc, float *work,
-                                                                const size_t NR, const int q16)
+                                                                const uint8_t *pf, size_t pfn, const size_t NR,
+                                                                const int q16)
 {
     const size_t nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     const tq6_lut tt = tq6_lut_init();
@@ -419,12 +423,11 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
         c16lo = _mm512_loadu_si512(lo);
         c16hi = _mm512_loadu_si512(hi);
     }
-    /* the fp16 norms, 16 at a time by one gather: K's in key order, V's per block */
+    /* the fp16 norms, 16 at a time by one gather: K's in key order now, V's per block
+     * after the first scores, which bring the V rows into L1 (the gather touches every
+     * row: at long contexts, before the scores, it waited for memory) */
     tq6_norms(kn, K, n * nb, SJK_TQ6_0_NBYTES);
-    for (size_t b = 0; b < nb; b++) {
-        tq6_norms(vn + b * G, V + b * SJK_TQ6_0_NBYTES, n, row_nbytes);
-        for (size_t t = n; t < ((n + 15) & ~(size_t)15); t++) vn[b * G + t] = 0.0f;
-    }
+    int vn_ready = 0;
     for (size_t r0 = 0; r0 < R; r0 += NR) {
         size_t ntm;
         const size_t rb = block_rows(nvis, R, r0, NR, &ntm);
@@ -444,7 +447,15 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
                 sc[r] *= csc;
             }
         }
-        tq6_scores(p, K, ntm, nb, kn, qp, qi, D, sc, &tt, c16lo, c16hi, NR, q16, r0 == 0 ? V : NULL);
+        tq6_scores(p, K, ntm, nb, kn, qp, qi, D, sc, &tt, c16lo, c16hi, NR, q16, vn_ready ? NULL : V,
+                   vn_ready ? NULL : pf, vn_ready ? 0 : pfn);
+        if (!vn_ready) {
+            for (size_t b = 0; b < nb; b++) {
+                tq6_norms(vn + b * G, V + b * SJK_TQ6_0_NBYTES, n, row_nbytes);
+                for (size_t t = n; t < ((n + 15) & ~(size_t)15); t++) vn[b * G + t] = 0.0f;
+            }
+            vn_ready = 1;
+        }
         float fct[RBX];
         softmax_block(p, fct, nvis + r0, rb, NR, m + r0, l + r0);
         /* values: probabilities times the keys' V block norms */
@@ -502,16 +513,16 @@ static inline __attribute__((always_inline)) void chunk_tq6_nr(const float *q, s
 /* Rows by blocks of 4, 6 or 8 (ROWS_NR16, attn_x86.h). */
 static void chunk_tq6_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                              const uint8_t *K, const uint8_t *V, size_t n,
-                             float *m, float *l, float *acc, float *work)
+                             float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    ROWS_NR16(R, chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, NR_, 0));
+    ROWS_NR16(R, chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, 0));
 }
 
 static void chunk_tq6_q16_avx512(const float *q, size_t R, size_t D, const uint32_t *nvis,
                                  const uint8_t *K, const uint8_t *V, size_t n,
-                                 float *m, float *l, float *acc, float *work)
+                                 float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
-    ROWS_NR16(R, chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, NR_, 1));
+    ROWS_NR16(R, chunk_tq6_nr(q, R, D, nvis, K, V, n, m, l, acc, work, pf, pf_nbytes, NR_, 1));
 }
 
 /* ---- trellis records, read in place -------------------------------------------------

@@ -123,10 +123,11 @@ typedef struct sjk_attn_kernels {
                       float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
     /* tq6_0_stage rows (the staging ring): K, V [n][D/128 blocks of 98 bytes], decoded
      * on the fly (value = centroid * block norm, as the format's decode) and used at
-     * once. NULL: the caller decodes the rows and uses chunk_f32. */
+     * once; pf, pf_nbytes: the next chunk's K rows, or NULL / 0, a prefetch hint as for
+     * chunk_qblk. NULL: the caller decodes the rows and uses chunk_f32. */
     void (*chunk_tq6)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const uint8_t *K, const uint8_t *V, size_t n,
-                      float *m, float *l, float *acc, float *work);
+                      float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
     /* One unpacked record (n = 128 keys). */
     void (*chunk_rec)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                       const sjk_attn_rec *rec, float *m, float *l, float *acc, float *work);
@@ -162,10 +163,11 @@ typedef struct sjk_attn_kernels {
      * p[t]·Vnorm[t][b] become int16 under the sum bound SJK_ATTN_TQ6_SUM_MAX
      * (sjk_attn_q16_prep_l1, scale_p[b]) and
      *   acc[i] = acc[i]·f + scale_p[b] · scale_c · (float)Σ_t p16[b][t] · c16[code[t][i]]
-     * (i in block b), exact in int32. NULL: the caller uses chunk_tq6. */
+     * (i in block b), exact in int32; pf, pf_nbytes as chunk_tq6's. NULL: the caller
+     * uses chunk_tq6. */
     void (*chunk_tq6_q16)(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const uint8_t *K, const uint8_t *V, size_t n,
-                          float *m, float *l, float *acc, float *work);
+                          float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes);
     /* sjk_attn_qint_prep with SIMD, to the same bits in every field for rows of finite
      * values and rows with an infinity or a NaN (tests/test_attention.c); NULL: attend.c calls
      * sjk_attn_qint_prep. (A table that lists no entry here gets NULL.) */

@@ -131,8 +131,10 @@ static void tq6_values_ref(float *a, float *s, size_t nv, float *m, float *l, co
  * the fp32 reference's arithmetic. */
 static void chunk_tq6_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                           const uint8_t *K, const uint8_t *V, size_t n,
-                          float *m, float *l, float *acc, float *work)
+                          float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
+    (void)pf; /* a prefetch hint: nothing to do here */
+    (void)pf_nbytes;
     const size_t G = SJK_GROUP, row_nbytes = D / SJK_TQ_BLOCK * SJK_TQ6_0_NBYTES;
     float *s = work, *x = work + G;
     (void)n;
@@ -181,8 +183,10 @@ static inline unsigned tq6_code(const uint8_t *blk, size_t j)
  * scales in fp32; values as chunk_tq6_ref. */
 static void chunk_tq6_q16_ref(const float *q, size_t R, size_t D, const uint32_t *nvis,
                               const uint8_t *K, const uint8_t *V, size_t n,
-                              float *m, float *l, float *acc, float *work)
+                              float *m, float *l, float *acc, float *work, const uint8_t *pf, size_t pf_nbytes)
 {
+    (void)pf;
+    (void)pf_nbytes;
     const size_t G = SJK_GROUP, nb = D / SJK_TQ_BLOCK, row_nbytes = nb * SJK_TQ6_0_NBYTES;
     float *s = work, *x = work + G;
     int16_t *qi = (int16_t *)(void *)(x + D); /* [D] */
