@@ -197,7 +197,7 @@ $(BUILD)/examples/%: examples/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) -Iinclude $(CFLAGS_ALL) $(LDFLAGS) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
-# The in-process A/B benchmarks of bench/ (docs/BENCHMARKS.md says how to run them);
+# The in-process A/B benchmarks of bench/ (docs/benchmarks/*.md say how to run them);
 # the suite builds them so that they keep compiling.
 # the prefix-store benchmark links the store, hiredis and the test helper that starts redis-server
 $(BUILD)/bench/store_%: bench/store_%.c $(FLAGS_STAMP) $(STORE_A) $(ALL_A) $(BUILD)/obj/tests/support/redis_proc.o

@@ -1,4 +1,4 @@
-/* test_doc_tables.c — the tables of docs/BENCHMARKS.md, RESULTS.md, studies/ and STORE.md are what
+/* test_doc_tables.c — the tables of docs/benchmarks/, RESULTS.md, studies/ and STORE.md are what
  * scripts/render-doc-tables makes of the CSV files in docs/results, so a number in the documents
  * cannot drift from its CSV (the record that scripts/bench-results and scripts/kl-study
  * rewrite). Also checks that the check can fail: a changed digit in a copy of a document,
@@ -67,7 +67,7 @@ TEST(test_doc_tables_check_catches_an_edited_number)
     if (!ready()) SKIP("not run from the repository root (no scripts/render-doc-tables)");
     if (!have_python()) SKIP("python3 not found");
     char cmd[1024], path[512];
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/docs && cp -r docs/BENCHMARKS.md docs/RESULTS.md docs/STORE.md docs/studies %s/docs/ && "
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/docs && cp -r docs/benchmarks docs/RESULTS.md docs/STORE.md docs/studies %s/docs/ && "
              "cp -r docs/results %s/results", dir, dir, dir);
     CHECK(sh(cmd) == 0);
     snprintf(cmd, sizeof cmd, "python3 scripts/render-doc-tables --check --docs %s/docs --results %s/results", dir, dir);
@@ -92,7 +92,8 @@ TEST(test_doc_tables_check_catches_an_edited_number)
 
     /* a table marker without its end is an error, not a silently unchecked table */
     snprintf(cmd, sizeof cmd, "cp docs/results/bench-attn.csv %s/results/ && "
-             "grep -v '^<!-- end table split-weights -->$' docs/BENCHMARKS.md >%s/docs/BENCHMARKS.md", dir, dir);
+             "grep -v '^<!-- end table split-weights -->$' docs/benchmarks/attention.md >%s/docs/benchmarks/attention.md",
+             dir, dir);
     CHECK(sh(cmd) == 0);
     snprintf(cmd, sizeof cmd, "python3 scripts/render-doc-tables --check --docs %s/docs --results %s/results "
              "2>/dev/null", dir, dir);

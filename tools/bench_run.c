@@ -1,7 +1,7 @@
 /* bench_run.c — `sjkvarn bench run`: end-to-end prefill and decode speed of the host on a
  * real model, per KV configuration and context, against llama.cpp measured in the same run.
  *
- * Method (docs/BENCHMARKS.md, "End to end (bench run)"):
+ * Method (docs/benchmarks/end-to-end.md):
  *   prompt   real text (the corpus cache ${SJK_CORPUS_DIR:-~/.cache/sjkvarn/corpus}/docs,
  *            else a few long Debian text files), tokenized once with BOS; when it is
  *            shorter than the longest context its ids (BOS excluded) are repeated.

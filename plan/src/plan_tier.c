@@ -37,7 +37,7 @@
  *     trellis K and V, 4-bit trellis K with 3-bit V, then 3-bit K with 2-bit V, each
  *     smaller than the last and far below the comparators near its size; they replace the
  *     default-ring sj:3/3t and sj:3/2t, which are larger than sj:4/3t and worse.
- * Trellis readers are slower than the scalar ones (docs/BENCHMARKS.md): the walk
+ * Trellis readers are slower than the scalar ones (docs/benchmarks/attention.md): the walk
  * reaches them only when the scalar rungs do not fit.
  *   - each trellis rung has a twin with the codebooks trained on real K/V (`tr`: the same
  *     bytes and readers, docs/studies/real-codebooks.md "Real-data codebooks"). Where one study measured
@@ -57,7 +57,7 @@
  *     found it lower, sj:4/4 is dominated (pass 2) and this rung is the 4-bit choice;
  *     at 8K, where sj:4/4's default ring holds most of the context in 6 bits, sj:4/4 is
  *     lower (SmolLM2, Qwen) and stays first. Its reader is the int8 trellis one, slower
- *     than the scalar reader (docs/BENCHMARKS.md, the rung table).
+ *     than the scalar reader (docs/benchmarks/attention.md, the `--kv auto` rungs).
  *   - 5-bit scalar keys beside 3-bit trellis values with that tail (sj:5/3t), the 4/4t
  *     rung's bytes, come first of them: on the Qwen model at 32K the body's keys carry
  *     three quarters of the 4/4t rung's KL, and the split reads 0.50x kvarn's fp16 tail
@@ -67,7 +67,7 @@
  *     not allowed on them.
  *   - the trellis rungs with a q8_0 tail and the 3/2 rung each have a twin on the
  *     128-entry tables (`ts`, record format 5: the same bytes, a decode attention reader
- *     1.1-1.9x faster on Gemma 3; docs/BENCHMARKS.md, the rung table), placed first. The two read the same KL within
+ *     1.1-1.9x faster on Gemma 3; docs/benchmarks/attention.md), placed first. The two read the same KL within
  *     the study's resolution (docs/studies/gemma3-16k.md, "Record format 5"), so the `t`
  *     twin dominates its `ts` twin only where its measured KL is lower by more than the
  *     factor TWIN_KL_MARGIN (ts_twin_of, pass 2), and a `t` rung within that margin of its

@@ -57,13 +57,13 @@ typedef struct attn_job {
  * AVX-512 kernels, D = 256, 4 query rows; D = 64 with 3 rows gives the same ratios):
  * fp16 rows 9, a tq6_0 or q8_0 ring chunk 12, a 4/4 scalar record read in place 5, other
  * scalar records and trellis records read in place 13 (one run, rounded: 9.2 / 11.7 /
- * 5.0 / 12.9 / 12.5; the run in docs/BENCHMARKS.md, "Split weights", gave 10.2 / 12.6 /
+ * 5.0 / 12.9 / 12.5; the run in docs/benchmarks/attention.md, "Split weights", gave 10.2 / 12.6 /
  * 5.5 / 14.1 / 13.9, the same ratios within 10%). The two without a measurement (tq6_0
  * decoded before use, trellis decoded to fp32: kernel tables without the in-place
  * readers) keep their old ratios to the in-place ones. Any positive weights give a
  * correct result. With the int16 readers of the ring (chunk_tq6_q16, keys and values)
  * and of trellis records (chunk_trellis_q16), on the Zen 4 EPYC at tree 38db29b (the
- * run in docs/BENCHMARKS.md): fp16 7.4, ring 6.5, 4/4 records 5.0, other scalar records
+ * run in docs/benchmarks/attention.md): fp16 7.4, ring 6.5, 4/4 records 5.0, other scalar records
  * 10.6, trellis 10.5 us a chunk: weights 9, 8, 6, 13, 13 (the trellis reader is 1.4x
  * fp16's cost with the rows in cache; at long contexts fp16 waits on memory and the two
  * are about level). With many rows (prefill) the per-row work, the same in every region,
@@ -252,7 +252,7 @@ static void unit_run(void *arg, uint32_t u, uint32_t worker)
      * decode for every block of SJK_ATTN_RB rows: right for decode (the GQA rows of one
      * token), wrong for prefill, where one decode to fp32 serves all rows. With many rows
      * every chunk becomes fp32 once and goes to chunk_f32_many (its matrix-product layout
-     * pays off from SJK_ATTN_MANY_MIN rows: `sjkvarn bench attn`, docs/BENCHMARKS.md). */
+     * pays off from SJK_ATTN_MANY_MIN rows: `sjkvarn bench attn`, docs/benchmarks/attention.md). */
     const int inplace = R <= 2 * SJK_ATTN_RB;
     const int many = k->chunk_f32_many && R >= SJK_ATTN_MANY_MIN;
     /* ggml block rows (q8_0, q4_0) read in place by integer dot products against the
