@@ -85,7 +85,7 @@ static void json_str(FILE *f, const char *s)
 int sjk_cmd_plan(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--make-quality-floor")) return sjk_plan_make_quality_floor(argc - 2, argv + 2);
-    const char *model = NULL, *kv_list = NULL, *budget_s = "8GiB";
+    const char *model = NULL, *kv_list = NULL, *budget_s = "8GiB", *budget_flag = "--budget";
     uint32_t n_ctx = 0, sessions = 1, threads = 0, batch = 512, window_type = SJKH_WINDOW_F16;
     int json = 0;
     sjk_kv_auto_opts ka;
@@ -115,7 +115,10 @@ int sjk_cmd_plan(int argc, char **argv)
         int ok = 1;
         if (IS("-m", "--model")) model = v;
         else if (IS("--kv", NULL)) kv_list = v;
-        else if (IS("--budget", "--mem-budget")) budget_s = v;
+        else if (IS("--budget", "--mem-budget")) {
+            budget_s = v;
+            budget_flag = a; /* the error names the spelling the user typed */
+        }
         else if (IS("-c", "--ctx")) ok = sjk_cli_flag_u32(PROG, a, v, 1, 1u << 30, &n_ctx);
         else if (IS("--sessions", NULL)) ok = sjk_cli_flag_u32(PROG, a, v, 1, 1u << 20, &sessions);
         else if (IS("-t", "--threads")) ok = sjk_cli_flag_threads(PROG, a, v, &threads);
@@ -136,7 +139,7 @@ int sjk_cmd_plan(int argc, char **argv)
         return 2;
     }
     size_t budget;
-    if (!sjk_cli_flag_size(PROG, "--budget", budget_s, &budget)) return 2;
+    if (!sjk_cli_flag_size(PROG, budget_flag, budget_s, &budget)) return 2;
     if (!threads) threads = sjk_cli_threads_default();
     const char *cfgs[MAX_CFGS];
     size_t n_cfgs = 0;
