@@ -666,6 +666,36 @@ TEST(test_auto_tier_ts_twin_within_the_margin)
     }
 }
 
+/* The 3/2 rung's `ts` twin against its real-data twin `tr` (the 1,024-entry tables, read as
+ * the `t` ones are): the same margin as against the `t` rung, so a `tr` KL lower by less
+ * than 1.25x leaves the faster `ts` twin in place; below that, the `tr` rung is taken
+ * (the `t` rung measured higher than both, so it dominates neither). */
+TEST(test_auto_tier_ts_twin_against_its_real_data_twin)
+{
+    static sjkh_plan_model m;
+    CHECK(qwen14b_1m(&m) == SJK_OK);
+    sjkh_plan_params p = sjkh_plan_params_default();
+    p.n_ctx = 1u << 20;
+    sjkh_plan_size s32;
+    CHECK(sjkh_plan_estimate(&m, T32S, &p, &s32, NULL, 0) == SJK_OK);
+    const struct { double tr_kl; const char *want; } cases[] = {
+        {0.0146, T32S}, /* 1.10x below the ts twin: within the margin */
+        {0.0120, T32R}, /* 1.34x below: the real-data twin */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char csv[1024];
+        snprintf(csv, sizeof csv, "model,config,mean_kl,source\n*,%s,0.0161,study A: x\n*,%s,0.0195,study A: x\n"
+                 "*,%s,%g,study A: x\n", T32S, T32, T32R, cases[i].tr_kl);
+        sjkh_quality_floor *f = NULL;
+        CHECK(sjkh_quality_floor_parse(csv, strlen(csv), &f, NULL, 0) == SJK_OK);
+        sjkh_tier_request r = {"auto", s32.total_nbytes, f, "qwen14b", 0.05};
+        sjkh_tier_choice c;
+        CHECK(sjkh_plan_choose_tier(&m, &p, &r, &c) == SJK_OK);
+        CHECKF(!strcmp(c.kv, cases[i].want), "case %zu: chose %s, want %s (%s)", i, c.kv, cases[i].want, c.reason);
+        sjkh_quality_floor_free(f);
+    }
+}
+
 TEST(test_auto_tier_respects_floor_and_overrides)
 {
     static sjkh_plan_model m;
@@ -1306,6 +1336,7 @@ int main(void)
     RUN(test_auto_tier_walks_the_ladder_as_budget_tightens);
     RUN(test_auto_tier_takes_the_better_twin);
     RUN(test_auto_tier_ts_twin_within_the_margin);
+    RUN(test_auto_tier_ts_twin_against_its_real_data_twin);
     RUN(test_auto_tier_skips_dominated_rungs);
     RUN(test_auto_tier_respects_floor_and_overrides);
     RUN(test_auto_tier_hybrid_stays_f16);

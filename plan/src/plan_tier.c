@@ -69,9 +69,10 @@
  *     128-entry tables (`ts`, record format 5: the same bytes, a decode attention reader
  *     1.1-1.9x faster on Gemma 3; docs/benchmarks/attention.md), placed first. The two read the same KL within
  *     the study's resolution (docs/studies/gemma3-16k.md, "Record format 5"), so the `t`
- *     twin dominates its `ts` twin only where its measured KL is lower by more than the
- *     factor TWIN_KL_MARGIN (ts_twin_of, pass 2), and a `t` rung within that margin of its
- *     twin stands or falls with it (what dominated the twin dominates it); anything else
+ *     twin, and the `tr` one of the 3/2 rung (the same slower reader), dominates its `ts`
+ *     twin only where its measured KL is lower by more than the factor TWIN_KL_MARGIN
+ *     (ts_twin_of, pass 2), and a `t` or `tr` rung within that margin of its `ts` twin
+ *     stands or falls with it (what dominated the twin dominates it); anything else
  *     dominates a `ts` rung by the plain rule. Where only the `t` rung is measured the
  *     `ts` twin is not allowed. */
 static const char *const g_ladder[] = {"f16",
@@ -94,7 +95,7 @@ static const char *const g_ladder[] = {"f16",
                                        "sj:3/2t:tail_min=128:tail_max=256",
                                        "sj:3/2tr:tail_min=128:tail_max=256"};
 
-/* How much lower a `t` rung's measured KL must be than its `ts` twin's for the walk to
+/* How much lower a `t` (or `tr`) rung's measured KL must be than its `ts` twin's for the walk to
  * pass over the faster twin: single documents move by 0.66-1.77x between two builds of
  * one body, and a pair later found level (the int8 grid against the float tables, 1.02x
  * through one reader) read 1.37x on nine documents through two readers
@@ -102,14 +103,19 @@ static const char *const g_ladder[] = {"f16",
  * is not evidence. */
 #define TWIN_KL_MARGIN 1.25
 
-/* 1 if fast is slow with the body suffix `t` read as `ts` ("sj:4/4ts:tail=1024" and
- * "sj:4/4t:tail=1024"): the same records and bytes on the 128-entry tables. */
+/* 1 if fast is slow with the body suffix `t` or `tr` read as `ts` ("sj:4/4ts:tail=1024"
+ * and "sj:4/4t:tail=1024" or "sj:4/4tr:tail=1024"): the same records and bytes on the
+ * 128-entry tables, whose reader is the faster; the `tr` tables (real-data codebooks)
+ * are 1,024-entry ones read as the `t` ones are. */
 static int ts_twin_of(const char *fast, const char *slow)
 {
     const char *p = strstr(fast, "ts");
     if (!p || (p[2] && p[2] != ':')) return 0;
     const size_t n = (size_t)(p - fast) + 1; /* through the 't' */
-    return !strncmp(fast, slow, n) && !strcmp(p + 2, slow + n);
+    if (strncmp(fast, slow, n)) return 0;
+    const char *rest = slow + n;
+    if (*rest == 'r') rest++;
+    return !strcmp(p + 2, rest);
 }
 
 const char *const *sjkh_plan_ladder(size_t *n)
